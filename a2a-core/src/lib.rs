@@ -1,0 +1,31 @@
+//! # a2a-core
+//!
+//! The protocol core of the A2A semantic-handshake protocol, version 0.3 (`spec/PROTOCOL.md`):
+//!
+//! - [`wire`]: every message of the protocol as serde types, and [`headers`]: the header names and their parsers;
+//! - [`error`]: the one error table (stable code, HTTP status, message);
+//! - [`canonical`]: RFC 8785 canonical JSON (JCS);
+//! - [`keys`], [`jws`], [`integrity`]: ECDSA P-256 keys, ES256 compact JWS/JWT and the `message_integrity` coverage modes;
+//! - [`did`]: did:web syntax, URL mapping and DID documents;
+//! - [`capability`]: capability declarations and their naming rules;
+//! - [`schema_rules`] and [`negotiation`]: the schema rules of NEGOTIATE, the `nullable` converter, and how an agent tightens
+//!   a proposal;
+//! - [`execution_id`]: generation and parsing of `execution_id`.
+//!
+//! Nothing in this crate performs network I/O, and nothing panics on any input.
+
+pub mod canonical;
+pub mod capability;
+pub mod did;
+pub mod error;
+pub mod execution_id;
+pub mod headers;
+pub mod integrity;
+pub mod jws;
+pub mod keys;
+pub mod negotiation;
+pub mod schema_rules;
+pub mod wire;
+
+/// The protocol version this crate implements, as carried by the `A2A-Version` header.
+pub const PROTOCOL_VERSION: &str = "0.3";
