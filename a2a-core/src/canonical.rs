@@ -75,9 +75,7 @@ fn write_string(s: &str, out: &mut Vec<u8>) {
             '\n' => out.extend_from_slice(b"\\n"),
             '\u{c}' => out.extend_from_slice(b"\\f"),
             '\r' => out.extend_from_slice(b"\\r"),
-            c if (c as u32) < 0x20 => {
-                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes())
-            }
+            c if (c as u32) < 0x20 => out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes()),
             c => {
                 let mut b = [0u8; 4];
                 out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());

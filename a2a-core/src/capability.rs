@@ -48,11 +48,7 @@ pub struct CapabilityDeclaration {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sub_capabilities: Vec<String>,
     /// Regions where the capability may be used (one region or a list); surfaces as the `A2A-Region` header.
-    #[serde(
-        default,
-        skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "one_or_many"
-    )]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "one_or_many")]
     #[schemars(with = "Option<OneOrMany>")]
     pub region_restriction: Vec<String>,
     /// The JSON Schema of the input the capability requires; it follows the schema rules (§6.2).
@@ -132,22 +128,14 @@ pub const MAX_NAME_LEN: usize = 64;
 
 /// Checks a capability name against `^[a-z]+(_[a-z]+)+$` (and at most [`MAX_NAME_LEN`] bytes).
 pub fn validate_name(name: &str) -> Result<(), CapabilityError> {
-    let fail = |reason| {
-        Err(CapabilityError::InvalidName {
-            name: name.to_owned(),
-            reason,
-        })
-    };
+    let fail = |reason| Err(CapabilityError::InvalidName { name: name.to_owned(), reason });
     if name.is_empty() {
         return fail("it is empty");
     }
     if name.len() > MAX_NAME_LEN {
         return fail("it is longer than 64 bytes");
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_lowercase() || *c == '_'))
-    {
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_lowercase() || *c == '_')) {
         return if c.is_ascii_uppercase() {
             fail("it contains an upper-case letter")
         } else if c == '-' {
@@ -180,32 +168,21 @@ impl CapabilityDeclaration {
     /// non-empty region names, a finite non-negative cost, and an input schema that follows the schema rules.
     pub fn validate(&self) -> Result<(), CapabilityError> {
         validate_name(&self.name)?;
-        let field = |field, reason: String| CapabilityError::InvalidField {
-            name: self.name.clone(),
-            field,
-            reason,
-        };
+        let field = |field, reason: String| CapabilityError::InvalidField { name: self.name.clone(), field, reason };
         if self.description.trim().is_empty() {
             return Err(field("description", "must not be empty".into()));
         }
         for sub in &self.sub_capabilities {
             validate_name(sub).map_err(|e| field("sub_capabilities", e.to_string()))?;
             if *sub == self.name {
-                return Err(field(
-                    "sub_capabilities",
-                    "must not contain the capability itself".into(),
-                ));
+                return Err(field("sub_capabilities", "must not contain the capability itself".into()));
             }
         }
         for f in &self.fallback_for {
             validate_name(f).map_err(|e| field("fallback_for", e.to_string()))?;
         }
         for r in &self.region_restriction {
-            if r.is_empty()
-                || !r
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            {
+            if r.is_empty() || !r.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
                 return Err(field(
                     "region_restriction",
                     format!("{r:?} is not a region name (letters, digits, `-`, `_`)"),
@@ -214,18 +191,12 @@ impl CapabilityDeclaration {
         }
         if let Some(c) = self.estimated_cost {
             if !(c.is_finite() && c >= 0.0) {
-                return Err(field(
-                    "estimated_cost",
-                    "must be a finite number >= 0".into(),
-                ));
+                return Err(field("estimated_cost", "must be a finite number >= 0".into()));
             }
         }
         let violations = schema_rules::check(&self.input_schema);
         if let Some(v) = violations.first() {
-            return Err(field(
-                "input_schema",
-                format!("breaks the schema rules at {}: {}", v.path, v.message),
-            ));
+            return Err(field("input_schema", format!("breaks the schema rules at {}: {}", v.path, v.message)));
         }
         Ok(())
     }

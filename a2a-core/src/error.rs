@@ -326,22 +326,12 @@ impl A2aError {
     /// An error with the code's default message.
     pub fn new(code: ErrorCode) -> Self {
         let message = code.default_message().to_owned();
-        A2aError {
-            code,
-            message,
-            details: None,
-            fallback_options: None,
-        }
+        A2aError { code, message, details: None, fallback_options: None }
     }
 
     /// An error with a specific message.
     pub fn with_message(code: ErrorCode, message: impl Into<String>) -> Self {
-        A2aError {
-            code,
-            message: message.into(),
-            details: None,
-            fallback_options: None,
-        }
+        A2aError { code, message: message.into(), details: None, fallback_options: None }
     }
 
     /// Adds machine-readable details.
@@ -396,11 +386,7 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for e in TABLE {
             assert!(seen.insert(e.code), "duplicate code {}", e.code);
-            assert!(
-                e.code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
-                "{}",
-                e.code
-            );
+            assert!(e.code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'), "{}", e.code);
             assert!(!e.message.is_empty());
             if let ErrorKind::Http(s) = e.kind {
                 assert!((400..600).contains(&s), "{} has status {s}", e.code);
@@ -410,9 +396,7 @@ mod tests {
 
     #[test]
     fn unknown_code_round_trips_and_maps_to_500() {
-        let body: ErrorBody =
-            serde_json::from_str(r#"{"error":{"code":"brand_new","message":"x"}}"#)
-                .expect("parses");
+        let body: ErrorBody = serde_json::from_str(r#"{"error":{"code":"brand_new","message":"x"}}"#).expect("parses");
         assert_eq!(body.error.code.as_str(), "brand_new");
         assert_eq!(body.error.code.http_status(), 500);
     }

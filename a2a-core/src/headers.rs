@@ -51,10 +51,7 @@ pub struct HeaderError {
 }
 
 fn err(header: &'static str, reason: impl Into<String>) -> HeaderError {
-    HeaderError {
-        header,
-        reason: reason.into(),
-    }
+    HeaderError { header, reason: reason.into() }
 }
 
 /// A protocol version `major.minor`.
@@ -80,17 +77,11 @@ impl std::fmt::Display for Version {
 /// Parses `A2A-Version`: `major.minor`, decimal digits without leading zeros (surrounding blanks ignored).
 pub fn parse_version(value: &str) -> Result<Version, HeaderError> {
     let v = value.trim_matches([' ', '\t']);
-    let (maj, min) = v.split_once('.').ok_or_else(|| {
-        err(
-            "A2A-Version",
-            format!("{v:?} is not of the form major.minor (e.g. 0.3)"),
-        )
-    })?;
+    let (maj, min) = v
+        .split_once('.')
+        .ok_or_else(|| err("A2A-Version", format!("{v:?} is not of the form major.minor (e.g. 0.3)")))?;
     let num = |s: &str| -> Option<u16> {
-        if s.is_empty()
-            || s.len() > 5
-            || !s.bytes().all(|b| b.is_ascii_digit())
-            || (s.len() > 1 && s.starts_with('0'))
+        if s.is_empty() || s.len() > 5 || !s.bytes().all(|b| b.is_ascii_digit()) || (s.len() > 1 && s.starts_with('0'))
         {
             return None;
         }
@@ -98,10 +89,7 @@ pub fn parse_version(value: &str) -> Result<Version, HeaderError> {
     };
     match (num(maj), num(min)) {
         (Some(major), Some(minor)) => Ok(Version { major, minor }),
-        _ => Err(err(
-            "A2A-Version",
-            format!("{v:?} is not of the form major.minor (e.g. 0.3)"),
-        )),
+        _ => Err(err("A2A-Version", format!("{v:?} is not of the form major.minor (e.g. 0.3)"))),
     }
 }
 
@@ -114,8 +102,8 @@ pub fn format_capabilities<S: AsRef<str>>(names: &[S]) -> String {
 /// Parses `A2A-Capabilities`: a JSON array of valid capability names (at most [`MAX_CAPABILITIES`], no duplicates).
 pub fn parse_capabilities(value: &str) -> Result<Vec<String>, HeaderError> {
     const H: &str = "A2A-Capabilities";
-    let names: Vec<String> = serde_json::from_str(value)
-        .map_err(|e| err(H, format!("not a JSON array of strings: {e}")))?;
+    let names: Vec<String> =
+        serde_json::from_str(value).map_err(|e| err(H, format!("not a JSON array of strings: {e}")))?;
     if names.len() > MAX_CAPABILITIES {
         return Err(err(H, format!("more than {MAX_CAPABILITIES} names")));
     }
@@ -137,12 +125,8 @@ pub fn format_region_map(map: &BTreeMap<String, Vec<String>>) -> String {
 /// Parses DISCOVER's `A2A-Region`.
 pub fn parse_region_map(value: &str) -> Result<BTreeMap<String, Vec<String>>, HeaderError> {
     const H: &str = "A2A-Region";
-    let map: BTreeMap<String, Vec<String>> = serde_json::from_str(value).map_err(|e| {
-        err(
-            H,
-            format!("not a JSON object from capability name to a list of regions: {e}"),
-        )
-    })?;
+    let map: BTreeMap<String, Vec<String>> = serde_json::from_str(value)
+        .map_err(|e| err(H, format!("not a JSON object from capability name to a list of regions: {e}")))?;
     for (name, regions) in &map {
         capability::validate_name(name).map_err(|e| err(H, e.to_string()))?;
         for r in regions {
@@ -155,16 +139,8 @@ pub fn parse_region_map(value: &str) -> Result<BTreeMap<String, Vec<String>>, He
 /// Parses a single region name (`A2A-Region` on a request, or one region in a response): letters, digits, `-`, `_`.
 pub fn parse_region(value: &str) -> Result<&str, HeaderError> {
     let v = value.trim_matches([' ', '\t']);
-    if v.is_empty()
-        || v.len() > 64
-        || !v
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    {
-        return Err(err(
-            "A2A-Region",
-            format!("{v:?} is not a region name (1-64 letters, digits, `-`, `_`)"),
-        ));
+    if v.is_empty() || v.len() > 64 || !v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        return Err(err("A2A-Region", format!("{v:?} is not a region name (1-64 letters, digits, `-`, `_`)")));
     }
     Ok(v)
 }
@@ -179,14 +155,8 @@ pub fn parse_token<'a>(header: &'static str, value: &'a str) -> Result<&'a str, 
     if v.len() > MAX_ID_LEN {
         return Err(err(header, format!("is longer than {MAX_ID_LEN} bytes")));
     }
-    if !v
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-'))
-    {
-        return Err(err(
-            header,
-            "contains characters outside A-Z a-z 0-9 . _ ~ -",
-        ));
+    if !v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-')) {
+        return Err(err(header, "contains characters outside A-Z a-z 0-9 . _ ~ -"));
     }
     Ok(v)
 }
@@ -199,23 +169,8 @@ mod tests {
     fn version_parses_strictly() {
         assert_eq!(parse_version("0.3"), Ok(Version::V0_3));
         assert_eq!(parse_version(" 0.3\t"), Ok(Version::V0_3));
-        assert_eq!(
-            parse_version("1.12").map(|v| v.to_string()),
-            Ok("1.12".to_owned())
-        );
-        for bad in [
-            "",
-            "0",
-            "0.",
-            ".3",
-            "00.3",
-            "0.03",
-            "v0.3",
-            "0.3.1",
-            "0.3 beta",
-            "99999999.1",
-            "０.３",
-        ] {
+        assert_eq!(parse_version("1.12").map(|v| v.to_string()), Ok("1.12".to_owned()));
+        for bad in ["", "0", "0.", ".3", "00.3", "0.03", "v0.3", "0.3.1", "0.3 beta", "99999999.1", "０.３"] {
             assert!(parse_version(bad).is_err(), "{bad:?} accepted");
         }
     }
@@ -224,23 +179,11 @@ mod tests {
     fn capabilities_round_trip_and_reject_bad_names() {
         let s = format_capabilities(&["query_status", "submit_report"]);
         assert_eq!(s, r#"["query_status","submit_report"]"#);
-        assert_eq!(
-            parse_capabilities(&s).expect("parses"),
-            vec!["query_status", "submit_report"]
-        );
-        for bad in [
-            r#"["Query_status"]"#,
-            r#"["a_b","a_b"]"#,
-            "query_status",
-            r#"[1]"#,
-            r#"{"a":1}"#,
-        ] {
+        assert_eq!(parse_capabilities(&s).expect("parses"), vec!["query_status", "submit_report"]);
+        for bad in [r#"["Query_status"]"#, r#"["a_b","a_b"]"#, "query_status", r#"[1]"#, r#"{"a":1}"#] {
             assert!(parse_capabilities(bad).is_err(), "{bad} accepted");
         }
-        assert_eq!(
-            parse_capabilities("[]").expect("empty list"),
-            Vec::<String>::new()
-        );
+        assert_eq!(parse_capabilities("[]").expect("empty list"), Vec::<String>::new());
     }
 
     #[test]
@@ -255,10 +198,7 @@ mod tests {
 
     #[test]
     fn tokens_are_bounded_and_restricted() {
-        assert_eq!(
-            parse_token("Idempotency-Key", " abc-123_~. "),
-            Ok("abc-123_~.")
-        );
+        assert_eq!(parse_token("Idempotency-Key", " abc-123_~. "), Ok("abc-123_~."));
         assert!(parse_token("Idempotency-Key", "").is_err());
         assert!(parse_token("Idempotency-Key", "a b").is_err());
         assert!(parse_token("Idempotency-Key", &"a".repeat(129)).is_err());

@@ -3,9 +3,7 @@
 use serde_json::Value;
 
 /// One violation of the schema rules.
-#[derive(
-    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Violation {
     /// The rule broken (stable identifier).
     pub rule: String,

@@ -36,10 +36,7 @@ pub enum ExecutionStatus {
 impl ExecutionStatus {
     /// Whether the state is final.
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            Self::Succeeded | Self::Failed | Self::TimedOut | Self::Canceled
-        )
+        matches!(self, Self::Succeeded | Self::Failed | Self::TimedOut | Self::Canceled)
     }
 
     /// The position of the state in the order of the state machine; terminal states share the last rank.
@@ -332,18 +329,13 @@ pub struct FallbackResponse {
 pub fn format_timestamp(t: std::time::SystemTime) -> String {
     let dt = time::OffsetDateTime::from(t);
     let ms = dt.millisecond();
-    let dt = dt
-        .replace_nanosecond(u32::from(ms) * 1_000_000)
-        .unwrap_or(dt);
-    dt.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
+    let dt = dt.replace_nanosecond(u32::from(ms) * 1_000_000).unwrap_or(dt);
+    dt.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
 }
 
 /// Parses an RFC 3339 timestamp.
 pub fn parse_timestamp(s: &str) -> Option<std::time::SystemTime> {
-    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
-        .ok()
-        .map(Into::into)
+    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok().map(Into::into)
 }
 
 #[cfg(test)]
@@ -353,9 +345,7 @@ mod tests {
     #[test]
     fn state_machine_never_moves_backwards_or_out_of_terminal() {
         use ExecutionStatus::*;
-        let all = [
-            Received, Accepted, Running, Succeeded, Failed, TimedOut, Canceled,
-        ];
+        let all = [Received, Accepted, Running, Succeeded, Failed, TimedOut, Canceled];
         for a in all {
             for b in all {
                 if a.can_move_to(b) {

@@ -1,0 +1,11 @@
+//! Loads every test-vector file in `spec/vectors/` and checks `a2a-core` against it.
+//! One test binary (this file plus its modules) keeps link time down.
+
+mod common;
+
+mod canonical;
+mod capability;
+mod did;
+mod execution_id;
+mod schema_rules;
+mod signatures;

@@ -1,0 +1,1 @@
+//! Vectors: being written.
