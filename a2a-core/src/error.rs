@@ -1,4 +1,4 @@
-//! The error table of the protocol (`spec/PROTOCOL.md` §11): every error has a stable code, an HTTP status and a
+//! The error table of the protocol (`spec/PROTOCOL.md` §12): every error has a stable code, an HTTP status and a
 //! default human message, declared once, here.
 //!
 //! An error on the wire is the JSON object [`ErrorBody`]:
