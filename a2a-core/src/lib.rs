@@ -10,9 +10,11 @@
 //! - [`capability`]: capability declarations and their naming rules;
 //! - [`schema_rules`] and [`negotiation`]: the schema rules of NEGOTIATE, the `nullable` converter, and how an agent tightens
 //!   a proposal;
-//! - [`execution_id`]: generation and parsing of `execution_id`.
+//! - [`execution_id`]: generation and parsing of `execution_id`;
+//! - [`resolver`]: resolving a sender's DID to its key (with the `http-resolver` feature, over HTTPS).
 //!
-//! Nothing in this crate performs network I/O, and nothing panics on any input.
+//! Nothing in this crate performs network I/O except the optional [`resolver::HttpResolver`], and nothing panics on
+//! any input.
 
 pub mod canonical;
 pub mod capability;
@@ -24,6 +26,7 @@ pub mod integrity;
 pub mod jws;
 pub mod keys;
 pub mod negotiation;
+pub mod resolver;
 pub mod schema_rules;
 pub mod wire;
 

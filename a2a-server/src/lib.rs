@@ -1,2 +1,267 @@
-//! Not implemented yet: this crate is reserved in the workspace layout and has no functionality.
-//! See the project's open issues for the plan; nothing here pretends to work.
+//! # a2a-server
+//!
+//! The agent side of the A2A semantic-handshake protocol 0.3 (`spec/PROTOCOL.md`): declare capabilities, implement
+//! a handler per capability, and serve DISCOVER, NEGOTIATE, EXECUTE, CONFIRM, RESULT, CANCEL and FALLBACK as an axum
+//! [`Router`](axum::Router) you can mount in your own application.
+//!
+//! ```no_run
+//! use a2a_core::capability::{AuthRequirement, CapabilityDeclaration};
+//! use a2a_server::{AgentBuilder, handler::ExecutionContext};
+//! use serde_json::{json, Value};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let summarize = CapabilityDeclaration {
+//!     name: "generate_brief_summary".into(),
+//!     description: "Summarise a text in at most 100 words.".into(),
+//!     auth_requirement: AuthRequirement::None,
+//!     sub_capabilities: vec![],
+//!     region_restriction: vec![],
+//!     input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+//!     output_schema: None,
+//!     estimated_cost: Some(0.02),
+//!     estimated_latency_ms: Some(120),
+//!     fallback_for: vec!["generate_summary".into()],
+//! };
+//! let agent = AgentBuilder::new("did:web:localhost%3A8080")
+//!     .capability(summarize, |_ctx: ExecutionContext, payload: Value| async move {
+//!         let text = payload["text"].as_str().unwrap_or_default();
+//!         Ok(json!({"summary": text.split_whitespace().take(100).collect::<Vec<_>>().join(" ")}))
+//!     })
+//!     .build()?;
+//! let app = axum::Router::new().merge(agent.router());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod auth;
+pub mod engine;
+pub mod handler;
+pub mod limits;
+pub mod metrics;
+pub mod registry;
+mod router;
+pub mod serve;
+pub mod store;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_core::capability::{self, CapabilityDeclaration};
+use a2a_core::did::Did;
+use a2a_core::negotiation::AgreedSchema;
+use a2a_core::resolver::DidResolver;
+use axum::http::HeaderValue;
+
+pub use auth::{ApiKey, OAuth2};
+pub use engine::Engine;
+pub use limits::Limits;
+pub use router::CorsPolicy;
+
+use crate::engine::Capability;
+use crate::handler::{BoxHandler, Handler};
+use crate::metrics::Metrics;
+use crate::registry::{MemoryRegistry, Registry};
+use crate::store::{MemoryStore, Store};
+
+/// Why an agent could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The agent's DID is not a valid did:web DID.
+    #[error("the agent's DID {did:?} is invalid: {reason}")]
+    Did {
+        /// The DID.
+        did: String,
+        /// Why.
+        reason: String,
+    },
+    /// A capability declaration is invalid.
+    #[error(transparent)]
+    Capability(#[from] capability::CapabilityError),
+    /// A declared output schema does not compile.
+    #[error("capability {name:?}: output_schema does not compile: {reason}")]
+    OutputSchema {
+        /// The capability.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Builds an [`Agent`].
+#[must_use]
+pub struct AgentBuilder {
+    did: String,
+    name: Option<String>,
+    caps: Vec<(CapabilityDeclaration, BoxHandler)>,
+    store: Option<Arc<dyn Store>>,
+    registry: Option<Arc<dyn Registry>>,
+    limits: Limits,
+    auth: auth::Auth,
+    cors: CorsPolicy,
+}
+
+impl AgentBuilder {
+    /// An agent identified by this did:web DID.
+    pub fn new(did: impl Into<String>) -> Self {
+        AgentBuilder {
+            did: did.into(),
+            name: None,
+            caps: Vec::new(),
+            store: None,
+            registry: None,
+            limits: Limits::default(),
+            auth: auth::Auth::default(),
+            cors: CorsPolicy::default(),
+        }
+    }
+
+    /// A display name for the capabilities document.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Adds a capability and its handler.
+    pub fn capability(mut self, decl: CapabilityDeclaration, handler: impl Handler) -> Self {
+        self.caps.push((decl, handler::boxed(handler)));
+        self
+    }
+
+    /// Adds a capability with an already boxed handler.
+    pub fn capability_boxed(mut self, decl: CapabilityDeclaration, handler: BoxHandler) -> Self {
+        self.caps.push((decl, handler));
+        self
+    }
+
+    /// The state store (default: a new [`MemoryStore`]).
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The capability registry used for fallback options (default: an empty in-memory one).
+    pub fn registry(mut self, registry: Arc<dyn Registry>) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// The limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Accepts an API key for `api_key` capabilities.
+    pub fn api_key(mut self, key: ApiKey) -> Self {
+        self.auth.api_keys.push(key);
+        self
+    }
+
+    /// Checks `oauth2` bearer tokens with this issuer.
+    pub fn oauth2(mut self, oauth2: OAuth2) -> Self {
+        self.auth.oauth2 = Some(oauth2);
+        self
+    }
+
+    /// Resolves senders' DIDs for `did_auth` with this resolver.
+    pub fn resolver(mut self, resolver: Arc<dyn DidResolver>) -> Self {
+        self.auth.resolver = Some(resolver);
+        self
+    }
+
+    /// Domains whose agents are internal (AUTH-7); with `require_did_auth` set, every other caller must sign.
+    pub fn internal_domains(mut self, domains: Vec<String>, require_did_auth: bool) -> Self {
+        self.auth.internal_domains = domains;
+        self.auth.require_did_auth_cross_domain = require_did_auth;
+        self
+    }
+
+    /// Which browser origins may call (default: any).
+    pub fn cors(mut self, cors: CorsPolicy) -> Self {
+        self.cors = cors;
+        self
+    }
+
+    /// Checks everything and builds the agent. Must be called inside a Tokio runtime.
+    pub fn build(self) -> Result<Agent, BuildError> {
+        Did::parse(&self.did).map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
+        let decls: Vec<CapabilityDeclaration> = self.caps.iter().map(|(d, _)| d.clone()).collect();
+        capability::validate_all(&decls)?;
+        let mut caps = Vec::with_capacity(self.caps.len());
+        for (decl, handler) in self.caps {
+            let output = match &decl.output_schema {
+                None => None,
+                Some(s) => Some(
+                    AgreedSchema::compile(s)
+                        .map_err(|e| BuildError::OutputSchema { name: decl.name.clone(), reason: e.to_string() })?,
+                ),
+            };
+            caps.push(Capability { decl, handler, output });
+        }
+        let metrics = Arc::new(Metrics::new(decls.iter().map(|d| d.name.clone()).collect()));
+        let store = self.store.unwrap_or_else(|| {
+            Arc::new(MemoryStore::new(store::memory::MemoryLimits {
+                max_negotiations: self.limits.max_negotiations,
+                max_received: self.limits.max_received_executions,
+                retention: Duration::from_millis(self.limits.result_retention_ms),
+                ..Default::default()
+            }))
+        });
+        let registry = self.registry.unwrap_or_else(|| Arc::new(MemoryRegistry::default()));
+        let engine = Arc::new(Engine::new(self.did.clone(), caps, store, registry, self.limits, metrics));
+        let mut auth = self.auth;
+        auth.did = self.did.clone();
+        let (discover_headers, capabilities_json) =
+            router::discover_parts(&engine, self.name, &["long_poll", "cancel", "idempotency"]);
+        let sender_header = HeaderValue::from_str(&self.did).map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
+        let state = Arc::new(router::AppState { engine, auth, capabilities_json, discover_headers, cors: self.cors, sender_header });
+        Ok(Agent { state })
+    }
+}
+
+/// A built agent: mount [`Agent::router`] and serve it.
+#[derive(Clone)]
+pub struct Agent {
+    state: Arc<router::AppState>,
+}
+
+impl Agent {
+    /// The protocol's routes under `/a2a`. Nest it to serve below a prefix:
+    /// `Router::new().nest("/agents/reports", agent.router())`.
+    pub fn router(&self) -> axum::Router {
+        router::build(self.state.clone())
+    }
+
+    /// `GET /metrics` in the Prometheus text format.
+    pub fn metrics_router(&self) -> axum::Router {
+        let engine = self.state.engine.clone();
+        axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let engine = engine.clone();
+                async move {
+                    (
+                        [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                        engine.metrics.encode(),
+                    )
+                }
+            }),
+        )
+    }
+
+    /// The engine (protocol logic without HTTP).
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.state.engine
+    }
+
+    /// The agent's DID.
+    pub fn did(&self) -> &str {
+        &self.state.engine.did
+    }
+
+    /// Stops confirming new work and waits up to `grace` for executions in flight; returns whether all finished.
+    pub async fn drain(&self, grace: Duration) -> bool {
+        self.state.engine.drain(grace).await
+    }
+}

@@ -1,0 +1,263 @@
+//! Authentication per capability (`spec/PROTOCOL.md` §10): `none`, `api_key`, `oauth2` and `did_auth`, the
+//! cross-domain policy, and replay protection of signed requests.
+
+use std::sync::Arc;
+
+use a2a_core::capability::AuthRequirement;
+use a2a_core::did::Did;
+use a2a_core::error::{A2aError, ErrorCode};
+use a2a_core::integrity::{self, Coverage, MessageParts};
+use a2a_core::jws;
+use a2a_core::keys::VerifyingKey;
+use a2a_core::resolver::DidResolver;
+use axum::http::HeaderMap;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::engine::{Caller, Engine};
+use crate::router::ApiError;
+
+/// What a signature covers: the request as received.
+pub(crate) struct SignedParts<'a> {
+    pub(crate) method: &'a str,
+    pub(crate) target: &'a str,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) body: &'a [u8],
+}
+
+/// An API key accepted for `api_key` capabilities (AUTH-2).
+#[derive(Clone)]
+pub struct ApiKey {
+    digest: [u8; 32],
+    senders: Vec<String>,
+}
+
+impl ApiKey {
+    /// A key usable by any sender.
+    pub fn new(key: &str) -> Self {
+        ApiKey { digest: Sha256::digest(key.as_bytes()).into(), senders: Vec::new() }
+    }
+
+    /// Binds the key to these sender DIDs: another sender using it is refused.
+    #[must_use]
+    pub fn for_senders(mut self, senders: Vec<String>) -> Self {
+        self.senders = senders;
+        self
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiKey").field("senders", &self.senders).finish_non_exhaustive()
+    }
+}
+
+/// How `oauth2` bearer tokens are checked (AUTH-3).
+#[derive(Clone, Debug)]
+pub struct OAuth2 {
+    /// The expected `iss`.
+    pub issuer: String,
+    /// The expected `aud` (by default the agent's DID).
+    pub audience: Option<String>,
+    /// The issuer's ES256 keys.
+    pub keys: Vec<VerifyingKey>,
+    /// Scope required per capability name.
+    pub required_scopes: std::collections::HashMap<String, String>,
+}
+
+/// The authentication configuration of an agent.
+#[derive(Clone, Default)]
+pub struct Auth {
+    pub(crate) did: String,
+    pub(crate) api_keys: Vec<ApiKey>,
+    pub(crate) oauth2: Option<OAuth2>,
+    pub(crate) internal_domains: Vec<String>,
+    pub(crate) require_did_auth_cross_domain: bool,
+    pub(crate) resolver: Option<Arc<dyn DidResolver>>,
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+impl Auth {
+    /// Checks the capability's requirement for a request whose body need not be bound by a signature.
+    pub(crate) async fn check(
+        &self,
+        engine: &Engine,
+        requirement: AuthRequirement,
+        parts: &SignedParts<'_>,
+        caller: &mut Caller,
+    ) -> Result<(), ApiError> {
+        self.check_inner(engine, requirement, parts, caller, false).await
+    }
+
+    /// Checks the capability's requirement; under `did_auth` the signature must bind the body (AUTH-5).
+    pub(crate) async fn check_with_body_coverage(
+        &self,
+        engine: &Engine,
+        requirement: AuthRequirement,
+        parts: &SignedParts<'_>,
+        caller: &mut Caller,
+    ) -> Result<(), ApiError> {
+        self.check_inner(engine, requirement, parts, caller, true).await
+    }
+
+    /// Verifies a signature if the request carries one (AUTH-6); requires nothing otherwise.
+    pub(crate) async fn verify_if_signed(
+        &self,
+        engine: &Engine,
+        parts: &SignedParts<'_>,
+        caller: &mut Caller,
+    ) -> Result<(), ApiError> {
+        self.check_inner(engine, AuthRequirement::None, parts, caller, false).await
+    }
+
+    async fn check_inner(
+        &self,
+        engine: &Engine,
+        requirement: AuthRequirement,
+        parts: &SignedParts<'_>,
+        caller: &mut Caller,
+        body_coverage: bool,
+    ) -> Result<(), ApiError> {
+        if parts.headers.contains_key(a2a_core::headers::A2A_SIGNATURE) {
+            let need_body = body_coverage && requirement == AuthRequirement::DidAuth;
+            if let Err(e) = self.verify_signature(engine, parts, caller, need_body).await {
+                engine.metrics.signature_failed(&e.code);
+                return Err(e.into());
+            }
+        }
+        if self.require_did_auth_cross_domain && !caller.verified && !self.is_internal(&caller.sender) {
+            return Err(A2aError::with_message(
+                ErrorCode::DID_AUTH_REQUIRED,
+                format!(
+                    "{} is outside this agent's internal domains ({}); sign the request (A2A-Signature, did_auth)",
+                    caller.sender,
+                    self.internal_domains.join(", ")
+                ),
+            )
+            .into());
+        }
+        match requirement {
+            AuthRequirement::None => Ok(()),
+            AuthRequirement::ApiKey => self.check_api_key(parts.headers, &caller.sender),
+            AuthRequirement::Oauth2 => self.check_bearer(parts.headers, engine),
+            AuthRequirement::DidAuth if caller.verified => Ok(()),
+            AuthRequirement::DidAuth => {
+                engine.metrics.signature_failed(&ErrorCode::SIGNATURE_REQUIRED);
+                Err(A2aError::with_message(
+                    ErrorCode::SIGNATURE_REQUIRED,
+                    "this capability requires did_auth: sign the request with your DID key (A2A-Signature, spec §9.5)",
+                )
+                .details(json!({"auth_requirement": "did_auth"}))
+                .into())
+            }
+        }
+    }
+
+    fn is_internal(&self, sender: &str) -> bool {
+        let Ok(did) = Did::parse(sender) else { return false };
+        let host = did.host();
+        self.internal_domains.iter().any(|d| host == d || host.ends_with(&format!(".{d}")))
+    }
+
+    fn check_api_key(&self, headers: &HeaderMap, sender: &str) -> Result<(), ApiError> {
+        let Some(key) = headers.get(a2a_core::headers::A2A_API_KEY) else {
+            return Err(A2aError::with_message(ErrorCode::AUTH_REQUIRED, "this capability requires an API key in the A2A-Api-Key header")
+                .details(json!({"auth_requirement": "api_key"}))
+                .into());
+        };
+        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        // Compare against every key in constant time, without stopping at the first match.
+        let mut found: Option<&ApiKey> = None;
+        for k in &self.api_keys {
+            if bool::from(k.digest.ct_eq(&digest)) {
+                found = Some(k);
+            }
+        }
+        match found {
+            Some(k) if k.senders.is_empty() || k.senders.iter().any(|s| s == sender) => Ok(()),
+            Some(_) => Err(A2aError::with_message(ErrorCode::AUTH_INVALID, format!("this API key is not issued to {sender}")).into()),
+            None => Err(A2aError::with_message(ErrorCode::AUTH_INVALID, "the API key is not valid").into()),
+        }
+    }
+
+    fn check_bearer(&self, headers: &HeaderMap, engine: &Engine) -> Result<(), ApiError> {
+        let challenge = |err: A2aError, www: &'static str| ApiError { err, www_authenticate: Some(www), allow: None };
+        let token = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim);
+        let Some(token) = token else {
+            return Err(challenge(
+                A2aError::with_message(ErrorCode::AUTH_REQUIRED, "this capability requires an OAuth 2.0 bearer token (Authorization: Bearer <JWT>)")
+                    .details(json!({"auth_requirement": "oauth2"})),
+                "Bearer realm=\"a2a\"",
+            ));
+        };
+        let invalid = |why: String| {
+            challenge(A2aError::with_message(ErrorCode::AUTH_INVALID, format!("the bearer token is not valid: {why}")), "Bearer error=\"invalid_token\"")
+        };
+        let Some(cfg) = &self.oauth2 else {
+            return Err(invalid("this agent has no OAuth 2.0 issuer configured".into()));
+        };
+        let unverified = jws::decode(token).map_err(|e| invalid(e.to_string()))?;
+        if !cfg.keys.iter().any(|k| unverified.verify(k).is_ok()) {
+            return Err(invalid("the signature does not verify with the issuer's keys".into()));
+        }
+        let audience = cfg.audience.clone().unwrap_or_else(|| engine.did.clone());
+        let expect = jws::Expectations {
+            issuer: Some(&cfg.issuer),
+            audience: Some(&audience),
+            leeway_secs: integrity::LEEWAY_SECS,
+            max_lifetime_secs: None,
+        };
+        jws::validate_registered_claims(unverified.claims(), unix_now(), &expect).map_err(|e| invalid(e.to_string()))?;
+        Ok(())
+    }
+
+    async fn verify_signature(
+        &self,
+        engine: &Engine,
+        parts: &SignedParts<'_>,
+        caller: &mut Caller,
+        need_body: bool,
+    ) -> Result<(), A2aError> {
+        let header = parts
+            .headers
+            .get(a2a_core::headers::A2A_SIGNATURE)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| A2aError::with_message(ErrorCode::SIGNATURE_MALFORMED, "A2A-Signature is not visible ASCII"))?;
+        let header_list: Vec<(&str, &str)> =
+            parts.headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
+        let message =
+            MessageParts { method: parts.method, target: parts.target, headers: &header_list, body: parts.body, status: None };
+        let pending = integrity::prepare(header, &message, &self.did, unix_now())
+            .map_err(|e| A2aError::with_message(e.code(), e.to_string()))?;
+        let Some(resolver) = &self.resolver else {
+            return Err(A2aError::with_message(ErrorCode::DID_RESOLUTION_FAILED, "this agent cannot resolve DIDs (no resolver configured)"));
+        };
+        let key = resolver.resolve_key(pending.did(), pending.key_id()).await?;
+        let verified = pending.finish(&key, &message).map_err(|e| A2aError::with_message(e.code(), e.to_string()))?;
+        if need_body && verified.coverage() == Coverage::HeaderOnly {
+            return Err(A2aError::with_message(
+                ErrorCode::INTEGRITY_MISMATCH,
+                "under did_auth a request with a body must be signed with coverage payload_hash or full_payload (AUTH-5)",
+            )
+            .details(json!({"mismatch": "coverage"})));
+        }
+        let claims = verified.claims();
+        let until_ms = (claims.exp.saturating_add(integrity::LEEWAY_SECS as i64).max(0) as u64).saturating_mul(1000);
+        let fresh = engine.store.remember_jti(&claims.iss, &claims.jti, until_ms).await.map_err(|e| {
+            A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, format!("cannot check the signature for replay: {e}"))
+        })?;
+        if !fresh {
+            return Err(A2aError::new(ErrorCode::REPLAYED_REQUEST).details(json!({"jti": claims.jti})));
+        }
+        caller.verified = true;
+        Ok(())
+    }
+}

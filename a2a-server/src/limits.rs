@@ -1,0 +1,90 @@
+//! Every limit of an agent, explicit and configurable (`spec/PROTOCOL.md` §13).
+
+use std::time::Duration;
+
+use a2a_core::wire::AgentLimits;
+use serde::Deserialize;
+
+/// The limits of an agent. Defaults are those of `spec/PROTOCOL.md` §13.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Largest request body, in bytes (`413 payload_too_large` above).
+    pub max_body_bytes: usize,
+    /// Largest total size of the request headers, in bytes (`431 headers_too_large` above).
+    pub max_header_bytes: usize,
+    /// Most request headers (`431 headers_too_large` above).
+    pub max_headers: usize,
+    /// Time to receive the request headers before the connection is closed, in milliseconds.
+    pub header_read_timeout_ms: u64,
+    /// Time to receive the request body (`408 request_timeout` after), in milliseconds.
+    pub body_read_timeout_ms: u64,
+    /// Executions accepted or running at once (`503 overloaded` above).
+    pub max_concurrent_executions: usize,
+    /// Executions received and not yet confirmed (`503 overloaded` above).
+    pub max_received_executions: usize,
+    /// Negotiations kept.
+    pub max_negotiations: usize,
+    /// How long a negotiation lives, in milliseconds.
+    pub negotiation_ttl_ms: u64,
+    /// Longest `wait_ms` honoured by RESULT, in milliseconds.
+    pub max_wait_ms: u64,
+    /// Largest `timeout_ms` a negotiation may agree, in milliseconds.
+    pub max_timeout_ms: u64,
+    /// `timeout_ms` when the caller gives none, in milliseconds.
+    pub default_timeout_ms: u64,
+    /// How long an execution waits for CONFIRM, in milliseconds.
+    pub confirm_window_ms: u64,
+    /// How long a terminal execution stays readable, in milliseconds.
+    pub result_retention_ms: u64,
+    /// Compiled agreed schemas kept in memory.
+    pub max_compiled_schemas: u64,
+    /// Time given to executions in flight to finish on shutdown, in milliseconds.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 1024 * 1024,
+            max_header_bytes: 16 * 1024,
+            max_headers: 64,
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 30_000,
+            max_concurrent_executions: 64,
+            max_received_executions: 10_000,
+            max_negotiations: 100_000,
+            negotiation_ttl_ms: 3_600_000,
+            max_wait_ms: 30_000,
+            max_timeout_ms: 300_000,
+            default_timeout_ms: 30_000,
+            confirm_window_ms: 60_000,
+            result_retention_ms: 3_600_000,
+            max_compiled_schemas: 10_000,
+            shutdown_grace_ms: 10_000,
+        }
+    }
+}
+
+impl Limits {
+    /// The limits announced in the capabilities document (DISC-11).
+    pub fn announced(&self) -> AgentLimits {
+        AgentLimits {
+            max_body_bytes: self.max_body_bytes as u64,
+            max_wait_ms: self.max_wait_ms,
+            max_timeout_ms: self.max_timeout_ms,
+            confirm_window_ms: self.confirm_window_ms,
+        }
+    }
+
+    /// The header read timeout.
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_read_timeout_ms)
+    }
+
+    /// The body read timeout.
+    pub fn body_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.body_read_timeout_ms)
+    }
+}

@@ -1,0 +1,173 @@
+//! Prometheus metrics: the golden signals of an agent. Label values are bounded: steps, error codes from the table,
+//! declared capability names, statuses and fixed reasons — never a DID, a negotiation or an execution id.
+
+use std::sync::atomic::AtomicI64;
+
+use a2a_core::error::{ErrorCode, TABLE};
+use a2a_core::wire::ExecutionStatus;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// A protocol step, the `step` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// `OPTIONS /a2a`.
+    Discover,
+    /// `GET /a2a/capabilities`.
+    Capabilities,
+    /// `POST /a2a/negotiate`.
+    Negotiate,
+    /// `POST /a2a/execute`.
+    Execute,
+    /// `POST /a2a/confirm`.
+    Confirm,
+    /// `GET /a2a/result/{id}`.
+    Result,
+    /// `POST /a2a/cancel`.
+    Cancel,
+    /// `POST /a2a/fallback`.
+    Fallback,
+    /// Anything else under the endpoint (unknown paths, preflights).
+    Other,
+}
+
+impl Step {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Discover => "discover",
+            Step::Capabilities => "capabilities",
+            Step::Negotiate => "negotiate",
+            Step::Execute => "execute",
+            Step::Confirm => "confirm",
+            Step::Result => "result",
+            Step::Cancel => "cancel",
+            Step::Fallback => "fallback",
+            Step::Other => "other",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StepOutcome {
+    step: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StepLabel {
+    step: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Reason {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Finished {
+    capability: String,
+    status: &'static str,
+}
+
+/// The metrics of one agent.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<StepOutcome, Counter>,
+    latency: Family<StepLabel, Histogram>,
+    fallbacks: Family<Reason, Counter>,
+    negotiation_failures: Family<Reason, Counter>,
+    signature_failures: Family<Reason, Counter>,
+    finished: Family<Finished, Counter>,
+    in_flight: Gauge<i64, AtomicI64>,
+    capabilities: Vec<String>,
+}
+
+/// Maps an error code onto a bounded label value: the table's code, or `other`.
+fn bounded(code: &ErrorCode) -> &'static str {
+    TABLE.iter().find(|e| e.code == code.as_str()).map_or("other", |e| e.code)
+}
+
+impl Metrics {
+    /// Metrics for an agent that serves these capabilities (names outside the list are reported as `other`).
+    pub fn new(capabilities: Vec<String>) -> Self {
+        let mut registry = Registry::with_prefix("a2a");
+        let requests = Family::<StepOutcome, Counter>::default();
+        registry.register("requests", "Requests by protocol step and outcome (ok or the error code)", requests.clone());
+        let latency = Family::<StepLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new([0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0])
+        });
+        registry.register("request_duration_seconds", "Time to answer, by protocol step", latency.clone());
+        let fallbacks = Family::<Reason, Counter>::default();
+        registry.register("fallback_offered", "Answers carrying fallback options, by reason", fallbacks.clone());
+        let negotiation_failures = Family::<Reason, Counter>::default();
+        registry.register("negotiation_failures", "NEGOTIATE refusals by reason", negotiation_failures.clone());
+        let signature_failures = Family::<Reason, Counter>::default();
+        registry.register("signature_failures", "Refused signatures by reason", signature_failures.clone());
+        let finished = Family::<Finished, Counter>::default();
+        registry.register("executions_finished", "Executions reaching a terminal state", finished.clone());
+        let in_flight = Gauge::<i64, AtomicI64>::default();
+        registry.register("executions_in_flight", "Executions accepted or running in this process", in_flight.clone());
+        Metrics {
+            registry,
+            requests,
+            latency,
+            fallbacks,
+            negotiation_failures,
+            signature_failures,
+            finished,
+            in_flight,
+            capabilities,
+        }
+    }
+
+    /// Counts one answered request.
+    pub fn request(&self, step: Step, outcome: Result<(), &ErrorCode>, seconds: f64) {
+        let outcome = match outcome {
+            Ok(()) => "ok",
+            Err(code) => bounded(code),
+        };
+        self.requests.get_or_create(&StepOutcome { step: step.as_str(), outcome }).inc();
+        self.latency.get_or_create(&StepLabel { step: step.as_str() }).observe(seconds);
+    }
+
+    /// Counts an answer that offered fallback options.
+    pub fn fallback_offered(&self, reason: &'static str) {
+        self.fallbacks.get_or_create(&Reason { reason }).inc();
+    }
+
+    /// Counts a refused NEGOTIATE.
+    pub fn negotiation_failed(&self, reason: &'static str) {
+        self.negotiation_failures.get_or_create(&Reason { reason }).inc();
+    }
+
+    /// Counts a refused signature.
+    pub fn signature_failed(&self, code: &ErrorCode) {
+        self.signature_failures.get_or_create(&Reason { reason: bounded(code) }).inc();
+    }
+
+    /// Counts an execution reaching a terminal state.
+    pub fn execution_finished(&self, capability: &str, status: ExecutionStatus) {
+        let capability =
+            if self.capabilities.iter().any(|c| c == capability) { capability.to_owned() } else { "other".to_owned() };
+        self.finished.get_or_create(&Finished { capability, status: status.as_str() }).inc();
+    }
+
+    /// Adds to the executions in flight.
+    pub fn in_flight(&self, delta: i64) {
+        self.in_flight.inc_by(delta);
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

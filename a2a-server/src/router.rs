@@ -1,0 +1,526 @@
+//! The HTTP face of an agent: an axum [`Router`] serving every endpoint of `spec/PROTOCOL.md` under `/a2a`.
+//!
+//! Everything that can go wrong is answered with the protocol's JSON error (ERR-4): malformed headers and bodies,
+//! oversize input, unknown paths and wrong methods included. Every response carries `A2A-Version` and the agent's
+//! `A2A-Sender-ID` (HDR-2, HDR-7), and CORS headers when the request came from a browser (DISC-6).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use a2a_core::did::Did;
+use a2a_core::error::{A2aError, ErrorCode};
+use a2a_core::execution_id::ExecutionId;
+use a2a_core::headers::{self as h, Version};
+use a2a_core::wire::{CapabilitiesDocument, ExecutionRef, FallbackRequest, FallbackResponse, NegotiateRequest};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{OriginalUri, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::auth::{Auth, SignedParts};
+use crate::engine::{Caller, Engine};
+use crate::metrics::Step;
+
+/// Shared state of the router.
+pub(crate) struct AppState {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) auth: Auth,
+    pub(crate) capabilities_json: Bytes,
+    pub(crate) discover_headers: HeaderMap,
+    pub(crate) cors: CorsPolicy,
+    pub(crate) sender_header: HeaderValue,
+}
+
+/// Which browser origins may call the agent (DISC-6, DISC-7).
+#[derive(Debug, Clone, Default)]
+pub enum CorsPolicy {
+    /// Every origin (`Access-Control-Allow-Origin: *`).
+    #[default]
+    Any,
+    /// Only these origins (`https://app.example.com`), echoed back with `Vary: Origin`.
+    List(Vec<String>),
+}
+
+/// An error answered as the protocol's JSON body.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    pub(crate) err: A2aError,
+    pub(crate) www_authenticate: Option<&'static str>,
+    pub(crate) allow: Option<&'static str>,
+}
+
+impl From<A2aError> for ApiError {
+    fn from(err: A2aError) -> Self {
+        ApiError { err, www_authenticate: None, allow: None }
+    }
+}
+
+/// The error code of a response, for metrics.
+#[derive(Clone)]
+struct Outcome(ErrorCode);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.err.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_vec(&self.err.to_body()).unwrap_or_else(|_| b"{}".to_vec());
+        let mut resp = (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response();
+        let retry = self.err.details.as_ref().and_then(|d| d.get("retry_after_s")).and_then(|v| v.as_u64());
+        if let Some(s) = retry.or(matches!(status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE).then_some(1)) {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        if let Some(w) = self.www_authenticate {
+            resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(w));
+        }
+        if let Some(a) = self.allow {
+            resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static(a));
+        }
+        resp.extensions_mut().insert(Outcome(self.err.code));
+        resp
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(body) => (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response(),
+        Err(e) => ApiError::from(A2aError::with_message(ErrorCode::INTERNAL_ERROR, e.to_string())).into_response(),
+    }
+}
+
+/// Builds the router. The routes live under `/a2a`; nest the router to serve them below a prefix.
+pub(crate) fn build(state: Arc<AppState>) -> Router {
+    let preflight = || any(preflight);
+    Router::new()
+        .route("/a2a", any(discover))
+        .route("/a2a/capabilities", get(capabilities).options(preflight_handler).fallback(not_allowed_get))
+        .route("/a2a/negotiate", post(negotiate).options(preflight_handler).fallback(not_allowed_post))
+        .route("/a2a/execute", post(execute).options(preflight_handler).fallback(not_allowed_post))
+        .route("/a2a/confirm", post(confirm).options(preflight_handler).fallback(not_allowed_post))
+        .route("/a2a/result/{id}", get(result).options(preflight_handler).fallback(not_allowed_get))
+        .route("/a2a/cancel", post(cancel).options(preflight_handler).fallback(not_allowed_post))
+        .route("/a2a/fallback", post(fallback).options(preflight_handler).fallback(not_allowed_post))
+        .route("/a2a/{*rest}", preflight())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), a2a_layer))
+        .with_state(state)
+}
+
+fn step_of(method: &Method, path: &str) -> Step {
+    let tail = path.rsplit_once("/a2a").map_or(path, |(_, t)| t);
+    match (method, tail) {
+        (&Method::OPTIONS, "") => Step::Discover,
+        (&Method::GET, "/capabilities") => Step::Capabilities,
+        (&Method::POST, "/negotiate") => Step::Negotiate,
+        (&Method::POST, "/execute") => Step::Execute,
+        (&Method::POST, "/confirm") => Step::Confirm,
+        (&Method::GET, t) if t.starts_with("/result/") => Step::Result,
+        (&Method::POST, "/cancel") => Step::Cancel,
+        (&Method::POST, "/fallback") => Step::Fallback,
+        _ => Step::Other,
+    }
+}
+
+/// The layer around every route: header limits, the A2A and CORS response headers, metrics.
+async fn a2a_layer(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let step = step_of(req.method(), req.uri().path());
+    let origin = req.headers().get(header::ORIGIN).cloned();
+    let limits = &state.engine.limits;
+    let header_bytes: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
+    let mut resp = if req.headers().len() > limits.max_headers || header_bytes > limits.max_header_bytes {
+        ApiError::from(
+            A2aError::with_message(
+                ErrorCode::HEADERS_TOO_LARGE,
+                format!(
+                    "the request has {} headers and {header_bytes} bytes of headers; the limits are {} headers and {} bytes",
+                    req.headers().len(),
+                    limits.max_headers,
+                    limits.max_header_bytes
+                ),
+            )
+            .details(json!({"max_headers": limits.max_headers, "max_header_bytes": limits.max_header_bytes})),
+        )
+        .into_response()
+    } else {
+        next.run(req).await
+    };
+    let headers = resp.headers_mut();
+    headers.insert(HeaderName::from_static(h::A2A_VERSION), HeaderValue::from_static(a2a_core::PROTOCOL_VERSION));
+    headers.insert(HeaderName::from_static(h::A2A_SENDER_ID), state.sender_header.clone());
+    if let Some(origin) = origin {
+        apply_cors(&state.cors, &origin, headers, false);
+    }
+    let outcome = resp.extensions().get::<Outcome>().map(|o| o.0.clone());
+    state.engine.metrics.request(step, outcome.as_ref().map_or(Ok(()), Err), started.elapsed().as_secs_f64());
+    resp
+}
+
+fn apply_cors(policy: &CorsPolicy, origin: &HeaderValue, headers: &mut HeaderMap, preflight: bool) {
+    let allow = match policy {
+        CorsPolicy::Any => Some(HeaderValue::from_static("*")),
+        CorsPolicy::List(list) => {
+            headers.append(header::VARY, HeaderValue::from_static("Origin"));
+            origin.to_str().ok().filter(|o| list.iter().any(|l| l == o)).map(|_| origin.clone())
+        }
+    };
+    let Some(allow) = allow else { return };
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, allow);
+    headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(h::CORS_EXPOSE_HEADERS));
+    if preflight {
+        headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(h::CORS_ALLOW_METHODS));
+        headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(h::CORS_ALLOW_HEADERS));
+        headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("300"));
+    }
+}
+
+/// `OPTIONS /a2a` (DISCOVER, DISC-1) — and any other method on `/a2a`, answered 405.
+async fn discover(State(state): State<Arc<AppState>>, method: Method) -> ApiResult {
+    if method != Method::OPTIONS {
+        return Err(ApiError {
+            err: A2aError::with_message(
+                ErrorCode::METHOD_NOT_ALLOWED,
+                "DISCOVER is `OPTIONS /a2a`; the other endpoints are below /a2a (see spec/PROTOCOL.md §2)",
+            ),
+            www_authenticate: None,
+            allow: Some("OPTIONS"),
+        });
+    }
+    let mut resp = StatusCode::NO_CONTENT.into_response();
+    resp.headers_mut().extend(state.discover_headers.clone());
+    Ok(resp)
+}
+
+/// A CORS preflight on any path below the endpoint (DISC-5). Non-preflight requests to unknown paths get
+/// `404 not_found`.
+async fn preflight(State(state): State<Arc<AppState>>, method: Method, headers: HeaderMap) -> ApiResult {
+    if method == Method::OPTIONS {
+        return preflight_handler(State(state), headers).await;
+    }
+    Err(A2aError::with_message(
+        ErrorCode::NOT_FOUND,
+        "no A2A endpoint at this path; the endpoints are OPTIONS /a2a, GET /a2a/capabilities, POST /a2a/negotiate, \
+         /a2a/execute, /a2a/confirm, /a2a/cancel, /a2a/fallback and GET /a2a/result/{execution_id}",
+    )
+    .into())
+}
+
+async fn preflight_handler(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {
+    let mut resp = StatusCode::NO_CONTENT.into_response();
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        apply_cors(&state.cors, origin, resp.headers_mut(), true);
+    }
+    Ok(resp)
+}
+
+async fn not_allowed_get() -> ApiError {
+    ApiError {
+        err: A2aError::with_message(ErrorCode::METHOD_NOT_ALLOWED, "this endpoint accepts GET (and OPTIONS)"),
+        www_authenticate: None,
+        allow: Some("GET, OPTIONS"),
+    }
+}
+
+async fn not_allowed_post() -> ApiError {
+    ApiError {
+        err: A2aError::with_message(ErrorCode::METHOD_NOT_ALLOWED, "this endpoint accepts POST (and OPTIONS)"),
+        www_authenticate: None,
+        allow: Some("POST, OPTIONS"),
+    }
+}
+
+/// `GET /a2a/capabilities` (DISC-8).
+async fn capabilities(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {
+    check_version(&headers, false)?;
+    Ok((StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], state.capabilities_json.clone())
+        .into_response())
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, A2aError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(v) => v.to_str().map(Some).map_err(|_| {
+            A2aError::with_message(ErrorCode::INVALID_HEADER, format!("header {name} is not visible ASCII"))
+                .details(json!({"header": name}))
+        }),
+    }
+}
+
+/// HDR-3..5: `A2A-Version` present (unless optional) and `0.3`.
+fn check_version(headers: &HeaderMap, required: bool) -> Result<(), A2aError> {
+    let unsupported = |got: &str| {
+        A2aError::with_message(
+            ErrorCode::UNSUPPORTED_VERSION,
+            format!("this agent speaks A2A {}; the request asked for {got:?}", a2a_core::PROTOCOL_VERSION),
+        )
+        .details(json!({"supported_versions": [a2a_core::PROTOCOL_VERSION]}))
+    };
+    match header_str(headers, h::A2A_VERSION).map_err(|_| unsupported("(not ASCII)"))? {
+        None if required => Err(A2aError::new(ErrorCode::VERSION_REQUIRED)),
+        None => Ok(()),
+        Some(v) => match h::parse_version(v) {
+            Ok(Version::V0_3) => Ok(()),
+            _ => Err(unsupported(v)),
+        },
+    }
+}
+
+/// The common prelude of every step with a sender: version, sender (HDR-6), region and trace headers.
+fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
+    check_version(headers, true)?;
+    let sender = header_str(headers, h::A2A_SENDER_ID)?.ok_or_else(|| A2aError::new(ErrorCode::SENDER_REQUIRED))?;
+    let sender = sender.trim();
+    Did::parse(sender).map_err(|e| {
+        A2aError::with_message(ErrorCode::INVALID_SENDER, format!("A2A-Sender-ID {sender:?} is not a valid did:web DID: {e}"))
+    })?;
+    let region = match header_str(headers, h::A2A_REGION)? {
+        None => None,
+        Some(r) => Some(
+            h::parse_region(r)
+                .map_err(|e| A2aError::with_message(ErrorCode::INVALID_HEADER, e.to_string()).details(json!({"header": "A2A-Region"})))?
+                .to_owned(),
+        ),
+    };
+    let traceparent = header_str(headers, "traceparent").ok().flatten().map(str::to_owned);
+    Ok(Caller { sender: sender.to_owned(), verified: false, region, traceparent })
+}
+
+/// Reads a request body within the size and time limits (LIM-1), after checking its content type (TR-5).
+async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, A2aError> {
+    let ct = header_str(headers, header::CONTENT_TYPE.as_str())?.unwrap_or("");
+    let mime = ct.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/json") {
+        return Err(A2aError::with_message(
+            ErrorCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("the body must be sent with `Content-Type: application/json` (got {ct:?})"),
+        ));
+    }
+    let limit = state.engine.limits.max_body_bytes;
+    let too_large = || {
+        A2aError::with_message(ErrorCode::PAYLOAD_TOO_LARGE, format!("the request body is larger than {limit} bytes"))
+            .details(json!({"limit_bytes": limit}))
+    };
+    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
+        if len > limit as u64 {
+            return Err(too_large());
+        }
+    }
+    let limited = http_body_util::Limited::new(body, limit);
+    match tokio::time::timeout(state.engine.limits.body_read_timeout(), limited.collect()).await {
+        Err(_) => Err(A2aError::with_message(
+            ErrorCode::REQUEST_TIMEOUT,
+            format!("the request body was not received within {} ms", state.engine.limits.body_read_timeout_ms),
+        )),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Ok(Err(e)) => Err(A2aError::with_message(ErrorCode::INVALID_REQUEST, format!("the request body could not be read: {e}"))),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+/// Parses a JSON request message: syntax errors are `invalid_json`, shape errors `invalid_request` (TR-7).
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        use serde_json::error::Category;
+        match e.classify() {
+            Category::Syntax | Category::Eof | Category::Io => A2aError::with_message(
+                ErrorCode::INVALID_JSON,
+                format!("the request body is not well-formed JSON: {e}"),
+            )
+            .details(json!({"line": e.line(), "column": e.column()})),
+            Category::Data => A2aError::with_message(ErrorCode::INVALID_REQUEST, format!("the request body is not the expected message: {e}"))
+                .details(json!({"line": e.line(), "column": e.column()})),
+        }
+    })
+}
+
+fn signed_parts<'a>(method: &'a str, uri: &'a OriginalUri, headers: &'a HeaderMap, body: &'a [u8]) -> SignedParts<'a> {
+    SignedParts { method, target: uri.0.path_and_query().map_or("/", |p| p.as_str()), headers, body }
+}
+
+/// `POST /a2a/negotiate` (§6).
+async fn negotiate(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap, body: Body) -> ApiResult {
+    let mut caller = caller(&headers)?;
+    let bytes = read_body(&state, &headers, body).await?;
+    let req: NegotiateRequest = parse_json(&bytes)?;
+    let cap = state.engine.require_capability(&req.target_capability).await?;
+    state.auth.check(&state.engine, cap.decl.auth_requirement, &signed_parts("POST", &uri, &headers, &bytes), &mut caller).await?;
+    let resp = state.engine.negotiate(&caller, &cap, req).await?;
+    let mut r = json_response(StatusCode::OK, &resp);
+    if let Ok(v) = HeaderValue::from_str(&resp.negotiation_id) {
+        r.headers_mut().insert(HeaderName::from_static(h::A2A_NEGOTIATION_ID), v);
+    }
+    region_header(&mut r, &cap.decl.region_restriction);
+    Ok(r)
+}
+
+fn region_header(resp: &mut Response, regions: &[String]) {
+    if !regions.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&regions.join(", ")) {
+            resp.headers_mut().insert(HeaderName::from_static(h::A2A_REGION), v);
+        }
+    }
+}
+
+/// The path prefix under which the router is nested (empty when it is not), for `Location`.
+fn mount_prefix(original: &OriginalUri) -> &str {
+    let path = original.0.path();
+    path.rfind("/a2a/").map_or("", |i| &path[..i])
+}
+
+/// `POST /a2a/execute` (§7).
+async fn execute(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap, body: Body) -> ApiResult {
+    let mut caller = caller(&headers)?;
+    let neg_id = header_str(&headers, h::A2A_NEGOTIATION_ID)?.ok_or_else(|| A2aError::new(ErrorCode::NEGOTIATION_REQUIRED))?;
+    let neg_id = h::parse_token("A2A-Negotiation-ID", neg_id)
+        .map_err(|e| A2aError::with_message(ErrorCode::INVALID_HEADER, e.to_string()).details(json!({"header": "A2A-Negotiation-ID"})))?;
+    let idem = match header_str(&headers, h::IDEMPOTENCY_KEY)? {
+        None => None,
+        Some(k) => Some(
+            h::parse_token("Idempotency-Key", k)
+                .map_err(|e| A2aError::with_message(ErrorCode::INVALID_HEADER, e.to_string()).details(json!({"header": "Idempotency-Key"})))?,
+        ),
+    };
+    let (neg, cap) = state.engine.negotiation_for(&caller, neg_id).await?;
+    let bytes = read_body(&state, &headers, body).await?;
+    state
+        .auth
+        .check_with_body_coverage(&state.engine, cap.decl.auth_requirement, &signed_parts("POST", &uri, &headers, &bytes), &mut caller)
+        .await?;
+    let payload: serde_json::Value = parse_json(&bytes)?;
+    let (resp, created) = state.engine.execute(&caller, &neg, &cap, idem, payload).await?;
+    let mut r = json_response(if created { StatusCode::CREATED } else { StatusCode::OK }, &resp);
+    let location = format!("{}/a2a/result/{}", mount_prefix(&uri), ExecutionId::parse(&resp.execution_id).map(|e| e.to_path_segment()).unwrap_or_default());
+    let hs = r.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        hs.insert(header::LOCATION, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&resp.execution_id) {
+        hs.insert(HeaderName::from_static(h::A2A_EXECUTION_ID), v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&resp.negotiation_id) {
+        hs.insert(HeaderName::from_static(h::A2A_NEGOTIATION_ID), v);
+    }
+    region_header(&mut r, &cap.decl.region_restriction);
+    Ok(r)
+}
+
+fn execution_header(resp: &mut Response, id: &str) {
+    if let Ok(v) = HeaderValue::from_str(id) {
+        resp.headers_mut().insert(HeaderName::from_static(h::A2A_EXECUTION_ID), v);
+    }
+}
+
+/// Finds the caller's execution and authenticates the caller for its capability.
+async fn authorized_execution(
+    state: &AppState,
+    caller: &mut Caller,
+    id: &str,
+    parts: &SignedParts<'_>,
+    body_coverage: bool,
+) -> Result<crate::store::ExecutionRecord, ApiError> {
+    let rec = state.engine.execution_for(caller, id).await?;
+    let requirement = state.engine.capability(&rec.capability).map_or(a2a_core::capability::AuthRequirement::None, |c| c.decl.auth_requirement);
+    if body_coverage {
+        state.auth.check_with_body_coverage(&state.engine, requirement, parts, caller).await?;
+    } else {
+        state.auth.check(&state.engine, requirement, parts, caller).await?;
+    }
+    Ok(rec)
+}
+
+/// `POST /a2a/confirm` (§8.2).
+async fn confirm(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap, body: Body) -> ApiResult {
+    let mut caller = caller(&headers)?;
+    let bytes = read_body(&state, &headers, body).await?;
+    let req: ExecutionRef = parse_json(&bytes)?;
+    let rec = authorized_execution(&state, &mut caller, &req.execution_id, &signed_parts("POST", &uri, &headers, &bytes), true).await?;
+    let (resp, first) = state.engine.confirm(&caller, rec).await?;
+    let mut r = json_response(if first { StatusCode::ACCEPTED } else { StatusCode::OK }, &resp);
+    execution_header(&mut r, &resp.execution_id);
+    Ok(r)
+}
+
+/// `GET /a2a/result/{execution_id}` (§8.3).
+async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap) -> ApiResult {
+    let mut caller = caller(&headers)?;
+    let segment = uri.0.path().rsplit('/').next().unwrap_or("");
+    let id = ExecutionId::from_path_segment(segment).map_err(|e| {
+        A2aError::with_message(ErrorCode::UNKNOWN_EXECUTION, format!("{segment:?} is not an execution id: {e}"))
+    })?;
+    let mut wait = Duration::ZERO;
+    for pair in uri.0.query().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if k == "wait_ms" {
+            let ms: u64 = v.parse().map_err(|_| {
+                A2aError::with_message(ErrorCode::INVALID_REQUEST, format!("wait_ms must be a decimal integer of milliseconds, got {v:?}"))
+                    .details(json!({"parameter": "wait_ms"}))
+            })?;
+            wait = Duration::from_millis(ms);
+        }
+    }
+    let rec = authorized_execution(&state, &mut caller, &id.to_string(), &signed_parts("GET", &uri, &headers, b""), false).await?;
+    let resp = state.engine.result(rec, wait).await?;
+    let mut r = json_response(StatusCode::OK, &resp);
+    execution_header(&mut r, &resp.execution_id);
+    Ok(r)
+}
+
+/// `POST /a2a/cancel` (§8.4).
+async fn cancel(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap, body: Body) -> ApiResult {
+    let mut caller = caller(&headers)?;
+    let bytes = read_body(&state, &headers, body).await?;
+    let req: ExecutionRef = parse_json(&bytes)?;
+    let rec = authorized_execution(&state, &mut caller, &req.execution_id, &signed_parts("POST", &uri, &headers, &bytes), true).await?;
+    let resp = state.engine.cancel(rec).await?;
+    let mut r = json_response(StatusCode::OK, &resp);
+    execution_header(&mut r, &resp.execution_id);
+    Ok(r)
+}
+
+/// `POST /a2a/fallback` (§11).
+async fn fallback(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap, body: Body) -> ApiResult {
+    let mut caller = caller(&headers)?;
+    let bytes = read_body(&state, &headers, body).await?;
+    let req: FallbackRequest = parse_json(&bytes)?;
+    state.auth.verify_if_signed(&state.engine, &signed_parts("POST", &uri, &headers, &bytes), &mut caller).await?;
+    let options = state.engine.fallback_options(&req.target_capability).await;
+    state.engine.metrics.fallback_offered("fallback_request");
+    Ok(json_response(StatusCode::OK, &FallbackResponse { requested_capability: req.target_capability, fallback_options: options }))
+}
+
+/// Pre-computes the DISCOVER headers (DISC-2) and the capabilities document (DISC-8).
+pub(crate) fn discover_parts(engine: &Engine, name: Option<String>, features: &[&str]) -> (HeaderMap, Bytes) {
+    let mut hm = HeaderMap::new();
+    let names: Vec<&str> = engine.caps.iter().map(|c| c.decl.name.as_str()).collect();
+    if let Ok(v) = HeaderValue::from_str(&h::format_capabilities(&names)) {
+        hm.insert(HeaderName::from_static(h::A2A_CAPABILITIES), v);
+    }
+    let regions: std::collections::BTreeMap<String, Vec<String>> = engine
+        .caps
+        .iter()
+        .filter(|c| !c.decl.region_restriction.is_empty())
+        .map(|c| (c.decl.name.clone(), c.decl.region_restriction.clone()))
+        .collect();
+    if !regions.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&h::format_region_map(&regions)) {
+            hm.insert(HeaderName::from_static(h::A2A_REGION), v);
+        }
+    }
+    hm.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(h::CORS_ALLOW_METHODS));
+    hm.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(h::CORS_ALLOW_HEADERS));
+    hm.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("300"));
+    let doc = CapabilitiesDocument {
+        a2a_version: a2a_core::PROTOCOL_VERSION.to_owned(),
+        agent: a2a_core::wire::AgentInfo { id: engine.did.clone(), name },
+        capabilities: engine.caps.iter().map(|c| c.decl.clone()).collect(),
+        features: features.iter().map(|f| (*f).to_owned()).collect(),
+        limits: Some(engine.limits.announced()),
+    };
+    (hm, Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()))
+}
