@@ -34,9 +34,13 @@
 //! # Ok(()) }
 //! ```
 
+pub mod app;
 pub mod auth;
+pub mod config;
+pub mod demo;
 pub mod engine;
 pub mod handler;
+pub mod handlers;
 pub mod limits;
 pub mod metrics;
 pub mod registry;

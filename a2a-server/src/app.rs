@@ -1,0 +1,201 @@
+//! What the `a2a-server` binary does, as library functions (so that tests run it in-process): serve the demo agent or
+//! an agent described by a configuration file, with logs, metrics, the DID document and graceful shutdown.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_core::did::{Did, DidDocument};
+use a2a_core::keys::{SigningKey, VerifyingKey};
+use a2a_core::resolver::{HttpResolver, ResolverOptions};
+use axum::Router;
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::registry::MemoryRegistry;
+use crate::{Agent, AgentBuilder, ApiKey, CorsPolicy, OAuth2, demo, serve};
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Installs the tracing subscriber (`RUST_LOG` filters, default `info`).
+pub fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+async fn bind(listen: &str) -> Result<TcpListener, String> {
+    TcpListener::bind(listen).await.map_err(|e| {
+        format!("cannot listen on {listen}: {e}; choose another address with --listen (port 0 picks a free port)")
+    })
+}
+
+fn base_url(listener: &TcpListener) -> Result<(String, u16), String> {
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let host = if addr.ip().is_unspecified() { "127.0.0.1".to_owned() } else { addr.ip().to_string() };
+    let host = if host.contains(':') { format!("[{host}]") } else { host };
+    Ok((format!("http://{host}:{}", addr.port()), addr.port()))
+}
+
+/// The router the binary serves: the agent, `/metrics`, and the DID document when there is one.
+pub fn app_router(agent: &Agent, did_document: Option<(String, Value)>) -> Router {
+    let mut app = agent.router().merge(agent.metrics_router());
+    if let Some((path, doc)) = did_document {
+        app = app.route(
+            &path,
+            axum::routing::get(move || {
+                let doc = doc.clone();
+                async move { axum::Json(doc) }
+            }),
+        );
+    }
+    app
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutting down: no new connections, draining executions in flight");
+}
+
+async fn run(agent: Agent, listener: TcpListener, app: Router) -> Result<(), String> {
+    let limits = agent.engine().limits.clone();
+    let grace = Duration::from_millis(limits.shutdown_grace_ms);
+    serve::serve(listener, app, &limits, shutdown_signal(), grace).await.map_err(|e| e.to_string())?;
+    if !agent.drain(grace).await {
+        tracing::warn!("executions were still running after the grace period; they were told to stop");
+    }
+    Ok(())
+}
+
+/// The path at which a did:web DID's document is served (`/.well-known/did.json` or `/a/b/did.json`).
+fn document_path(did: &Did) -> String {
+    let segs = did.path_segments();
+    if segs.is_empty() { "/.well-known/did.json".to_owned() } else { format!("/{}/did.json", segs.join("/")) }
+}
+
+/// `a2a-server --demo`.
+pub async fn run_demo(listen: Option<&str>) -> Result<(), String> {
+    let listener = bind(listen.unwrap_or("127.0.0.1:8080")).await?;
+    let (base, port) = base_url(&listener)?;
+    let did = Did::for_host_port("localhost", Some(port), &[]).map_err(|e| e.to_string())?;
+    let key = SigningKey::generate().map_err(|e| e.to_string())?;
+    let doc = DidDocument::generate(&did, &[("key-1".to_owned(), key.verifying_key().to_jwk())]);
+    let resolver = HttpResolver::new(ResolverOptions::loopback()).map_err(|e| e.to_string())?;
+    let agent = demo::capabilities(AgentBuilder::new(did.to_string()).name("A2A demo agent"))
+        .resolver(Arc::new(resolver))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let doc_json = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
+    let app = app_router(&agent, Some((document_path(&did), doc_json)));
+    println!("{}", demo::banner(&did.to_string(), &base));
+    tracing::info!(did = %did, endpoint = %format!("{base}/a2a"), "demo agent listening");
+    run(agent, listener, app).await
+}
+
+/// `a2a-server --config FILE`.
+pub async fn run_config(path: &Path, listen: Option<&str>) -> Result<(), String> {
+    let (cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
+    let (agent, did_doc) = build_from_config(&cfg, &text, path)?;
+    let listen = listen.or(cfg.agent.listen.as_deref()).unwrap_or("127.0.0.1:8080");
+    let listener = bind(listen).await?;
+    let (base, _) = base_url(&listener)?;
+    let app = app_router(&agent, did_doc);
+    tracing::info!(did = %agent.did(), endpoint = %format!("{base}/a2a"), "agent listening");
+    println!("a2a-server: {} serving {base}/a2a", agent.did());
+    run(agent, listener, app).await
+}
+
+/// Builds the agent a configuration describes; also returns its DID document (path, JSON) when a key is configured.
+pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent, Option<(String, Value)>), String> {
+    let file = path.display();
+    let did = Did::parse(&cfg.agent.did).map_err(|e| format!("{file}: [agent] did: {e}"))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut builder = AgentBuilder::new(did.to_string()).limits(cfg.limits.clone());
+    if let Some(name) = &cfg.agent.name {
+        builder = builder.name(name.clone());
+    }
+    for cap in cfg.capabilities(text, path).map_err(|e| e.to_string())? {
+        builder = builder.capability_boxed(cap.declaration, cap.handler);
+    }
+    for (i, k) in cfg.auth.api_keys.iter().enumerate() {
+        let key = match (&k.key, &k.key_env) {
+            (Some(key), None) => key.clone(),
+            (None, Some(var)) => std::env::var(var)
+                .map_err(|_| format!("{file}: auth.api_keys[{i}].key_env: environment variable {var} is not set"))?,
+            _ => return Err(format!("{file}: auth.api_keys[{i}]: give exactly one of `key` and `key_env`")),
+        };
+        builder = builder.api_key(ApiKey::new(&key).for_senders(k.senders.clone()));
+    }
+    if let Some(o) = &cfg.auth.oauth2 {
+        let mut keys = Vec::new();
+        for (i, jwk) in o.keys.iter().enumerate() {
+            keys.push(VerifyingKey::from_jwk(jwk).map_err(|e| format!("{file}: auth.oauth2.keys[{i}]: {e}"))?);
+        }
+        for f in &o.key_files {
+            let f = base.join(f);
+            let pem = std::fs::read_to_string(&f).map_err(|e| format!("{file}: auth.oauth2.key_files: {}: {e}", f.display()))?;
+            keys.push(VerifyingKey::from_pem(&pem).map_err(|e| format!("{file}: auth.oauth2.key_files: {}: {e}", f.display()))?);
+        }
+        if keys.is_empty() {
+            return Err(format!("{file}: auth.oauth2: give the issuer's keys in `keys` (JWK) or `key_files` (PEM)"));
+        }
+        builder = builder.oauth2(OAuth2 {
+            issuer: o.issuer.clone(),
+            audience: o.audience.clone(),
+            keys,
+            required_scopes: o.required_scopes.clone().into_iter().collect(),
+        });
+    }
+    builder = builder.internal_domains(cfg.auth.internal_domains.clone(), cfg.auth.require_did_auth_cross_domain);
+    let resolver = HttpResolver::new(if cfg.auth.allow_http_loopback_dids { ResolverOptions::loopback() } else { ResolverOptions::default() })
+        .map_err(|e| e.to_string())?;
+    builder = builder.resolver(Arc::new(resolver));
+    let origins = &cfg.cors.allowed_origins;
+    if !origins.is_empty() && !origins.iter().any(|o| o == "*") {
+        builder = builder.cors(CorsPolicy::List(origins.clone()));
+    }
+    if !cfg.registry.is_empty() {
+        builder = builder.registry(Arc::new(MemoryRegistry::new(cfg.registry.clone())));
+    }
+    let agent = builder.build().map_err(|e| format!("{file}: {e}"))?;
+    let doc = match &cfg.agent.key_file {
+        None => None,
+        Some(kf) => {
+            let kf = base.join(kf);
+            let pem = std::fs::read_to_string(&kf).map_err(|e| format!("{file}: [agent] key_file {}: {e}", kf.display()))?;
+            let key = SigningKey::from_pem(&pem).map_err(|e| format!("{file}: [agent] key_file {}: {e}", kf.display()))?;
+            let doc = DidDocument::generate(&did, &[(cfg.agent.key_id.clone(), key.verifying_key().to_jwk())]);
+            Some((document_path(&did), serde_json::to_value(&doc).map_err(|e| e.to_string())?))
+        }
+    };
+    Ok((agent, doc))
+}

@@ -1,0 +1,273 @@
+//! The agent's TOML configuration (`a2a-server --config agent.toml`): identity, limits, authentication, CORS, static
+//! registry entries, and capabilities whose handlers are a program (`command`), an HTTP service (`http`) or `echo` —
+//! no Rust needed. Errors name the file, the line and the field.
+//!
+//! ```toml
+//! [agent]
+//! did = "did:web:localhost%3A8080"
+//! name = "Report desk"
+//! listen = "127.0.0.1:8080"
+//!
+//! [[capabilities]]
+//! name = "submit_report"
+//! description = "File a report"
+//! auth_requirement = "none"
+//! input_schema = { type = "object", properties = { title = { type = "string" } }, required = ["title"] }
+//! handler = { kind = "command", program = "python3", args = ["report.py"] }
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_core::capability::CapabilityDeclaration;
+use serde::Deserialize;
+use serde_json::Value;
+use toml::Spanned;
+
+use crate::handler::BoxHandler;
+use crate::handlers::{CommandHandler, HttpHandler};
+use crate::limits::Limits;
+use crate::registry::RegistryEntry;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Identity and listening address.
+    pub agent: AgentSection,
+    /// Limits (`spec/PROTOCOL.md` §13); absent members keep their defaults.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Authentication.
+    #[serde(default)]
+    pub auth: AuthSection,
+    /// Browser access.
+    #[serde(default)]
+    pub cors: CorsSection,
+    /// Other agents' capabilities, offered as fallback options.
+    #[serde(default)]
+    pub registry: Vec<RegistryEntry>,
+    /// The capabilities.
+    #[serde(default)]
+    pub capabilities: Vec<Spanned<CapabilitySection>>,
+}
+
+/// `[agent]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    /// The agent's did:web DID.
+    pub did: String,
+    /// Display name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Address to listen on (the command line's `--listen` wins).
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// PEM file of the agent's P-256 key; when set, the agent serves its DID document at `/.well-known/did.json`.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// The key's id in the DID document.
+    #[serde(default = "default_key_id")]
+    pub key_id: String,
+}
+
+fn default_key_id() -> String {
+    "key-1".to_owned()
+}
+
+/// `[auth]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSection {
+    /// API keys for `api_key` capabilities.
+    #[serde(default)]
+    pub api_keys: Vec<ApiKeySection>,
+    /// OAuth 2.0 issuer for `oauth2` capabilities.
+    #[serde(default)]
+    pub oauth2: Option<OAuth2Section>,
+    /// Internal domains (AUTH-7).
+    #[serde(default)]
+    pub internal_domains: Vec<String>,
+    /// Require signatures from callers outside the internal domains.
+    #[serde(default)]
+    pub require_did_auth_cross_domain: bool,
+    /// Resolve `did:web:localhost...` senders over plain HTTP (development only).
+    #[serde(default)]
+    pub allow_http_loopback_dids: bool,
+}
+
+/// One API key: given inline (`key`) or, better, by environment variable (`key_env`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeySection {
+    /// The key itself.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// The environment variable holding the key.
+    #[serde(default)]
+    pub key_env: Option<String>,
+    /// Senders allowed to use it (empty: any).
+    #[serde(default)]
+    pub senders: Vec<String>,
+}
+
+/// `[auth.oauth2]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuth2Section {
+    /// Expected `iss`.
+    pub issuer: String,
+    /// Expected `aud` (default: the agent's DID).
+    #[serde(default)]
+    pub audience: Option<String>,
+    /// The issuer's public keys as JWKs (P-256).
+    #[serde(default)]
+    pub keys: Vec<Value>,
+    /// PEM files of the issuer's public keys.
+    #[serde(default)]
+    pub key_files: Vec<PathBuf>,
+    /// Scope required per capability.
+    #[serde(default)]
+    pub required_scopes: BTreeMap<String, String>,
+}
+
+/// `[cors]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorsSection {
+    /// Allowed origins; empty or `["*"]` allows all.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+}
+
+/// One `[[capabilities]]` entry: the declaration plus its handler.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilitySection {
+    /// The declaration's fields.
+    #[serde(flatten)]
+    pub declaration: BTreeMap<String, Value>,
+    /// The input schema, from a JSON file instead of inline.
+    #[serde(default)]
+    pub input_schema_file: Option<PathBuf>,
+    /// What runs it.
+    pub handler: HandlerSection,
+}
+
+/// The handler of a configured capability.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum HandlerSection {
+    /// `{"echo": payload}`.
+    Echo,
+    /// A program per execution (see [`CommandHandler`]).
+    Command {
+        /// The program.
+        program: String,
+        /// Its arguments.
+        #[serde(default)]
+        args: Vec<String>,
+        /// Extra environment.
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+        /// Working directory (relative to the config file).
+        #[serde(default)]
+        cwd: Option<PathBuf>,
+        /// Its own time limit.
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+    },
+    /// Forwards to a URL (see [`HttpHandler`]).
+    Http {
+        /// The URL.
+        url: String,
+        /// Extra headers.
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        /// Its own time limit.
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+    },
+}
+
+/// A configuration error, already formatted as `file:line:column: message`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rfind('\n').map_or(before.len(), |i| before.len() - i - 1) + 1;
+    (line, col)
+}
+
+/// A configured capability, ready for the builder.
+pub struct LoadedCapability {
+    /// The declaration.
+    pub declaration: CapabilityDeclaration,
+    /// The handler.
+    pub handler: BoxHandler,
+}
+
+impl Config {
+    /// Reads and parses a file; errors name the file, line and field.
+    pub fn load(path: &Path) -> Result<(Config, String), ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("{}: cannot read the configuration: {e}", path.display())))?;
+        let cfg = Self::parse(&text, path)?;
+        Ok((cfg, text))
+    }
+
+    /// Parses configuration text (`path` is used in messages and to resolve relative paths).
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        toml::from_str::<Config>(text).map_err(|e| {
+            let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+            ConfigError(format!("{}:{line}:{col}: {}", path.display(), e.message()))
+        })
+    }
+
+    /// Builds the capabilities and their handlers, checking each declaration.
+    pub fn capabilities(&self, text: &str, path: &Path) -> Result<Vec<LoadedCapability>, ConfigError> {
+        let base = path.parent().unwrap_or(Path::new("."));
+        let mut out = Vec::new();
+        for spanned in &self.capabilities {
+            let (line, col) = line_col(text, spanned.span().start);
+            let at = |msg: String| ConfigError(format!("{}:{line}:{col}: capability: {msg}", path.display()));
+            let section = spanned.get_ref();
+            let mut decl: serde_json::Map<String, Value> = section.declaration.clone().into_iter().collect();
+            if let Some(file) = &section.input_schema_file {
+                let file = base.join(file);
+                let schema_text = std::fs::read_to_string(&file)
+                    .map_err(|e| at(format!("input_schema_file {}: {e}", file.display())))?;
+                let schema: Value = serde_json::from_str(&schema_text)
+                    .map_err(|e| at(format!("input_schema_file {} is not JSON: {e}", file.display())))?;
+                decl.insert("input_schema".into(), schema);
+            }
+            let decl = a2a_core::capability::parse_declaration(&Value::Object(decl)).map_err(|e| at(e.to_string()))?;
+            let handler: BoxHandler = match &section.handler {
+                HandlerSection::Echo => crate::handler::boxed(crate::handlers::echo()),
+                HandlerSection::Command { program, args, env, cwd, timeout_ms } => {
+                    let mut h = CommandHandler::new(program.clone(), args.clone());
+                    h.env = env.clone();
+                    h.cwd = cwd.as_ref().map(|c| base.join(c));
+                    h.timeout = timeout_ms.map(Duration::from_millis);
+                    Arc::new(h)
+                }
+                HandlerSection::Http { url, headers, timeout_ms } => {
+                    let parsed = url::Url::parse(url).map_err(|e| at(format!("handler.url {url:?}: {e}")))?;
+                    if !matches!(parsed.scheme(), "http" | "https") {
+                        return Err(at(format!("handler.url {url:?} must be http or https")));
+                    }
+                    let headers = headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    Arc::new(HttpHandler::new(url.clone(), headers, timeout_ms.map(Duration::from_millis)).map_err(at)?)
+                }
+            };
+            out.push(LoadedCapability { declaration: decl, handler });
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,233 @@
+//! Ready-made handlers that expose existing programs and services as capabilities without writing Rust:
+//! [`CommandHandler`] (a program per execution: JSON on stdin, JSON on stdout), [`HttpHandler`] (forwards the payload
+//! to a URL) and [`echo`].
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::handler::{ExecutionContext, Handler, HandlerError, HandlerFuture};
+
+/// Returns `{"echo": payload}`.
+pub fn echo() -> impl Handler {
+    |_ctx: ExecutionContext, payload: Value| async move { Ok(json!({ "echo": payload })) }
+}
+
+/// Runs a program per execution.
+///
+/// The program gets the payload as JSON on stdin and the environment variables `A2A_EXECUTION_ID`,
+/// `A2A_NEGOTIATION_ID`, `A2A_SENDER_ID`, `A2A_CAPABILITY`, `A2A_DEADLINE_MS` (ms left) and `TRACEPARENT`; it prints
+/// its result as one JSON value on stdout and exits 0. A non-zero exit, a timeout, or output that is not JSON makes
+/// the execution `failed`, with the end of stderr in the message. The program is killed when the execution times out
+/// or is canceled.
+#[derive(Debug, Clone)]
+pub struct CommandHandler {
+    /// The program (looked up on `PATH` when it has no `/`).
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment variables.
+    pub env: BTreeMap<String, String>,
+    /// Working directory.
+    pub cwd: Option<std::path::PathBuf>,
+    /// A time limit of its own (the execution's deadline applies anyway).
+    pub timeout: Option<Duration>,
+    /// Largest stdout accepted.
+    pub max_output_bytes: usize,
+}
+
+impl CommandHandler {
+    /// Runs `program` with `args`.
+    pub fn new(program: impl Into<String>, args: Vec<String>) -> Self {
+        CommandHandler {
+            program: program.into(),
+            args,
+            env: BTreeMap::new(),
+            cwd: None,
+            timeout: None,
+            max_output_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+const STDERR_KEEP: usize = 4096;
+
+async fn read_bounded(mut r: impl tokio::io::AsyncRead + Unpin, max: usize) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut truncated = false;
+    loop {
+        let n = r.read(&mut buf).await?;
+        if n == 0 {
+            return Ok((out, truncated));
+        }
+        let room = max.saturating_sub(out.len());
+        if room < n {
+            truncated = true;
+        }
+        out.extend_from_slice(&buf[..n.min(room)]);
+    }
+}
+
+fn tail(bytes: &[u8]) -> String {
+    let s = String::from_utf8_lossy(bytes);
+    let s = s.trim();
+    if s.len() <= STDERR_KEEP {
+        return s.to_owned();
+    }
+    let mut start = s.len() - STDERR_KEEP;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("...{}", &s[start..])
+}
+
+impl CommandHandler {
+    async fn run(&self, ctx: ExecutionContext, payload: Value) -> Result<Value, HandlerError> {
+        let mut cmd = tokio::process::Command::new(&self.program);
+        cmd.args(&self.args)
+            .envs(&self.env)
+            .env("A2A_EXECUTION_ID", &ctx.execution_id)
+            .env("A2A_NEGOTIATION_ID", &ctx.negotiation_id)
+            .env("A2A_SENDER_ID", &ctx.sender)
+            .env("A2A_CAPABILITY", &ctx.capability)
+            .env("A2A_DEADLINE_MS", ctx.remaining().as_millis().to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(tp) = &ctx.traceparent {
+            cmd.env("TRACEPARENT", tp);
+        }
+        if let Some(cwd) = &self.cwd {
+            cmd.current_dir(cwd);
+        }
+        let mut child = cmd.spawn().map_err(|e| HandlerError::new(format!("cannot start `{}`: {e}", self.program)))?;
+        let input = serde_json::to_vec(&payload).map_err(|e| HandlerError::new(e.to_string()))?;
+        let (Some(mut stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(HandlerError::new("cannot attach to the program's standard streams"));
+        };
+        let max = self.max_output_bytes;
+        let io = async move {
+            // Write stdin while reading the outputs, so that a program that writes before reading cannot deadlock.
+            let write = async move {
+                let r = stdin.write_all(&input).await;
+                drop(stdin);
+                r
+            };
+            let (w, out, err) = tokio::join!(write, read_bounded(stdout, max), read_bounded(stderr, 64 * 1024));
+            (w, out, err)
+        };
+        let limit = self.timeout.map_or(ctx.remaining(), |t| t.min(ctx.remaining()));
+        let outcome = tokio::select! {
+            r = async { let io = io.await; let status = child.wait().await; (io, status) } => Some(r),
+            () = tokio::time::sleep(limit) => None,
+            () = ctx.cancel.cancelled() => None,
+        };
+        let Some(((write, out, err), status)) = outcome else {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            return Err(if ctx.cancel.is_cancelled() {
+                HandlerError::new(format!("`{}` was stopped: the execution was canceled or timed out", self.program))
+            } else {
+                HandlerError::new(format!("`{}` did not finish within {} ms and was killed", self.program, limit.as_millis()))
+            });
+        };
+        let status = status.map_err(|e| HandlerError::new(format!("cannot wait for `{}`: {e}", self.program)))?;
+        let (stderr, _) = err.unwrap_or_default();
+        let (stdout, truncated) = out.map_err(|e| HandlerError::new(format!("cannot read the output of `{}`: {e}", self.program)))?;
+        if !status.success() {
+            return Err(HandlerError::new(format!("`{}` failed ({status}): {}", self.program, tail(&stderr)))
+                .with_details(json!({"exit_code": status.code(), "stderr": tail(&stderr)})));
+        }
+        if let Err(e) = write {
+            // The program exited successfully without reading all of its input: that is its choice.
+            tracing::debug!(error = %e, "program did not read all of stdin");
+        }
+        if truncated {
+            return Err(HandlerError::new(format!("`{}` printed more than {max} bytes", self.program)));
+        }
+        serde_json::from_slice(&stdout).map_err(|e| {
+            HandlerError::new(format!(
+                "`{}` did not print one JSON value on stdout ({e}); stdout began with {:?}; stderr: {}",
+                self.program,
+                String::from_utf8_lossy(&stdout[..stdout.len().min(200)]),
+                tail(&stderr)
+            ))
+        })
+    }
+}
+
+impl Handler for CommandHandler {
+    fn call(&self, ctx: ExecutionContext, payload: Value) -> HandlerFuture {
+        let this = self.clone();
+        Box::pin(async move { this.run(ctx, payload).await })
+    }
+}
+
+/// Forwards the payload as a JSON `POST` to a URL; a `2xx` JSON answer is the result.
+///
+/// The request carries `A2A-Execution-ID`, `A2A-Sender-ID`, `A2A-Capability` and `traceparent`; the configured
+/// headers are added (e.g. an API key of the backend).
+#[derive(Debug, Clone)]
+pub struct HttpHandler {
+    client: reqwest::Client,
+    url: String,
+    headers: Vec<(String, String)>,
+    timeout: Option<Duration>,
+}
+
+impl HttpHandler {
+    /// Forwards to `url`.
+    pub fn new(url: impl Into<String>, headers: Vec<(String, String)>, timeout: Option<Duration>) -> Result<Self, String> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(HttpHandler { client, url: url.into(), headers, timeout })
+    }
+
+    async fn run(&self, ctx: ExecutionContext, payload: Value) -> Result<Value, HandlerError> {
+        let limit = self.timeout.map_or(ctx.remaining(), |t| t.min(ctx.remaining()));
+        let mut req = self
+            .client
+            .post(&self.url)
+            .timeout(limit)
+            .header("A2A-Execution-ID", &ctx.execution_id)
+            .header("A2A-Sender-ID", &ctx.sender)
+            .header("A2A-Capability", &ctx.capability)
+            .json(&payload);
+        if let Some(tp) = &ctx.traceparent {
+            req = req.header("traceparent", tp);
+        }
+        for (k, v) in &self.headers {
+            req = req.header(k, v);
+        }
+        let send = async {
+            let resp = req.send().await.map_err(|e| HandlerError::new(format!("POST {}: {e}", self.url)))?;
+            let status = resp.status();
+            let body = resp.bytes().await.map_err(|e| HandlerError::new(format!("POST {}: reading the answer: {e}", self.url)))?;
+            if !status.is_success() {
+                return Err(HandlerError::new(format!("POST {} answered {status}: {}", self.url, tail(&body)))
+                    .with_details(json!({"status": status.as_u16()})));
+            }
+            serde_json::from_slice::<Value>(&body)
+                .map_err(|e| HandlerError::new(format!("POST {} did not answer JSON ({e}): {}", self.url, tail(&body))))
+        };
+        tokio::select! {
+            r = send => r,
+            () = ctx.cancel.cancelled() => Err(HandlerError::new("the execution was canceled or timed out")),
+        }
+    }
+}
+
+impl Handler for HttpHandler {
+    fn call(&self, ctx: ExecutionContext, payload: Value) -> HandlerFuture {
+        let this = self.clone();
+        Box::pin(async move { this.run(ctx, payload).await })
+    }
+}
