@@ -1,0 +1,11 @@
+//! End-to-end tests of `a2a-server` over real loopback HTTP, plus router tests without a socket.
+//! One test binary (this file and its modules) keeps link time down.
+
+mod common;
+
+mod auth;
+mod demo;
+mod errors;
+mod lifecycle;
+mod protocol;
+mod router;

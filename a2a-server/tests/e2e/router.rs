@@ -1,0 +1,65 @@
+//! The router without a socket (`tower::ServiceExt::oneshot`), as a user mounting it in their own app would.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::common::{SENDER, report_schema, standard};
+
+async fn call(app: &axum::Router, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, Value) {
+    let resp = app.clone().oneshot(req).await.expect("infallible");
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).expect("JSON") };
+    (status, headers, body)
+}
+
+fn post(uri: &str, body: &Value) -> Request<Body> {
+    Request::post(uri)
+        .header("A2A-Version", "0.3")
+        .header("A2A-Sender-ID", SENDER)
+        .header("Content-Type", "application/json")
+        .body(Body::from(serde_json::to_vec(body).expect("json")))
+        .expect("request")
+}
+
+#[tokio::test]
+async fn router_nested_under_a_prefix_serves_the_handshake_and_points_location_below_the_prefix() {
+    let agent = standard(Arc::new(AtomicUsize::new(0))).build().expect("builds");
+    let app = axum::Router::new().nest("/agents/reports", agent.router());
+    let (s, h, _) = call(&app, Request::options("/agents/reports/a2a").body(Body::empty()).expect("req")).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    assert!(h.contains_key("a2a-capabilities"));
+    let (s, _, b) = call(
+        &app,
+        post("/agents/reports/a2a/negotiate", &json!({"target_capability": "submit_report", "proposed_schema": report_schema()})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let neg = b["negotiation_id"].as_str().expect("id").to_owned();
+    let mut req = post("/agents/reports/a2a/execute", &json!({"title": "t", "timestamp": "2026-11-29T21:00:00Z"}));
+    req.headers_mut().insert("A2A-Negotiation-ID", neg.parse().expect("header"));
+    let (s, h, b) = call(&app, req).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let location = h.get("location").and_then(|v| v.to_str().ok()).expect("Location");
+    assert!(location.starts_with("/agents/reports/a2a/result/"), "{location}");
+}
+
+#[tokio::test]
+async fn unknown_path_and_wrong_method_are_json_errors_not_framework_pages() {
+    let agent = standard(Arc::new(AtomicUsize::new(0))).build().expect("builds");
+    let app = agent.router();
+    let (s, h, b) = call(&app, Request::get("/a2a/x/y/z").body(Body::empty()).expect("req")).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(b["error"]["code"], json!("not_found"));
+    assert_eq!(h.get("a2a-version").and_then(|v| v.to_str().ok()), Some("0.3"));
+    let (s, _, b) = call(&app, Request::put("/a2a/confirm").body(Body::empty()).expect("req")).await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(b["error"]["code"], json!("method_not_allowed"));
+}
