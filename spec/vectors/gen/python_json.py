@@ -96,6 +96,26 @@ NOTES = {
 }
 
 
+def check_with_rfc8785(tests):
+    """When the `rfc8785` package (PyPI) is installed, checks that it agrees with every expected JCS output."""
+    try:
+        import rfc8785
+    except ImportError:
+        print("rfc8785 not installed: skipping that cross-check", file=sys.stderr)
+        return
+    checked = refused = 0
+    for t in tests:
+        try:
+            got = rfc8785.dumps(json.loads(t["input"]["json"])).decode("utf-8")
+        except rfc8785.IntegerDomainError:
+            refused += 1  # integers beyond 2^53 - 1: rfc8785 refuses rather than rounds
+            continue
+        if got != t["expected"]:
+            sys.exit(f"rfc8785 disagrees on {t['comment']!r}: {got!r} != {t['expected']!r}")
+        checked += 1
+    print(f"rfc8785 agrees on {checked} cases (refused {refused} big integers)", file=sys.stderr)
+
+
 def main():
     tests = []
     for comment, text, expected, flags in VALID:
@@ -108,6 +128,7 @@ def main():
         out = recipe(text)
         invalid.append({"comment": comment, "flags": ["python_differs", *flags],
                         "input": {"json": text, "python_output": out}, "result": "invalid", "error": reason})
+    check_with_rfc8785(tests)
     all_tests = tests + invalid
     for i, t in enumerate(all_tests, 1):
         t["tcId"] = i
