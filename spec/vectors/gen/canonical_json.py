@@ -418,7 +418,7 @@ def main():
     check_with_node([t for t in all_tests if t["result"] == "valid"])
     doc = {
         "algorithm": "A2A-JCS",
-        "spec_refs": ["RFC 8785", "RFC 7493", "RFC 8259", "spec/PROTOCOL.md JCS-1..JCS-19"],
+        "spec_refs": ["RFC 8785", "RFC 7493", "RFC 8259", "spec/PROTOCOL.md JCS-1..JCS-22"],
         "header": [
             "RFC 8785 canonical JSON as a2a requires it (spec/PROTOCOL.md, requirements JCS-*).",
             "input.json is the input as text (UTF-8); input.hex the raw input bytes. expected is the canonical output "

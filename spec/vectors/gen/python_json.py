@@ -138,7 +138,7 @@ def main():
     tidy = lambda ts: [{k: t[k] for k in order if k in t} for t in ts]  # noqa: E731
     doc = {
         "algorithm": "A2A-JCS-PYTHON",
-        "spec_refs": ["RFC 8785", "spec/PROTOCOL.md JCS-20..JCS-22"],
+        "spec_refs": ["RFC 8785", "spec/PROTOCOL.md JCS-23..JCS-24"],
         "header": [
             "The seed's recipe json.dumps(json.loads(text), sort_keys=True, separators=(',', ':')) compared with JCS.",
             "input.python_output is what the recipe really printed (Python " + platform.python_version() + "); "
