@@ -870,6 +870,9 @@ impl AgreedSchema {
                         ));
                     }
                 }
+                jsonschema::error::ValidationErrorKind::Format { format } => {
+                    out.push((base, format!("value is not a valid {}", compact(&Value::String(format.clone())))));
+                }
                 jsonschema::error::ValidationErrorKind::Type { .. } => {
                     let got = schema_rules::json_kind(e.instance().as_ref());
                     out.push((base, format!("{}, got {got}", e.masked())));

@@ -677,9 +677,14 @@ impl Checker {
                 "pattern" => match value {
                     Value::String(p) => {
                         if let Some(e) = pattern_error(p) {
+                            // The compiler's own text adds nothing when it only says the format `regex` failed.
+                            let detail = if e.ends_with("is not a \"regex\"") { String::new() } else { format!(": {e}") };
                             self.invalid(
                                 at,
-                                format!("`pattern` is not a valid regular expression (ECMA-262 syntax): {e}"),
+                                format!(
+                                    "`pattern` {} is not a valid regular expression in the ECMA-262 dialect payloads are validated with; check its brackets, parentheses, quantifiers and escapes{detail}",
+                                    q(p)
+                                ),
                             );
                         }
                     }
