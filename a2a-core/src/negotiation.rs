@@ -756,6 +756,9 @@ pub const MAX_PAYLOAD_ERRORS: usize = 32;
 /// How many raw errors are read from the validator before sorting and cutting to [`MAX_PAYLOAD_ERRORS`].
 const RAW_ERROR_BUDGET: usize = 1024;
 
+/// The message of a property refused by `additionalProperties: false`.
+const NOT_ALLOWED: &str = "property is not allowed by the agreed schema (additionalProperties is false)";
+
 /// One reason a payload does not match the agreed schema.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PayloadError {
@@ -864,10 +867,21 @@ impl AgreedSchema {
                 }
                 jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } => {
                     for name in unexpected {
-                        out.push((
-                            join(&base, name),
-                            "property is not allowed by the agreed schema (additionalProperties is false)".into(),
-                        ));
+                        out.push((join(&base, name), NOT_ALLOWED.into()));
+                    }
+                }
+                // `additionalProperties: false` without `properties` is reported once, at the object, for its first
+                // member only: every member of that object is unexpected.
+                jsonschema::error::ValidationErrorKind::FalseSchema
+                    if e.schema_path().as_str().ends_with("/additionalProperties") =>
+                {
+                    match payload.pointer(e.instance_path().as_str()).and_then(Value::as_object) {
+                        Some(obj) => {
+                            for name in obj.keys() {
+                                out.push((join(&base, name), NOT_ALLOWED.into()));
+                            }
+                        }
+                        None => out.push((base, NOT_ALLOWED.into())),
                     }
                 }
                 jsonschema::error::ValidationErrorKind::Format { format } => {

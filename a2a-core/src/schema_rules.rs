@@ -644,7 +644,22 @@ impl Checker {
                     }
                 }
                 "enum" => match value {
-                    Value::Array(a) if !a.is_empty() => {}
+                    Value::Array(a) if !a.is_empty() => {
+                        if let Some(t) = spec {
+                            for (i, x) in a.iter().enumerate() {
+                                if !t.admits(x) {
+                                    self.invalid(
+                                        join_index(&at, i),
+                                        format!(
+                                            "enum value {} is not of this schema's type {}; remove it or fix the type",
+                                            compact(x),
+                                            compact(&t.to_value())
+                                        ),
+                                    );
+                                }
+                            }
+                        }
+                    }
                     Value::Array(_) => self.invalid(at, "`enum` must list at least one value"),
                     other => self.invalid(
                         at,
@@ -715,7 +730,19 @@ impl Checker {
                         self.invalid(at, format!("`examples` must be an array of example values; got {}", json_kind(value)));
                     }
                 }
-                "default" | "const" => {}
+                "const" => {
+                    if let Some(t) = spec.filter(|t| !t.admits(value)) {
+                        self.invalid(
+                            at,
+                            format!(
+                                "const {} is not of this schema's type {}; fix the value or the type",
+                                compact(value),
+                                compact(&t.to_value())
+                            ),
+                        );
+                    }
+                }
+                "default" => {}
                 "$schema" => {
                     if !root {
                         self.invalid(at, "`$schema` is allowed only at the root of the schema");
