@@ -7,5 +7,6 @@ mod canonical;
 mod capability;
 mod did;
 mod execution_id;
+mod negotiation;
 mod schema_rules;
 mod signatures;
