@@ -653,7 +653,7 @@ pub fn prepare(
     let (kid_did, kid_key) = parse_kid(&kid)?;
     let did_len = kid_did.len();
     // 3. Claims.
-    let claims: SignatureClaims = token.claims_as().map_err(|e| malformed(format!("claims: {e}")))?;
+    let claims: SignatureClaims = token.claims_as().map_err(|e| malformed(e.to_string()))?;
     check_claims_shape(&claims, kid_key)?;
     // 4. Sender.
     let sender = header_value_of(parts, crate::headers::A2A_SENDER_ID)

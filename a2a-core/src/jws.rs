@@ -59,7 +59,7 @@ pub enum JwsError {
         reason: String,
     },
     /// `alg` is missing or is not `ES256`.
-    #[error("{}: only ES256 (ECDSA P-256 with SHA-256) is accepted", match .alg { Some(a) => format!("alg {a:?}"), None => "alg is missing".to_owned() })]
+    #[error("{}: only ES256 (ECDSA P-256 with SHA-256) is accepted", match .alg { Some(a) => format!("alg {a}"), None => "alg is missing".to_owned() })]
     UnsupportedAlgorithm {
         /// The `alg` found, as JSON text (`None` if absent).
         alg: Option<String>,
@@ -73,6 +73,9 @@ pub enum JwsError {
         /// Why it is refused.
         reason: &'static str,
     },
+    /// The claims do not have the shape the caller expects (see [`UnverifiedJws::claims_as`]).
+    #[error("the claims do not have the expected shape: {0}")]
+    Claims(String),
     /// The signature is not 64 bytes.
     #[error("the signature is {found} bytes; ES256 requires exactly 64 bytes (r || s, not DER)")]
     SignatureLength {
@@ -170,6 +173,7 @@ impl JwsError {
             | JwsError::Base64 { .. }
             | JwsError::Json { .. }
             | JwsError::Header { .. }
+            | JwsError::Claims(_)
             | JwsError::SignatureLength { .. }
             | JwsError::ClaimMissing(_)
             | JwsError::ClaimType { .. }
@@ -356,7 +360,7 @@ impl UnverifiedJws {
 
     /// The claims deserialised into a type.
     pub fn claims_as<T: DeserializeOwned>(&self) -> Result<T, JwsError> {
-        T::deserialize(&self.claims).map_err(|e| JwsError::Json { part: "payload", reason: e.to_string() })
+        T::deserialize(&self.claims).map_err(|e| JwsError::Claims(e.to_string()))
     }
 
     /// The signing input `b64(header) "." b64(payload)` exactly as received.

@@ -297,6 +297,9 @@ impl SigningKey {
     /// and `y` must be the public point of `d`.
     pub fn from_jwk(jwk: &Value) -> Result<Self, KeyError> {
         let obj = jwk_object(jwk)?;
+        if !obj.contains_key("d") {
+            return Err(KeyError::WrongKind { expected: "private", found: "public" });
+        }
         let public = jwk_public(obj)?;
         let d = Zeroizing::new(jwk_coordinate(obj, "d")?);
         let key = Self::from_bytes(d.as_slice())?;
@@ -528,7 +531,8 @@ fn pem_blocks(text: &str) -> Result<Vec<PemBlock>, KeyError> {
 
 fn parse_pem(text: &str) -> Result<ParsedPem, KeyError> {
     let blocks = pem_blocks(text)?;
-    let mut keys = blocks.iter().filter(|b| b.label != "EC PARAMETERS");
+    // Parameter blocks (`EC PARAMETERS` written by `openssl ecparam -genkey`, `DSA PARAMETERS`) carry no key.
+    let mut keys = blocks.iter().filter(|b| !b.label.ends_with(" PARAMETERS"));
     let Some(block) = keys.next() else {
         let trimmed = text.trim_start();
         return Err(if trimmed.starts_with('{') {
