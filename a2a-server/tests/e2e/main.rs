@@ -4,6 +4,7 @@
 mod common;
 
 mod auth;
+mod browser;
 mod demo;
 mod errors;
 mod lifecycle;
