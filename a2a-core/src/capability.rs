@@ -275,18 +275,18 @@ impl CapabilityDeclaration {
                 ));
             }
         }
-        if let Some(c) = self.estimated_cost {
-            if !(c.is_finite() && c >= 0.0) {
-                return Err(field("estimated_cost", "must be a finite number >= 0".into()));
-            }
+        if let Some(c) = self.estimated_cost
+            && !(c.is_finite() && c >= 0.0)
+        {
+            return Err(field("estimated_cost", "must be a finite number >= 0".into()));
         }
         if !self.input_schema.is_object() {
             return Err(field("input_schema", "must be a JSON Schema object".into()));
         }
-        if let Some(out) = &self.output_schema {
-            if !out.is_object() {
-                return Err(field("output_schema", "must be a JSON Schema object".into()));
-            }
+        if let Some(out) = &self.output_schema
+            && !out.is_object()
+        {
+            return Err(field("output_schema", "must be a JSON Schema object".into()));
         }
         let violations = schema_rules::check(&self.input_schema);
         if !violations.is_empty() {

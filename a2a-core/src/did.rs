@@ -785,13 +785,13 @@ impl DidDocument {
             ("authentication", MAX_VERIFICATION_METHODS),
             ("assertionMethod", MAX_VERIFICATION_METHODS),
         ] {
-            if let Some(Value::Array(a)) = obj.get(member) {
-                if a.len() > max {
-                    return Err(DidError::new(
-                        K::TooManyMethods,
-                        format!("`{member}` has {} entries; at most {max} are accepted", a.len()),
-                    ));
-                }
+            if let Some(Value::Array(a)) = obj.get(member)
+                && a.len() > max
+            {
+                return Err(DidError::new(
+                    K::TooManyMethods,
+                    format!("`{member}` has {} entries; at most {max} are accepted", a.len()),
+                ));
             }
         }
         let doc: DidDocument = serde_json::from_value(value)
@@ -961,18 +961,18 @@ pub fn check_signing_jwk(jwk: &Value) -> Result<(), DidError> {
             ));
         }
     }
-    if let Some(alg) = obj.get("alg") {
-        if alg.as_str() != Some("ES256") {
-            return Err(DidError::new(
-                K::UnsupportedKeyType,
-                format!("the key's alg is {alg}; A2A signs with ES256 only (ECDSA P-256 with SHA-256)"),
-            ));
-        }
+    if let Some(alg) = obj.get("alg")
+        && alg.as_str() != Some("ES256")
+    {
+        return Err(DidError::new(
+            K::UnsupportedKeyType,
+            format!("the key's alg is {alg}; A2A signs with ES256 only (ECDSA P-256 with SHA-256)"),
+        ));
     }
-    if let Some(u) = obj.get("use") {
-        if u.as_str() != Some("sig") {
-            return Err(DidError::new(K::InvalidJwk, format!("the key's use is {u}; a signing key has use \"sig\"")));
-        }
+    if let Some(u) = obj.get("use")
+        && u.as_str() != Some("sig")
+    {
+        return Err(DidError::new(K::InvalidJwk, format!("the key's use is {u}; a signing key has use \"sig\"")));
     }
     if obj.contains_key("d") {
         return Err(DidError::new(
