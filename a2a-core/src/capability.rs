@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::schema_rules;
 
-/// How a caller must authenticate to use a capability (`spec/PROTOCOL.md` §4.2).
+/// How a caller must authenticate to use a capability (`spec/PROTOCOL.md` §4.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AuthRequirement {
@@ -240,7 +240,7 @@ pub const FIELDS: &[&str] = &[
 ];
 
 impl CapabilityDeclaration {
-    /// Checks the declaration (CAP-1 to CAP-16): the name and every sub-capability and `fallback_for` name, a non-empty
+    /// Checks the declaration (CAP-3, CAP-5, CAP-10, CAP-14, CAP-17 to CAP-19): the name and every sub-capability and `fallback_for` name, a non-empty
     /// description, unique sub-capabilities that do not include the capability itself, region names of 1-64 letters,
     /// digits, `-` and `_`, a finite non-negative cost, and an input schema that follows the schema rules.
     pub fn validate(&self) -> Result<(), CapabilityError> {
@@ -338,7 +338,7 @@ fn suggest_field(unknown: &str) -> String {
     }
 }
 
-/// Reads one capability declaration from JSON (CAP-17): every problem is reported against its field (a missing field,
+/// Reads one capability declaration from JSON (CAP-20): every problem is reported against its field (a missing field,
 /// an unknown field, a value of the wrong type) and the result is then checked with [`CapabilityDeclaration::validate`].
 pub fn parse_declaration(value: &Value) -> Result<CapabilityDeclaration, CapabilityError> {
     let Some(obj) = value.as_object() else {

@@ -1,4 +1,4 @@
-//! did:web identities (`spec/PROTOCOL.md` §2): DID syntax, the mapping from a DID to the URL of its DID document,
+//! did:web identities (`spec/PROTOCOL.md` §9.1): DID syntax, the mapping from a DID to the URL of its DID document,
 //! DID URLs (key ids) and DID documents.
 //!
 //! Only the `web` method is supported in protocol 0.3. Nothing here performs I/O: a resolver fetches the document at
@@ -223,7 +223,7 @@ impl ResolveOptions {
 }
 
 impl Did {
-    /// Parses and validates a did:web DID (`spec/PROTOCOL.md` §2.1, DID-1 to DID-9).
+    /// Parses and validates a did:web DID (`spec/PROTOCOL.md` §9.1.1, DID-1 to DID-8).
     pub fn parse(s: &str) -> Result<Did, DidError> {
         use DidErrorKind as K;
         if s.len() > MAX_DID_LEN {
@@ -328,7 +328,7 @@ impl Did {
         self.host == "localhost" || self.host.ends_with(".localhost")
     }
 
-    /// The URL of the DID document (DID-10 to DID-12): `https://<host>[:<port>]/.well-known/did.json` without path
+    /// The URL of the DID document (§9.1.2, DID-12 and DID-13): `https://<host>[:<port>]/.well-known/did.json` without path
     /// segments, `https://<host>[:<port>]/<seg>/.../did.json` with them; `http://` only for loopback hosts and only when
     /// `opts.allow_http_loopback` is set.
     pub fn document_url(&self, opts: &ResolveOptions) -> Result<url::Url, DidError> {
@@ -714,43 +714,64 @@ fn local_fragment<'a>(did: &Did, id: &'a str) -> Option<&'a str> {
 }
 
 impl DidDocument {
-    /// Writes the DID document of `did` with the given keys (`(key id, public JWK)`): every key becomes a
+    /// Writes the DID document of `did` with the given keys (`(key id, public JWK)`), as they are: every key becomes a
     /// `JsonWebKey2020` method `<did>#<key id>` controlled by `did`, referenced from both `authentication` and
-    /// `assertionMethod`. A key id may be given as `key-1`, `#key-1` or `<did>#key-1`. Every JWK must be a public
-    /// P-256 key ([`check_signing_jwk`]).
-    pub fn generate<K: AsRef<str>>(did: &Did, keys: &[(K, Value)]) -> Result<DidDocument, DidError> {
+    /// `assertionMethod` (DID-14). A key id may be given as `key-1`, `#key-1` or `<did>#key-1`.
+    ///
+    /// Nothing is checked, so that tests can publish keys that verifiers must refuse; an agent publishing its own
+    /// document uses [`DidDocument::try_generate`].
+    pub fn generate<K: AsRef<str>>(did: &Did, keys: &[(K, Value)]) -> DidDocument {
+        let methods: Vec<VerificationMethod> = keys
+            .iter()
+            .map(|(key_id, jwk)| {
+                let key_id = key_id.as_ref();
+                let frag = key_id
+                    .strip_prefix(did.as_str())
+                    .and_then(|rest| rest.strip_prefix('#'))
+                    .or_else(|| key_id.strip_prefix('#'))
+                    .unwrap_or(key_id);
+                VerificationMethod {
+                    id: format!("{did}#{frag}"),
+                    kind: JSON_WEB_KEY_2020.to_owned(),
+                    controller: did.to_string(),
+                    public_key_jwk: Some(jwk.clone()),
+                }
+            })
+            .collect();
+        let refs: Vec<MethodRef> = methods.iter().map(|m| MethodRef::Reference(m.id.clone())).collect();
+        DidDocument {
+            context: vec![Value::from(DID_CONTEXT_V1), Value::from(JWS_2020_CONTEXT)],
+            id: did.clone(),
+            verification_method: methods,
+            authentication: refs.clone(),
+            assertion_method: refs,
+        }
+    }
+
+    /// [`DidDocument::generate`], after checking that every key id is a valid fragment of `did` given once
+    /// (`invalid_fragment`, `unknown_key` for another DID's key id, `invalid_method_id` for a repeated one), that
+    /// there are at most [`MAX_VERIFICATION_METHODS`] keys, and that every JWK is a public P-256 key
+    /// ([`check_signing_jwk`]): the document an agent publishes is one that [`DidDocument::parse`] accepts and whose
+    /// every key can sign.
+    pub fn try_generate<K: AsRef<str>>(did: &Did, keys: &[(K, Value)]) -> Result<DidDocument, DidError> {
         if keys.len() > MAX_VERIFICATION_METHODS {
             return Err(DidError::new(
                 DidErrorKind::TooManyMethods,
                 format!("a DID document holds at most {MAX_VERIFICATION_METHODS} keys"),
             ));
         }
-        let mut methods: Vec<VerificationMethod> = Vec::with_capacity(keys.len());
+        let mut seen = std::collections::HashSet::new();
         for (key_id, jwk) in keys {
             let frag = fragment_of_key_id(did, key_id.as_ref())?;
-            check_signing_jwk(jwk)?;
-            let id = format!("{did}#{frag}");
-            if methods.iter().any(|m| m.id == id) {
+            if !seen.insert(frag) {
                 return Err(DidError::new(DidErrorKind::InvalidMethodId, format!("key id `{frag}` is given twice")));
             }
-            methods.push(VerificationMethod {
-                id,
-                kind: JSON_WEB_KEY_2020.to_owned(),
-                controller: did.to_string(),
-                public_key_jwk: Some(jwk.clone()),
-            });
+            check_signing_jwk(jwk)?;
         }
-        let refs: Vec<MethodRef> = methods.iter().map(|m| MethodRef::Reference(m.id.clone())).collect();
-        Ok(DidDocument {
-            context: vec![Value::from(DID_CONTEXT_V1), Value::from(JWS_2020_CONTEXT)],
-            id: did.clone(),
-            verification_method: methods,
-            authentication: refs.clone(),
-            assertion_method: refs,
-        })
+        Ok(DidDocument::generate(did, keys))
     }
 
-    /// Parses a DID document fetched for `expected` (DID-13 to DID-19): at most [`MAX_DOCUMENT_BYTES`], a JSON object
+    /// Parses a DID document fetched for `expected` (§9.1.3, DID-17 to DID-22): at most [`MAX_DOCUMENT_BYTES`], a JSON object
     /// whose `id` is exactly `expected`, at most [`MAX_VERIFICATION_METHODS`] methods and entries per relationship,
     /// method ids `<did>#<fragment>` or `#<fragment>` and unique.
     pub fn parse(bytes: &[u8], expected: &Did) -> Result<DidDocument, DidError> {
@@ -853,7 +874,7 @@ impl DidDocument {
         })
     }
 
-    /// The public JWK that verifies signatures made with `key_id` (DID-20 to DID-24). `key_id` is `<did>#<fragment>`
+    /// The public JWK that verifies signatures made with `key_id` (§9.1.4, DID-23 to DID-26). `key_id` is `<did>#<fragment>`
     /// (the DID must be this document's), `#<fragment>` or a bare `<fragment>`. The method must exist (`unknown_key`),
     /// be listed in `assertionMethod` or `authentication` (`key_not_authorized`), have one of the
     /// [`SIGNING_METHOD_TYPES`] with a `publicKeyJwk` (`unsupported_key_type`), and the JWK must be a public ECDSA
@@ -1002,7 +1023,7 @@ pub fn check_signing_jwk(jwk: &Value) -> Result<(), DidError> {
     Ok(())
 }
 
-/// How long a resolver keeps a DID document, from the response's `Cache-Control` (DID-26): `no-store` or `no-cache`
+/// How long a resolver keeps a DID document, from the response's `Cache-Control` (DID-27): `no-store` or `no-cache`
 /// give zero; otherwise `max-age`, capped at [`MAX_CACHE_TTL`]; without a usable `max-age`, [`DEFAULT_CACHE_TTL`].
 pub fn cache_lifetime(cache_control: Option<&str>) -> Duration {
     let Some(cc) = cache_control else {
@@ -1028,7 +1049,7 @@ pub fn cache_lifetime(cache_control: Option<&str>) -> Duration {
     max_age.map_or(DEFAULT_CACHE_TTL, |s| Duration::from_secs(s).min(MAX_CACHE_TTL))
 }
 
-/// Whether a resolver may connect to `ip` without being configured otherwise (DID-27): false for unspecified,
+/// Whether a resolver may connect to `ip` without being configured otherwise (DID-29): false for unspecified,
 /// loopback, private (RFC 1918, RFC 4193), shared (RFC 6598), link-local, documentation, benchmarking, multicast,
 /// broadcast and reserved addresses, and for IPv6 addresses that embed such an IPv4 address (IPv4-mapped,
 /// IPv4-compatible, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`).
@@ -1157,6 +1178,21 @@ mod tests {
         let u: DidUrl = serde_json::from_str("\"did:web:example.com#key-1\"").expect("valid");
         assert_eq!(u.fragment(), "key-1");
         assert_eq!(u.to_string(), "did:web:example.com#key-1");
+    }
+
+    #[test]
+    fn generate_publishes_any_key_but_try_generate_refuses_non_p256() {
+        let did = Did::parse("did:web:agent-a.example.com").expect("valid");
+        let p384 = serde_json::json!({"kty": "EC", "crv": "P-384",
+            "x": "w9BWO9P3EOroU-Adz40vchVFrLjWdbGPn5pFNAHf7CCwU9DKH14BAPqlQ8OeRGW2",
+            "y": "UhIA-GaXwYsHlwevsZXCxfh-fhpbD1QU0xbNaj837T03jFRt_yrvDDXiNS2tL5U6"});
+        let doc = DidDocument::generate(&did, &[("#key-384", p384.clone())]);
+        assert_eq!(doc.verification_method.first().map(|m| m.id.as_str()), Some("did:web:agent-a.example.com#key-384"));
+        // The published P-384 key is found but refused for signing.
+        let e = doc.find_signing_jwk("key-384").expect_err("refused");
+        assert_eq!((e.reason(), e.code()), ("unsupported_key_type", ErrorCode::UNSUPPORTED_KEY_TYPE));
+        let e = DidDocument::try_generate(&did, &[("key-384", p384)]).expect_err("refused");
+        assert_eq!(e.reason(), "unsupported_key_type");
     }
 
     #[test]

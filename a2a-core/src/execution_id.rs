@@ -1,4 +1,4 @@
-//! Execution ids (`spec/PROTOCOL.md` §8, EID-1 to EID-12): `{sender_did}_{unix_time_ns}_{suffix}`.
+//! Execution ids (`spec/PROTOCOL.md` §8.5, EID-1 to EID-12): `{sender_did}_{unix_time_ns}_{suffix}`.
 //!
 //! - `sender_did` is the `A2A-Sender-ID` (a did:web DID) of the caller of EXECUTE;
 //! - `unix_time_ns` is the time of generation in decimal nanoseconds since the Unix epoch, without leading zeros,
@@ -201,7 +201,7 @@ impl ExecutionId {
         ExecutionId { s, sender: sender.clone(), timestamp_ns }
     }
 
-    /// Parses and validates an execution id (EID-7).
+    /// Parses and validates an execution id (EID-8): read from the right, at most [`MAX_LEN`] bytes.
     pub fn parse(s: &str) -> Result<ExecutionId, ExecutionIdError> {
         use ExecutionIdErrorKind as K;
         if s.len() > MAX_LEN {
@@ -263,13 +263,13 @@ impl ExecutionId {
         self.s.get(self.s.len().saturating_sub(SUFFIX_LEN)..).unwrap_or_default()
     }
 
-    /// The id as one path segment of `GET /a2a/result/{execution_id}` (EID-10): RFC 3986 percent-encoding of every
+    /// The id as one path segment of `GET /a2a/result/{execution_id}` (EID-11): RFC 3986 percent-encoding of every
     /// byte outside `A-Z a-z 0-9 - . _ ~ :`; for a valid id that means `%` becomes `%25` and nothing else changes.
     pub fn to_path_segment(&self) -> String {
         utf8_percent_encode(&self.s, SEGMENT).to_string()
     }
 
-    /// Reads an id from a path segment (EID-11): a segment that is itself a valid id is taken as it is (a framework
+    /// Reads an id from a path segment (EID-12): a segment that is itself a valid id is taken as it is (a framework
     /// may already have decoded it); otherwise it is percent-decoded once and parsed.
     pub fn from_path_segment(segment: &str) -> Result<ExecutionId, ExecutionIdError> {
         use ExecutionIdErrorKind as K;

@@ -118,7 +118,8 @@ fn missing_auth_requirement_message_says_to_write_none() {
     let e = parse_declaration(&t.input).expect_err("refused");
     assert_eq!(e.field(), Some("auth_requirement"));
     assert!(
-        e.to_string().contains("field `auth_requirement` is required; use \"none\" if the capability needs no authentication"),
+        e.to_string()
+            .contains("field `auth_requirement` is required; use \"none\" if the capability needs no authentication"),
         "{e}"
     );
 }

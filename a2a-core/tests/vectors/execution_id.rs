@@ -7,7 +7,11 @@ use serde_json::{Value, json};
 
 use crate::common::{TestCase, Verdict, load};
 
-fn check(t: &TestCase, outcome: Result<ExecutionId, ExecutionIdError>, to_value: impl Fn(&ExecutionId) -> Value) -> Option<String> {
+fn check(
+    t: &TestCase,
+    outcome: Result<ExecutionId, ExecutionIdError>,
+    to_value: impl Fn(&ExecutionId) -> Value,
+) -> Option<String> {
     match (t.result, outcome) {
         (Verdict::Valid | Verdict::Acceptable, Ok(id)) => {
             let got = to_value(&id);
@@ -60,7 +64,8 @@ fn execution_id_vectors_all_pass() {
                     // The parts put back together give the id; the path segment reads back as the id.
                     let rebuilt = format!("{}_{}_{}", id.sender(), id.timestamp_ns(), id.suffix());
                     let from_segment = ExecutionId::from_path_segment(&id.to_path_segment());
-                    let serde = serde_json::to_value(id).ok().and_then(|v| serde_json::from_value::<ExecutionId>(v).ok());
+                    let serde =
+                        serde_json::to_value(id).ok().and_then(|v| serde_json::from_value::<ExecutionId>(v).ok());
                     if rebuilt != id.as_str() || from_segment.as_ref() != Ok(id) || serde.as_ref() != Some(id) {
                         failures.push(format!("tcId {}: does not round-trip", t.tc_id));
                     }
