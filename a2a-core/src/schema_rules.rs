@@ -599,6 +599,9 @@ impl Checker {
             );
         }
         let spec = ty.and_then(parse_type);
+        // Before the members, so that when `too_large` stops the walk every violation whose path sorts before the
+        // stopping point has been found.
+        self.empty_ranges(obj, path);
 
         let mut keys: Vec<&String> = obj.keys().collect();
         keys.sort();
@@ -791,9 +794,6 @@ impl Checker {
                     ),
                 ),
             }
-        }
-        if !self.stopped {
-            self.empty_ranges(obj, path);
         }
     }
 
@@ -1208,6 +1208,24 @@ mod tests {
             root.insert(format!("k{i:04}"), json!(1));
         }
         assert_eq!(check(&Value::Object(root)).len(), MAX_VIOLATIONS);
+    }
+
+    #[test]
+    fn too_large_reports_exactly_the_violations_sorted_before_it() {
+        let mut props = Map::new();
+        for i in 0..=MAX_SCHEMAS {
+            props.insert(format!("p{i:04}"), json!({"type": "string"}));
+        }
+        props.insert("p0000".into(), json!({"type": "integer"}));
+        let schema = json!({"type": "object", "minLength": 5, "maxLength": 3, "properties": props, "zzz": 1});
+        let got = rules_at(schema);
+        let want = [
+            ("invalid_keyword_value", "/maxLength"),
+            ("type_not_allowed", "/properties/p0000/type"),
+            ("too_large", "/properties/p1024"),
+        ];
+        let want: Vec<(String, String)> = want.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
