@@ -35,8 +35,10 @@ impl AuthRequirement {
 }
 
 /// A capability declaration (`spec/PROTOCOL.md` §4.1).
+///
+/// Deserialising accepts unknown members (TR-9: a newer agent may add some); [`parse_declaration`] refuses them, for
+/// declarations a person writes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct CapabilityDeclaration {
     /// The name, `^[a-z]+(_[a-z]+)+$`.
     pub name: String,

@@ -215,7 +215,7 @@ impl Auth {
             leeway_secs: integrity::LEEWAY_SECS,
             max_lifetime_secs: None,
         };
-        jws::validate_registered_claims(unverified.claims(), unix_now(), &expect).map_err(|e| invalid(e.to_string()))?;
+        jws::validate_registered_claims(unverified.claims(), unix_now(), expect).map_err(|e| invalid(e.to_string()))?;
         Ok(())
     }
 

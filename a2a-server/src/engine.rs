@@ -334,7 +334,7 @@ impl Engine {
             IdempotencyClaim {
                 sender: caller.sender.clone(),
                 key: key.to_owned(),
-                fingerprint: format!("{:x}", h.finalize()),
+                fingerprint: h.finalize().iter().map(|b| format!("{b:02x}")).collect(),
             }
         });
         let rec = ExecutionRecord {

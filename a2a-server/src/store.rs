@@ -11,7 +11,7 @@ use a2a_core::wire::ExecutionStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-mod memory;
+pub mod memory;
 
 pub use memory::MemoryStore;
 

@@ -67,13 +67,8 @@ fn seed_regex_rejects_seed_examples_that_the_rule_accepts() {
 fn capability_declaration_vectors_all_pass() {
     let file = load("capability_declarations");
     let mut failures = Vec::new();
-    let mut skipped = Vec::new();
     let mut checked = 0;
     for (group, t) in file.tests() {
-        if t.flags.iter().any(|f| f == "needs_schema_rules") {
-            skipped.push(t.tc_id);
-            continue;
-        }
         let op = group.params.get("operation").and_then(Value::as_str).unwrap_or_default();
         let failure = match op {
             "parse_declaration" => {
@@ -97,13 +92,7 @@ fn capability_declaration_vectors_all_pass() {
             failures.push(format!("tcId {} ({}): {f}", t.tc_id, t.comment));
         }
     }
-    if !skipped.is_empty() {
-        eprintln!(
-            "capability_declarations: SKIPPED tcIds {skipped:?} (flag needs_schema_rules): a2a_core::schema_rules::check is \
-             not merged into this branch yet; remove this skip once it is"
-        );
-    }
-    assert_eq!(checked + skipped.len(), file.number_of_tests);
+    assert_eq!(checked, file.number_of_tests);
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
 

@@ -1,4 +1,5 @@
 //! The shape shared by every vector file (Wycheproof-like) and its loader.
+#![allow(dead_code)] // not every vector module reads every field
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -9,39 +10,39 @@ use serde_json::Value;
 /// A whole vector file: `spec/vectors/<name>.json`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct VectorFile {
+pub(crate) struct VectorFile {
     /// What the vectors test, e.g. `A2A-JCS`.
-    pub algorithm: String,
+    pub(crate) algorithm: String,
     /// The specification sections the vectors exercise.
     #[serde(default)]
-    pub spec_refs: Vec<String>,
+    pub(crate) spec_refs: Vec<String>,
     /// Free text for people.
     #[serde(default)]
-    pub header: Vec<String>,
+    pub(crate) header: Vec<String>,
     /// Every flag used by a test, with its meaning.
-    pub notes: BTreeMap<String, String>,
+    pub(crate) notes: BTreeMap<String, String>,
     /// Must equal the number of tests in all groups.
     #[serde(rename = "numberOfTests")]
-    pub number_of_tests: usize,
+    pub(crate) number_of_tests: usize,
     /// The groups.
     #[serde(rename = "testGroups")]
-    pub test_groups: Vec<TestGroup>,
+    pub(crate) test_groups: Vec<TestGroup>,
 }
 
 /// A group of tests sharing parameters (e.g. a key).
 #[derive(Debug, Deserialize)]
-pub struct TestGroup {
+pub(crate) struct TestGroup {
     /// Group parameters, specific to the file.
     #[serde(flatten)]
-    pub params: BTreeMap<String, Value>,
+    pub(crate) params: BTreeMap<String, Value>,
     /// The tests.
-    pub tests: Vec<TestCase>,
+    pub(crate) tests: Vec<TestCase>,
 }
 
 /// Whether the input is valid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Must be accepted (and produce `expected`, when given).
     Valid,
     /// Must be rejected (with `error`, when given).
@@ -53,25 +54,25 @@ pub enum Verdict {
 /// One test.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TestCase {
+pub(crate) struct TestCase {
     /// Unique within the file.
     #[serde(rename = "tcId")]
-    pub tc_id: u32,
+    pub(crate) tc_id: u32,
     /// What the test is about.
-    pub comment: String,
+    pub(crate) comment: String,
     /// Flags, each described in the file's `notes`.
     #[serde(default)]
-    pub flags: Vec<String>,
+    pub(crate) flags: Vec<String>,
     /// The input.
-    pub input: Value,
+    pub(crate) input: Value,
     /// The expected output, for valid inputs that produce one.
     #[serde(default)]
-    pub expected: Option<Value>,
+    pub(crate) expected: Option<Value>,
     /// The verdict.
-    pub result: Verdict,
+    pub(crate) result: Verdict,
     /// The expected stable error code, for invalid inputs.
     #[serde(default)]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 impl VectorFile {
@@ -82,12 +83,12 @@ impl VectorFile {
 }
 
 /// The repository's `spec/vectors` folder.
-pub fn vectors_dir() -> PathBuf {
+pub(crate) fn vectors_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../spec/vectors")
 }
 
 /// Loads and sanity-checks `spec/vectors/<name>.json`: the count matches, ids are unique, every flag is described.
-pub fn load(name: &str) -> VectorFile {
+pub(crate) fn load(name: &str) -> VectorFile {
     let path = vectors_dir().join(format!("{name}.json"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let file: VectorFile =
