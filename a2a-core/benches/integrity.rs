@@ -16,10 +16,10 @@ const CLIENT: &str = "did:web:client.example.com";
 const AGENT: &str = "did:web:agent.example.com";
 const NOW: i64 = 1_767_225_600;
 
-/// A realistic EXECUTE payload of about 1 KiB: nested objects, strings with non-ASCII, integers and decimals.
+/// A realistic EXECUTE payload of exactly 1024 bytes: nested objects, strings with non-ASCII, integers and decimals.
 fn body_1kib() -> Vec<u8> {
     let mut lines = Vec::new();
-    for i in 0..6 {
+    for i in 0..5 {
         lines.push(format!(
             r#"{{"sku":"SKU-{i:05}","description":"Quarterly report line {i} — Zoë Ågren","quantity":{},"unit_price":{}.{:02},"tax_rate":0.2,"tags":["finance","q4","eu-west-1"]}}"#,
             i * 3 + 1,
@@ -27,14 +27,17 @@ fn body_1kib() -> Vec<u8> {
             i * 7 % 100
         ));
     }
-    let body = format!(
-        r#"{{"title":"Quarterly report","timestamp":"2026-01-01T00:00:00Z","currency":"EUR","customer":{{"id":42,"name":"Example GmbH","country":"DE"}},"lines":[{}],"approved":true,"notes":null}}"#,
-        lines.join(",")
-    );
-    let mut v = body.into_bytes();
-    assert!((900..=1200).contains(&v.len()), "body is {} bytes", v.len());
-    v.shrink_to_fit();
-    v
+    let make = |notes: &str| {
+        format!(
+            r#"{{"title":"Quarterly report","timestamp":"2026-01-01T00:00:00Z","currency":"EUR","customer":{{"id":42,"name":"Example GmbH","country":"DE"}},"lines":[{}],"approved":true,"notes":"{notes}"}}"#,
+            lines.join(",")
+        )
+    };
+    let base = make("").len();
+    assert!(base <= 1024, "body skeleton is {base} bytes");
+    let body = make(&"n".repeat(1024 - base)).into_bytes();
+    assert_eq!(body.len(), 1024);
+    body
 }
 
 fn benches(c: &mut Criterion) {
@@ -80,6 +83,13 @@ fn benches(c: &mut Criterion) {
     });
     g.bench_function("prepare only (payload_hash)", |b| {
         b.iter(|| integrity::prepare(black_box(&sig_ph), &parts, AGENT, NOW).expect("prepare"))
+    });
+    g.bench_function("coverage only (covered headers + full_payload body digest, no ECDSA)", |b| {
+        b.iter(|| {
+            let h = integrity::covered_headers(black_box(&headers)).expect("headers");
+            let d = integrity::body_digest(Coverage::FullPayload, black_box(&body)).expect("digest");
+            (h, d)
+        })
     });
     g.finish();
 }
