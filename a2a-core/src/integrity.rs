@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use crate::error::ErrorCode;
-use crate::jws::{self, Expectations, JwsError, JwsHeader};
+use crate::jws::{self, JwsError, JwsHeader};
 use crate::keys::{KeyError, SigningKey, VerifyingKey};
 
 /// Clock leeway for `exp`, `iat` and `nbf`, in seconds.
@@ -99,10 +99,33 @@ pub struct MessageIntegrity {
     /// What is covered.
     pub coverage: Coverage,
     /// Every covered header of the message (lower-case name → exact value, surrounding blanks trimmed).
+    #[serde(deserialize_with = "unique_string_map")]
     pub headers: BTreeMap<String, String>,
     /// base64url(SHA-256(...)) of the body per `coverage`; absent for `header_only`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
+}
+
+/// Deserialises a JSON object of strings, refusing a member name that appears twice.
+fn unique_string_map<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object of strings")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((k, v)) = map.next_entry::<String, String>()? {
+                if out.contains_key(&k) {
+                    return Err(serde::de::Error::custom(format!("duplicate header {k:?}")));
+                }
+                out.insert(k, v);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(V)
 }
 
 /// The claims of an `A2A-Signature` token.
@@ -555,8 +578,7 @@ pub fn sign(
 /// [`PendingVerification::finish`].
 #[derive(Debug, Clone)]
 pub struct PendingVerification {
-    jws: jws::UnverifiedJws,
-    claims: SignatureClaims,
+    jws: jws::UnverifiedJws<SignatureClaims>,
     kid: String,
     did_len: usize,
 }
@@ -579,15 +601,15 @@ impl PendingVerification {
 
     /// The (not yet verified) claims.
     pub fn claims(&self) -> &SignatureClaims {
-        &self.claims
+        self.jws.claims()
     }
 
     /// Steps 7–8: verifies the ECDSA signature with the sender's key, then that the message matches what was signed.
     /// `parts` must be the same message that was given to [`prepare`].
     pub fn finish(self, key: &VerifyingKey, parts: &MessageParts<'_>) -> Result<VerifiedMessage, IntegrityError> {
         self.jws.verify(key).map_err(|_| IntegrityError::SignatureInvalid)?;
-        check_coverage(&self.claims, parts).map_err(IntegrityError::Mismatch)?;
-        Ok(VerifiedMessage { claims: self.claims, kid: self.kid, did_len: self.did_len })
+        check_coverage(self.jws.claims(), parts).map_err(IntegrityError::Mismatch)?;
+        Ok(VerifiedMessage { claims: self.jws.into_claims(), kid: self.kid, did_len: self.did_len })
     }
 }
 
@@ -638,8 +660,11 @@ pub fn prepare(
     expected_audience: &str,
     now_secs: i64,
 ) -> Result<PendingVerification, IntegrityError> {
-    // 1. JWS syntax and alg.
-    let token = jws::decode(header_value.trim_matches([' ', '\t'])).map_err(|e| match e {
+    // 1. JWS syntax and alg (and a single A2A-Signature header).
+    if parts.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(crate::headers::A2A_SIGNATURE)).count() > 1 {
+        return Err(malformed("the message carries more than one A2A-Signature header"));
+    }
+    let token = jws::decode_typed::<SignatureClaims>(header_value.trim_matches([' ', '\t'])).map_err(|e| match e {
         JwsError::UnsupportedAlgorithm { .. } => IntegrityError::UnsupportedAlgorithm(e.to_string()),
         other => malformed(other.to_string()),
     })?;
@@ -653,8 +678,8 @@ pub fn prepare(
     let (kid_did, kid_key) = parse_kid(&kid)?;
     let did_len = kid_did.len();
     // 3. Claims.
-    let claims: SignatureClaims = token.claims_as().map_err(|e| malformed(e.to_string()))?;
-    check_claims_shape(&claims, kid_key)?;
+    let claims = token.claims();
+    check_claims_shape(claims, kid_key)?;
     // 4. Sender.
     let sender = header_value_of(parts, crate::headers::A2A_SENDER_ID)
         .ok_or_else(|| IntegrityError::SenderMismatch("the message has no A2A-Sender-ID header".to_owned()))?;
@@ -672,19 +697,14 @@ pub fn prepare(
         });
     }
     // 6. Time.
-    let expect = Expectations {
-        issuer: None,
-        audience: None,
-        leeway_secs: LEEWAY_SECS,
-        max_lifetime_secs: Some(MAX_LIFETIME_SECS),
-    };
-    jws::validate_registered_claims(token.claims(), now_secs, expect).map_err(|e| match e {
+    let times = jws::TimeClaims { exp: claims.exp, iat: Some(claims.iat), nbf: claims.nbf };
+    jws::check_times(times, now_secs, LEEWAY_SECS, Some(MAX_LIFETIME_SECS)).map_err(|e| match e {
         JwsError::Expired { exp, now, .. } => IntegrityError::Expired { exp, now },
         JwsError::NotYetValid { claim, value, now, .. } => IntegrityError::NotYetValid { claim, value, now },
         JwsError::LifetimeExceeded { lifetime, .. } => IntegrityError::LifetimeExceeded { lifetime },
         other => malformed(other.to_string()),
     })?;
-    Ok(PendingVerification { jws: token, claims, kid, did_len })
+    Ok(PendingVerification { jws: token, kid, did_len })
 }
 
 fn header_value_of<'a>(parts: &MessageParts<'a>, lower_name: &str) -> Option<&'a str> {
@@ -884,12 +904,74 @@ mod tests {
     }
 
     #[test]
+    fn two_signature_headers_are_malformed() {
+        let k = SigningKey::generate().expect("key");
+        let h = headers();
+        let sig = sign(&k, "key-1", ALICE, AGENT, Coverage::HeaderOnly, &parts(&h, b""), NOW, 60).expect("sign");
+        let mut h2: Vec<(&str, &str)> = headers();
+        h2.push(("A2A-Signature", &sig));
+        h2.push(("a2a-signature", &sig));
+        let e = prepare(&sig, &parts(&h2, b""), AGENT, NOW).expect_err("refused");
+        assert_eq!(e.code(), ErrorCode::SIGNATURE_MALFORMED);
+        h2.pop();
+        assert!(prepare(&sig, &parts(&h2, b""), AGENT, NOW).is_ok());
+    }
+
+    #[test]
+    fn duplicate_covered_header_name_in_claims_is_malformed() {
+        let k = SigningKey::generate().expect("key");
+        let h = headers();
+        let p = parts(&h, b"");
+        let claims = build_claims("key-1", ALICE, AGENT, Coverage::HeaderOnly, &p, NOW, 60).expect("claims");
+        let text = String::from_utf8(crate::canonical::to_canonical_vec(&serde_json::to_value(&claims).expect("json")))
+            .expect("utf8")
+            .replace(r#""a2a-version":"0.3""#, r#""a2a-version":"0.3","a2a-version":"0.4""#);
+        let header = r#"{"alg":"ES256","kid":"did:web:client.example.com#key-1","typ":"a2a-sig+jwt"}"#;
+        let input = format!("{}.{}", jws::base64url_encode(header), jws::base64url_encode(&text));
+        let sig = k.sign(input.as_bytes()).expect("sign");
+        let token = format!("{input}.{}", jws::base64url_encode(sig));
+        let e = prepare(&token, &p, AGENT, NOW).expect_err("refused");
+        assert_eq!(e.code(), ErrorCode::SIGNATURE_MALFORMED, "{e}");
+        assert!(e.to_string().contains("duplicate"), "{e}");
+    }
+
+    #[test]
     fn jti_is_128_bits_of_base64url_and_fresh_each_time() {
         let a = new_jti().expect("jti");
         let b = new_jti().expect("jti");
         assert_eq!(a.len(), 22);
         assert!(is_base64url(&a));
         assert_ne!(a, b);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn prepare_never_panics_on_arbitrary_header_values(v in ".{0,300}", seg in "[A-Za-z0-9_-]{0,200}") {
+            let h = headers();
+            let p = parts(&h, b"{}");
+            let _ = prepare(&v, &p, AGENT, NOW);
+            let _ = prepare(&format!("{seg}.{seg}.{seg}"), &p, AGENT, NOW);
+        }
+
+        #[test]
+        fn prepare_never_panics_on_arbitrary_claims(claims in ".{0,200}") {
+            let h = headers();
+            let p = parts(&h, b"{}");
+            let header = jws::base64url_encode(r#"{"alg":"ES256","kid":"did:web:client.example.com#k","typ":"a2a-sig+jwt"}"#);
+            let token = format!("{header}.{}.{}", jws::base64url_encode(claims), jws::base64url_encode([7u8; 64]));
+            let _ = prepare(&token, &p, AGENT, NOW);
+        }
+
+        #[test]
+        fn key_parsers_never_panic_on_arbitrary_text(text in ".{0,400}") {
+            let pem = format!("-----BEGIN PUBLIC KEY-----\n{text}\n-----END PUBLIC KEY-----\n");
+            let _ = crate::keys::inspect_pem(&pem);
+            let _ = crate::keys::inspect_pem(&text);
+            if let Ok(v) = serde_json::from_str::<Value>(&text) {
+                let _ = VerifyingKey::from_jwk(&v);
+                let _ = SigningKey::from_jwk(&v);
+            }
+        }
     }
 
     #[test]

@@ -327,17 +327,18 @@ pub fn encode(header: &JwsHeader, claims: &impl Serialize, key: &SigningKey) -> 
 // Decoding
 // ---------------------------------------------------------------------------------------------------------------------
 
-/// A token that passed [`decode`]: well-formed, ES256, not yet verified.
+/// A token that passed [`decode`] (claims as a JSON object) or [`decode_typed`] (claims as `C`): well-formed,
+/// ES256, not yet verified.
 #[derive(Debug, Clone)]
-pub struct UnverifiedJws {
+pub struct UnverifiedJws<C = Map<String, Value>> {
     header: Map<String, Value>,
-    claims: Map<String, Value>,
+    claims: C,
     signing_input_len: usize,
     token: String,
     signature: [u8; 64],
 }
 
-impl UnverifiedJws {
+impl<C> UnverifiedJws<C> {
     /// The protected header.
     pub fn header(&self) -> &Map<String, Value> {
         &self.header
@@ -353,14 +354,14 @@ impl UnverifiedJws {
         self.header.get("typ").and_then(Value::as_str)
     }
 
-    /// The claims (the payload, a JSON object).
-    pub fn claims(&self) -> &Map<String, Value> {
+    /// The claims.
+    pub fn claims(&self) -> &C {
         &self.claims
     }
 
-    /// The claims deserialised into a type.
-    pub fn claims_as<T: DeserializeOwned>(&self) -> Result<T, JwsError> {
-        T::deserialize(&self.claims).map_err(|e| JwsError::Claims(e.to_string()))
+    /// The claims, by value.
+    pub fn into_claims(self) -> C {
+        self.claims
     }
 
     /// The signing input `b64(header) "." b64(payload)` exactly as received.
@@ -382,17 +383,41 @@ impl UnverifiedJws {
     }
 }
 
+impl UnverifiedJws {
+    /// The claims deserialised into a type.
+    pub fn claims_as<T: DeserializeOwned>(&self) -> Result<T, JwsError> {
+        T::deserialize(&self.claims).map_err(|e| JwsError::Claims(e.to_string()))
+    }
+}
+
 /// Decodes a compact JWS strictly (see the module documentation and `JWS-*` in the specification), without verifying
 /// the signature. Checks, in this order: length; three segments; base64url of every segment; header is a JSON
 /// object; `alg` is `ES256`; no `crit`, `jwk`, `jku`, `x5u`, `x5c`; `kid`/`typ` are strings when present; payload
-/// is a JSON object; the signature is 64 bytes.
+/// is a JSON object; the signature is 64 bytes. No member name may appear twice in an object, at any depth.
 pub fn decode(token: &str) -> Result<UnverifiedJws, JwsError> {
+    decode_with(token, |bytes| {
+        parse_json_object_strict(bytes).map_err(|reason| JwsError::Json { part: "payload", reason })
+    })
+}
+
+/// Like [`decode`], but deserialises the claims straight into `C` (one pass, no intermediate JSON value): the fast
+/// path for a known claim set. Duplicate member names are then refused only as far as `C`'s `Deserialize` refuses them
+/// (serde's derive refuses duplicate fields of a struct; members that `C` ignores are not checked). A payload that is
+/// not JSON or does not fit `C` is [`JwsError::Claims`].
+pub fn decode_typed<C: DeserializeOwned>(token: &str) -> Result<UnverifiedJws<C>, JwsError> {
+    decode_with(token, |bytes| serde_json::from_slice::<C>(bytes).map_err(|e| JwsError::Claims(e.to_string())))
+}
+
+fn decode_with<C>(
+    token: &str,
+    parse_claims: impl FnOnce(&[u8]) -> Result<C, JwsError>,
+) -> Result<UnverifiedJws<C>, JwsError> {
     if token.len() > MAX_TOKEN_LEN {
         return Err(JwsError::TooLong { len: token.len() });
     }
-    let segments: Vec<&str> = token.split('.').collect();
-    let [h, p, s] = segments.as_slice() else {
-        return Err(JwsError::Segments { found: segments.len() });
+    let mut segments = token.split('.');
+    let (Some(h), Some(p), Some(s), None) = (segments.next(), segments.next(), segments.next(), segments.next()) else {
+        return Err(JwsError::Segments { found: token.split('.').count() });
     };
     let header_bytes = base64url_decode(h).map_err(|reason| JwsError::Base64 { part: "header", reason })?;
     let payload_bytes = base64url_decode(p).map_err(|reason| JwsError::Base64 { part: "payload", reason })?;
@@ -421,8 +446,7 @@ pub fn decode(token: &str) -> Result<UnverifiedJws, JwsError> {
             return Err(JwsError::Header { name: name.to_owned(), reason: "must be a string" });
         }
     }
-    let claims =
-        parse_json_object_strict(&payload_bytes).map_err(|reason| JwsError::Json { part: "payload", reason })?;
+    let claims = parse_claims(&payload_bytes)?;
     let signature: [u8; 64] =
         sig_bytes.as_slice().try_into().map_err(|_| JwsError::SignatureLength { found: sig_bytes.len() })?;
     Ok(UnverifiedJws { header, claims, signing_input_len: h.len() + 1 + p.len(), token: token.to_owned(), signature })
@@ -473,6 +497,31 @@ fn numeric_date(claims: &Map<String, Value>, name: &'static str) -> Result<Optio
     }
 }
 
+/// The time rules of `JWS-5` on already-typed claims, in this order: `now > exp + leeway` (expired); `iat > now +
+/// leeway`, then `nbf > now + leeway` (not yet valid); `exp - iat > max_lifetime` (lifetime exceeded; `iat` is
+/// required when a maximum is given). Arithmetic is exact (no overflow) for every `i64`.
+pub fn check_times(t: TimeClaims, now_secs: i64, leeway: u64, max_lifetime_secs: Option<u64>) -> Result<(), JwsError> {
+    let (now, lw) = (i128::from(now_secs), i128::from(leeway));
+    if now > i128::from(t.exp) + lw {
+        return Err(JwsError::Expired { exp: t.exp, now: now_secs, leeway });
+    }
+    for (claim, value) in [("iat", t.iat), ("nbf", t.nbf)] {
+        if let Some(v) = value
+            && i128::from(v) > now + lw
+        {
+            return Err(JwsError::NotYetValid { claim, value: v, now: now_secs, leeway });
+        }
+    }
+    if let Some(max) = max_lifetime_secs {
+        let iat = t.iat.ok_or(JwsError::ClaimMissing("iat"))?;
+        let lifetime = i128::from(t.exp) - i128::from(iat);
+        if lifetime > i128::from(max) {
+            return Err(JwsError::LifetimeExceeded { lifetime: i64::try_from(lifetime).unwrap_or(i64::MAX), max });
+        }
+    }
+    Ok(())
+}
+
 /// Validates the registered claims of a JWT, in this order: types (`exp` required, `exp`/`iat`/`nbf` integers,
 /// `iat` required when a maximum lifetime is set, `exp >= iat`); `iss`; `aud`; `now > exp + leeway` (expired);
 /// `iat > now + leeway`, then `nbf > now + leeway` (not yet valid); `exp - iat > max_lifetime` (lifetime exceeded).
@@ -519,24 +568,7 @@ pub fn validate_registered_claims(
             return Err(JwsError::AudienceMismatch { expected: want.to_owned(), found });
         }
     }
-    let leeway = expect.leeway_secs;
-    let (now, lw) = (i128::from(now_secs), i128::from(leeway));
-    if now > i128::from(exp) + lw {
-        return Err(JwsError::Expired { exp, now: now_secs, leeway });
-    }
-    for (claim, value) in [("iat", iat), ("nbf", nbf)] {
-        if let Some(v) = value
-            && i128::from(v) > now + lw
-        {
-            return Err(JwsError::NotYetValid { claim, value: v, now: now_secs, leeway });
-        }
-    }
-    if let (Some(max), Some(iat)) = (expect.max_lifetime_secs, iat) {
-        let lifetime = i128::from(exp) - i128::from(iat);
-        if lifetime > i128::from(max) {
-            return Err(JwsError::LifetimeExceeded { lifetime: i64::try_from(lifetime).unwrap_or(i64::MAX), max });
-        }
-    }
+    check_times(TimeClaims { exp, iat, nbf }, now_secs, expect.leeway_secs, expect.max_lifetime_secs)?;
     Ok(TimeClaims { exp, iat, nbf })
 }
 

@@ -145,10 +145,9 @@ impl VerifyingKey {
             Some((x, y)) if bytes.len() == 65 => (x, y),
             _ => return Err(malformed("the public key is not a finite P-256 point")),
         };
-        let mut xa = [0u8; 32];
-        let mut ya = [0u8; 32];
-        xa.copy_from_slice(x);
-        ya.copy_from_slice(y);
+        let not_finite = || malformed("the public key is not a finite P-256 point");
+        let xa = <[u8; 32]>::try_from(x).map_err(|_| not_finite())?;
+        let ya = <[u8; 32]>::try_from(y).map_err(|_| not_finite())?;
         let parsed = ParsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, bytes)
             .map_err(|_| malformed("the public key is not a valid P-256 point"))?;
         Ok(VerifyingKey(Arc::new(VerifyingInner { public, parsed, x: xa, y: ya })))
@@ -199,9 +198,10 @@ impl VerifyingKey {
     /// The uncompressed SEC1 encoding `04 || x || y` (65 bytes).
     pub fn to_sec1_bytes(&self) -> [u8; 65] {
         let mut out = [0u8; 65];
-        out[0] = 4;
-        out[1..33].copy_from_slice(&self.0.x);
-        out[33..].copy_from_slice(&self.0.y);
+        let bytes = std::iter::once(&4u8).chain(self.0.x.iter()).chain(self.0.y.iter());
+        for (o, b) in out.iter_mut().zip(bytes) {
+            *o = *b;
+        }
         out
     }
 
