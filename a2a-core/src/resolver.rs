@@ -22,8 +22,7 @@ pub trait DidResolver: Send + Sync + 'static {
 
 fn key_from_document(doc: &DidDocument, did: &str, key_id: &str) -> Result<VerifyingKey, A2aError> {
     let jwk = doc.find_signing_jwk(key_id).map_err(|e| A2aError::with_message(e.code(), e.to_string()))?;
-    VerifyingKey::from_jwk(jwk)
-        .map_err(|e| A2aError::with_message(e.code(), format!("key {key_id:?} of {did}: {e}")))
+    VerifyingKey::from_jwk(jwk).map_err(|e| A2aError::with_message(e.code(), format!("key {key_id:?} of {did}: {e}")))
 }
 
 /// DID documents known in advance: from configuration, or built in tests.
@@ -199,13 +198,14 @@ mod http {
                     allow_loopback_names: opts.allow_http_loopback,
                 }));
             for pem in &opts.extra_roots_pem {
-                let cert = reqwest::Certificate::from_pem(pem)
-                    .map_err(|e| A2aError::with_message(ErrorCode::INTERNAL_ERROR, format!("bad root certificate: {e}")))?;
+                let cert = reqwest::Certificate::from_pem(pem).map_err(|e| {
+                    A2aError::with_message(ErrorCode::INTERNAL_ERROR, format!("bad root certificate: {e}"))
+                })?;
                 builder = builder.tls_certs_merge([cert]);
             }
-            let client = builder
-                .build()
-                .map_err(|e| A2aError::with_message(ErrorCode::INTERNAL_ERROR, format!("cannot build the HTTP client: {e}")))?;
+            let client = builder.build().map_err(|e| {
+                A2aError::with_message(ErrorCode::INTERNAL_ERROR, format!("cannot build the HTTP client: {e}"))
+            })?;
             let ttl = opts.cache_ttl.min(Duration::from_secs(3600));
             Ok(HttpResolver {
                 client,
@@ -287,9 +287,20 @@ mod http {
 
         #[test]
         fn private_and_special_addresses_are_non_public() {
-            for ip in ["10.0.0.1", "172.16.3.4", "192.168.1.1", "127.0.0.1", "169.254.169.254", "0.0.0.0", "100.64.0.1",
-                "::1", "fe80::1", "fd00::1", "::ffff:10.0.0.1", "255.255.255.255"]
-            {
+            for ip in [
+                "10.0.0.1",
+                "172.16.3.4",
+                "192.168.1.1",
+                "127.0.0.1",
+                "169.254.169.254",
+                "0.0.0.0",
+                "100.64.0.1",
+                "::1",
+                "fe80::1",
+                "fd00::1",
+                "::ffff:10.0.0.1",
+                "255.255.255.255",
+            ] {
                 assert!(is_non_public(ip.parse().expect("ip")), "{ip} treated as public");
             }
             for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111"] {

@@ -162,8 +162,12 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
         }
         for f in &o.key_files {
             let f = base.join(f);
-            let pem = std::fs::read_to_string(&f).map_err(|e| format!("{file}: auth.oauth2.key_files: {}: {e}", f.display()))?;
-            keys.push(VerifyingKey::from_pem(&pem).map_err(|e| format!("{file}: auth.oauth2.key_files: {}: {e}", f.display()))?);
+            let pem = std::fs::read_to_string(&f)
+                .map_err(|e| format!("{file}: auth.oauth2.key_files: {}: {e}", f.display()))?;
+            keys.push(
+                VerifyingKey::from_pem(&pem)
+                    .map_err(|e| format!("{file}: auth.oauth2.key_files: {}: {e}", f.display()))?,
+            );
         }
         if keys.is_empty() {
             return Err(format!("{file}: auth.oauth2: give the issuer's keys in `keys` (JWK) or `key_files` (PEM)"));
@@ -176,8 +180,12 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
         });
     }
     builder = builder.internal_domains(cfg.auth.internal_domains.clone(), cfg.auth.require_did_auth_cross_domain);
-    let resolver = HttpResolver::new(if cfg.auth.allow_http_loopback_dids { ResolverOptions::loopback() } else { ResolverOptions::default() })
-        .map_err(|e| e.to_string())?;
+    let resolver = HttpResolver::new(if cfg.auth.allow_http_loopback_dids {
+        ResolverOptions::loopback()
+    } else {
+        ResolverOptions::default()
+    })
+    .map_err(|e| e.to_string())?;
     builder = builder.resolver(Arc::new(resolver));
     let origins = &cfg.cors.allowed_origins;
     if !origins.is_empty() && !origins.iter().any(|o| o == "*") {
@@ -191,8 +199,10 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
         None => None,
         Some(kf) => {
             let kf = base.join(kf);
-            let pem = std::fs::read_to_string(&kf).map_err(|e| format!("{file}: [agent] key_file {}: {e}", kf.display()))?;
-            let key = SigningKey::from_pem(&pem).map_err(|e| format!("{file}: [agent] key_file {}: {e}", kf.display()))?;
+            let pem =
+                std::fs::read_to_string(&kf).map_err(|e| format!("{file}: [agent] key_file {}: {e}", kf.display()))?;
+            let key =
+                SigningKey::from_pem(&pem).map_err(|e| format!("{file}: [agent] key_file {}: {e}", kf.display()))?;
             let doc = DidDocument::generate(&did, &[(cfg.agent.key_id.clone(), key.verifying_key().to_jwk())]);
             Some((document_path(&did), serde_json::to_value(&doc).map_err(|e| e.to_string())?))
         }

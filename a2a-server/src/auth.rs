@@ -165,9 +165,12 @@ impl Auth {
 
     fn check_api_key(&self, headers: &HeaderMap, sender: &str) -> Result<(), ApiError> {
         let Some(key) = headers.get(a2a_core::headers::A2A_API_KEY) else {
-            return Err(A2aError::with_message(ErrorCode::AUTH_REQUIRED, "this capability requires an API key in the A2A-Api-Key header")
-                .details(json!({"auth_requirement": "api_key"}))
-                .into());
+            return Err(A2aError::with_message(
+                ErrorCode::AUTH_REQUIRED,
+                "this capability requires an API key in the A2A-Api-Key header",
+            )
+            .details(json!({"auth_requirement": "api_key"}))
+            .into());
         };
         let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
         // Compare against every key in constant time, without stopping at the first match.
@@ -179,7 +182,10 @@ impl Auth {
         }
         match found {
             Some(k) if k.senders.is_empty() || k.senders.iter().any(|s| s == sender) => Ok(()),
-            Some(_) => Err(A2aError::with_message(ErrorCode::AUTH_INVALID, format!("this API key is not issued to {sender}")).into()),
+            Some(_) => {
+                Err(A2aError::with_message(ErrorCode::AUTH_INVALID, format!("this API key is not issued to {sender}"))
+                    .into())
+            }
             None => Err(A2aError::with_message(ErrorCode::AUTH_INVALID, "the API key is not valid").into()),
         }
     }
@@ -193,13 +199,19 @@ impl Auth {
             .map(str::trim);
         let Some(token) = token else {
             return Err(challenge(
-                A2aError::with_message(ErrorCode::AUTH_REQUIRED, "this capability requires an OAuth 2.0 bearer token (Authorization: Bearer <JWT>)")
-                    .details(json!({"auth_requirement": "oauth2"})),
+                A2aError::with_message(
+                    ErrorCode::AUTH_REQUIRED,
+                    "this capability requires an OAuth 2.0 bearer token (Authorization: Bearer <JWT>)",
+                )
+                .details(json!({"auth_requirement": "oauth2"})),
                 "Bearer realm=\"a2a\"",
             ));
         };
         let invalid = |why: String| {
-            challenge(A2aError::with_message(ErrorCode::AUTH_INVALID, format!("the bearer token is not valid: {why}")), "Bearer error=\"invalid_token\"")
+            challenge(
+                A2aError::with_message(ErrorCode::AUTH_INVALID, format!("the bearer token is not valid: {why}")),
+                "Bearer error=\"invalid_token\"",
+            )
         };
         let Some(cfg) = &self.oauth2 else {
             return Err(invalid("this agent has no OAuth 2.0 issuer configured".into()));
@@ -226,19 +238,26 @@ impl Auth {
         caller: &mut Caller,
         need_body: bool,
     ) -> Result<(), A2aError> {
-        let header = parts
-            .headers
-            .get(a2a_core::headers::A2A_SIGNATURE)
-            .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| A2aError::with_message(ErrorCode::SIGNATURE_MALFORMED, "A2A-Signature is not visible ASCII"))?;
+        let header =
+            parts.headers.get(a2a_core::headers::A2A_SIGNATURE).and_then(|v| v.to_str().ok()).ok_or_else(|| {
+                A2aError::with_message(ErrorCode::SIGNATURE_MALFORMED, "A2A-Signature is not visible ASCII")
+            })?;
         let header_list: Vec<(&str, &str)> =
             parts.headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
-        let message =
-            MessageParts { method: parts.method, target: parts.target, headers: &header_list, body: parts.body, status: None };
+        let message = MessageParts {
+            method: parts.method,
+            target: parts.target,
+            headers: &header_list,
+            body: parts.body,
+            status: None,
+        };
         let pending = integrity::prepare(header, &message, &self.did, unix_now())
             .map_err(|e| A2aError::with_message(e.code(), e.to_string()))?;
         let Some(resolver) = &self.resolver else {
-            return Err(A2aError::with_message(ErrorCode::DID_RESOLUTION_FAILED, "this agent cannot resolve DIDs (no resolver configured)"));
+            return Err(A2aError::with_message(
+                ErrorCode::DID_RESOLUTION_FAILED,
+                "this agent cannot resolve DIDs (no resolver configured)",
+            ));
         };
         let key = resolver.resolve_key(pending.did(), pending.key_id()).await?;
         let verified = pending.finish(&key, &message).map_err(|e| A2aError::with_message(e.code(), e.to_string()))?;

@@ -133,6 +133,11 @@ impl Engine {
         }
     }
 
+    /// The limits the engine enforces.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
     /// The capability with this name.
     pub fn capability(&self, name: &str) -> Option<&Arc<Capability>> {
         self.by_name.get(name).and_then(|i| self.caps.get(*i))
@@ -190,7 +195,8 @@ impl Engine {
         let violations = schema_rules::check(&req.proposed_schema);
         if !violations.is_empty() {
             self.metrics.negotiation_failed("schema_rule_violation");
-            let summary: Vec<String> = violations.iter().take(3).map(|v| format!("{} at {}", v.message, v.path)).collect();
+            let summary: Vec<String> =
+                violations.iter().take(3).map(|v| format!("{} at {}", v.message, v.path)).collect();
             return Err(A2aError::with_message(
                 ErrorCode::SCHEMA_RULE_VIOLATION,
                 format!(
@@ -273,7 +279,10 @@ impl Engine {
         let unknown = || {
             A2aError::with_message(
                 ErrorCode::UNKNOWN_NEGOTIATION,
-                format!("no negotiation {id:?} for sender {} (unknown, expired or not yours); NEGOTIATE again", caller.sender),
+                format!(
+                    "no negotiation {id:?} for sender {} (unknown, expired or not yours); NEGOTIATE again",
+                    caller.sender
+                ),
             )
         };
         let neg = self.store.get_negotiation(id).await.map_err(store_err)?.ok_or_else(unknown)?;
@@ -288,8 +297,9 @@ impl Engine {
         if let Some(s) = self.schemas.get(&neg.id) {
             return Ok(s);
         }
-        let compiled = AgreedSchema::compile(&neg.agreed_schema)
-            .map_err(|e| A2aError::with_message(ErrorCode::INTERNAL_ERROR, format!("stored schema does not compile: {e}")))?;
+        let compiled = AgreedSchema::compile(&neg.agreed_schema).map_err(|e| {
+            A2aError::with_message(ErrorCode::INTERNAL_ERROR, format!("stored schema does not compile: {e}"))
+        })?;
         let compiled = Arc::new(compiled);
         self.schemas.insert(neg.id.clone(), compiled.clone());
         Ok(compiled)
@@ -319,8 +329,8 @@ impl Engine {
             )
             .details(json!({ "errors": errors })));
         }
-        let sender = Did::parse(&caller.sender)
-            .map_err(|e| A2aError::with_message(ErrorCode::INVALID_SENDER, e.to_string()))?;
+        let sender =
+            Did::parse(&caller.sender).map_err(|e| A2aError::with_message(ErrorCode::INVALID_SENDER, e.to_string()))?;
         let id = ExecutionId::generate(&sender)
             .map_err(|e| A2aError::with_message(ErrorCode::INTERNAL_ERROR, e.to_string()))?
             .to_string();
@@ -401,11 +411,13 @@ impl Engine {
                 ErrorCode::CONFIRM_WINDOW_ELAPSED,
                 "the execution was not confirmed within its confirm window and never ran".to_owned(),
             )),
-            ExecutionStatus::Accepted | ExecutionStatus::Running if rec.deadline_ms.is_some_and(|d| now >= d) => Some((
-                ExecutionStatus::TimedOut,
-                ErrorCode::TIMED_OUT,
-                format!("the execution did not finish within its timeout of {} ms", rec.timeout_ms),
-            )),
+            ExecutionStatus::Accepted | ExecutionStatus::Running if rec.deadline_ms.is_some_and(|d| now >= d) => {
+                Some((
+                    ExecutionStatus::TimedOut,
+                    ErrorCode::TIMED_OUT,
+                    format!("the execution did not finish within its timeout of {} ms", rec.timeout_ms),
+                ))
+            }
             _ => None,
         };
         let Some((status, code, message)) = due else { return Ok(rec) };
@@ -468,8 +480,11 @@ impl Engine {
             return already(&rec);
         }
         if self.draining.load(std::sync::atomic::Ordering::Acquire) {
-            return Err(A2aError::with_message(ErrorCode::OVERLOADED, "the agent is shutting down; retry on another instance")
-                .details(json!({"retry_after_s": 1})));
+            return Err(A2aError::with_message(
+                ErrorCode::OVERLOADED,
+                "the agent is shutting down; retry on another instance",
+            )
+            .details(json!({"retry_after_s": 1})));
         }
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             return Err(A2aError::with_message(
@@ -485,7 +500,14 @@ impl Engine {
         match self.store.transition(&rec.id, Transition::Accept { now_ms: now_ms() }).await.map_err(store_err)? {
             TransitionOutcome::Applied(r) => {
                 self.spawn_worker(*r, permit, caller);
-                Ok((ConfirmResponse { execution_id: rec.id, status: ExecutionStatus::Accepted, already_confirmed: false }, true))
+                Ok((
+                    ConfirmResponse {
+                        execution_id: rec.id,
+                        status: ExecutionStatus::Accepted,
+                        already_confirmed: false,
+                    },
+                    true,
+                ))
             }
             TransitionOutcome::Refused(r) => already(&r),
             TransitionOutcome::NotFound => {
@@ -504,7 +526,7 @@ impl Engine {
             async move {
                 let _permit = permit;
                 engine.metrics.in_flight(1);
-                engine.run(rec, verified, traceparent).await;
+                engine.clone().run(rec, verified, traceparent).await;
                 engine.metrics.in_flight(-1);
             }
             .instrument(span),

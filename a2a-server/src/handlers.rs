@@ -107,7 +107,8 @@ impl CommandHandler {
         }
         let mut child = cmd.spawn().map_err(|e| HandlerError::new(format!("cannot start `{}`: {e}", self.program)))?;
         let input = serde_json::to_vec(&payload).map_err(|e| HandlerError::new(e.to_string()))?;
-        let (Some(mut stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             return Err(HandlerError::new("cannot attach to the program's standard streams"));
         };
@@ -134,12 +135,17 @@ impl CommandHandler {
             return Err(if ctx.cancel.is_cancelled() {
                 HandlerError::new(format!("`{}` was stopped: the execution was canceled or timed out", self.program))
             } else {
-                HandlerError::new(format!("`{}` did not finish within {} ms and was killed", self.program, limit.as_millis()))
+                HandlerError::new(format!(
+                    "`{}` did not finish within {} ms and was killed",
+                    self.program,
+                    limit.as_millis()
+                ))
             });
         };
         let status = status.map_err(|e| HandlerError::new(format!("cannot wait for `{}`: {e}", self.program)))?;
         let (stderr, _) = err.unwrap_or_default();
-        let (stdout, truncated) = out.map_err(|e| HandlerError::new(format!("cannot read the output of `{}`: {e}", self.program)))?;
+        let (stdout, truncated) =
+            out.map_err(|e| HandlerError::new(format!("cannot read the output of `{}`: {e}", self.program)))?;
         if !status.success() {
             return Err(HandlerError::new(format!("`{}` failed ({status}): {}", self.program, tail(&stderr)))
                 .with_details(json!({"exit_code": status.code(), "stderr": tail(&stderr)})));
@@ -183,7 +189,11 @@ pub struct HttpHandler {
 
 impl HttpHandler {
     /// Forwards to `url`.
-    pub fn new(url: impl Into<String>, headers: Vec<(String, String)>, timeout: Option<Duration>) -> Result<Self, String> {
+    pub fn new(
+        url: impl Into<String>,
+        headers: Vec<(String, String)>,
+        timeout: Option<Duration>,
+    ) -> Result<Self, String> {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
@@ -210,7 +220,10 @@ impl HttpHandler {
         let send = async {
             let resp = req.send().await.map_err(|e| HandlerError::new(format!("POST {}: {e}", self.url)))?;
             let status = resp.status();
-            let body = resp.bytes().await.map_err(|e| HandlerError::new(format!("POST {}: reading the answer: {e}", self.url)))?;
+            let body = resp
+                .bytes()
+                .await
+                .map_err(|e| HandlerError::new(format!("POST {}: reading the answer: {e}", self.url)))?;
             if !status.is_success() {
                 return Err(HandlerError::new(format!("POST {} answered {status}: {}", self.url, tail(&body)))
                     .with_details(json!({"status": status.as_u16()})));

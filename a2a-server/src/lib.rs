@@ -218,8 +218,16 @@ impl AgentBuilder {
         auth.did = self.did.clone();
         let (discover_headers, capabilities_json) =
             router::discover_parts(&engine, self.name, &["long_poll", "cancel", "idempotency"]);
-        let sender_header = HeaderValue::from_str(&self.did).map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
-        let state = Arc::new(router::AppState { engine, auth, capabilities_json, discover_headers, cors: self.cors, sender_header });
+        let sender_header = HeaderValue::from_str(&self.did)
+            .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
+        let state = Arc::new(router::AppState {
+            engine,
+            auth,
+            capabilities_json,
+            discover_headers,
+            cors: self.cors,
+            sender_header,
+        });
         Ok(Agent { state })
     }
 }
@@ -246,7 +254,10 @@ impl Agent {
                 let engine = engine.clone();
                 async move {
                     (
-                        [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
                         engine.metrics.encode(),
                     )
                 }

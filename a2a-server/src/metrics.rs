@@ -99,7 +99,9 @@ impl Metrics {
         let requests = Family::<StepOutcome, Counter>::default();
         registry.register("requests", "Requests by protocol step and outcome (ok or the error code)", requests.clone());
         let latency = Family::<StepLabel, Histogram>::new_with_constructor(|| {
-            Histogram::new([0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0])
+            Histogram::new([
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+            ])
         });
         registry.register("request_duration_seconds", "Time to answer, by protocol step", latency.clone());
         let fallbacks = Family::<Reason, Counter>::default();

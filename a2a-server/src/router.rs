@@ -70,9 +70,12 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.err.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self.err.to_body()).unwrap_or_else(|_| b"{}".to_vec());
-        let mut resp = (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response();
+        let mut resp =
+            (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response();
         let retry = self.err.details.as_ref().and_then(|d| d.get("retry_after_s")).and_then(|v| v.as_u64());
-        if let Some(s) = retry.or(matches!(status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE).then_some(1)) {
+        if let Some(s) =
+            retry.or(matches!(status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE).then_some(1))
+        {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         if let Some(w) = self.www_authenticate {
@@ -90,7 +93,9 @@ type ApiResult = Result<Response, ApiError>;
 
 fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
     match serde_json::to_vec(value) {
-        Ok(body) => (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response(),
+        Ok(body) => {
+            (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+        }
         Err(e) => ApiError::from(A2aError::with_message(ErrorCode::INTERNAL_ERROR, e.to_string())).into_response(),
     }
 }
@@ -238,7 +243,11 @@ async fn not_allowed_post() -> ApiError {
 /// `GET /a2a/capabilities` (DISC-8).
 async fn capabilities(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {
     check_version(&headers, false)?;
-    Ok((StatusCode::OK, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], state.capabilities_json.clone())
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        state.capabilities_json.clone(),
+    )
         .into_response())
 }
 
@@ -277,13 +286,19 @@ fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
     let sender = header_str(headers, h::A2A_SENDER_ID)?.ok_or_else(|| A2aError::new(ErrorCode::SENDER_REQUIRED))?;
     let sender = sender.trim();
     Did::parse(sender).map_err(|e| {
-        A2aError::with_message(ErrorCode::INVALID_SENDER, format!("A2A-Sender-ID {sender:?} is not a valid did:web DID: {e}"))
+        A2aError::with_message(
+            ErrorCode::INVALID_SENDER,
+            format!("A2A-Sender-ID {sender:?} is not a valid did:web DID: {e}"),
+        )
     })?;
     let region = match header_str(headers, h::A2A_REGION)? {
         None => None,
         Some(r) => Some(
             h::parse_region(r)
-                .map_err(|e| A2aError::with_message(ErrorCode::INVALID_HEADER, e.to_string()).details(json!({"header": "A2A-Region"})))?
+                .map_err(|e| {
+                    A2aError::with_message(ErrorCode::INVALID_HEADER, e.to_string())
+                        .details(json!({"header": "A2A-Region"}))
+                })?
                 .to_owned(),
         ),
     };
@@ -306,7 +321,9 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
         A2aError::with_message(ErrorCode::PAYLOAD_TOO_LARGE, format!("the request body is larger than {limit} bytes"))
             .details(json!({"limit_bytes": limit}))
     };
-    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
+    if let Some(len) =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
+    {
         if len > limit as u64 {
             return Err(too_large());
         }
@@ -318,7 +335,9 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
             format!("the request body was not received within {} ms", state.engine.limits.body_read_timeout_ms),
         )),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Ok(Err(e)) => Err(A2aError::with_message(ErrorCode::INVALID_REQUEST, format!("the request body could not be read: {e}"))),
+        Ok(Err(e)) => {
+            Err(A2aError::with_message(ErrorCode::INVALID_REQUEST, format!("the request body could not be read: {e}")))
+        }
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
     }
 }
@@ -333,8 +352,11 @@ fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aError> {
                 format!("the request body is not well-formed JSON: {e}"),
             )
             .details(json!({"line": e.line(), "column": e.column()})),
-            Category::Data => A2aError::with_message(ErrorCode::INVALID_REQUEST, format!("the request body is not the expected message: {e}"))
-                .details(json!({"line": e.line(), "column": e.column()})),
+            Category::Data => A2aError::with_message(
+                ErrorCode::INVALID_REQUEST,
+                format!("the request body is not the expected message: {e}"),
+            )
+            .details(json!({"line": e.line(), "column": e.column()})),
         }
     })
 }
@@ -349,7 +371,15 @@ async fn negotiate(State(state): State<Arc<AppState>>, uri: OriginalUri, headers
     let bytes = read_body(&state, &headers, body).await?;
     let req: NegotiateRequest = parse_json(&bytes)?;
     let cap = state.engine.require_capability(&req.target_capability).await?;
-    state.auth.check(&state.engine, cap.decl.auth_requirement, &signed_parts("POST", &uri, &headers, &bytes), &mut caller).await?;
+    state
+        .auth
+        .check_with_body_coverage(
+            &state.engine,
+            cap.decl.auth_requirement,
+            &signed_parts("POST", &uri, &headers, &bytes),
+            &mut caller,
+        )
+        .await?;
     let resp = state.engine.negotiate(&caller, &cap, req).await?;
     let mut r = json_response(StatusCode::OK, &resp);
     if let Ok(v) = HeaderValue::from_str(&resp.negotiation_id) {
@@ -376,26 +406,38 @@ fn mount_prefix(original: &OriginalUri) -> &str {
 /// `POST /a2a/execute` (§7).
 async fn execute(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap, body: Body) -> ApiResult {
     let mut caller = caller(&headers)?;
-    let neg_id = header_str(&headers, h::A2A_NEGOTIATION_ID)?.ok_or_else(|| A2aError::new(ErrorCode::NEGOTIATION_REQUIRED))?;
-    let neg_id = h::parse_token("A2A-Negotiation-ID", neg_id)
-        .map_err(|e| A2aError::with_message(ErrorCode::INVALID_HEADER, e.to_string()).details(json!({"header": "A2A-Negotiation-ID"})))?;
+    let neg_id =
+        header_str(&headers, h::A2A_NEGOTIATION_ID)?.ok_or_else(|| A2aError::new(ErrorCode::NEGOTIATION_REQUIRED))?;
+    let neg_id = h::parse_token("A2A-Negotiation-ID", neg_id).map_err(|e| {
+        A2aError::with_message(ErrorCode::INVALID_HEADER, e.to_string())
+            .details(json!({"header": "A2A-Negotiation-ID"}))
+    })?;
     let idem = match header_str(&headers, h::IDEMPOTENCY_KEY)? {
         None => None,
-        Some(k) => Some(
-            h::parse_token("Idempotency-Key", k)
-                .map_err(|e| A2aError::with_message(ErrorCode::INVALID_HEADER, e.to_string()).details(json!({"header": "Idempotency-Key"})))?,
-        ),
+        Some(k) => Some(h::parse_token("Idempotency-Key", k).map_err(|e| {
+            A2aError::with_message(ErrorCode::INVALID_HEADER, e.to_string())
+                .details(json!({"header": "Idempotency-Key"}))
+        })?),
     };
     let (neg, cap) = state.engine.negotiation_for(&caller, neg_id).await?;
     let bytes = read_body(&state, &headers, body).await?;
     state
         .auth
-        .check_with_body_coverage(&state.engine, cap.decl.auth_requirement, &signed_parts("POST", &uri, &headers, &bytes), &mut caller)
+        .check_with_body_coverage(
+            &state.engine,
+            cap.decl.auth_requirement,
+            &signed_parts("POST", &uri, &headers, &bytes),
+            &mut caller,
+        )
         .await?;
     let payload: serde_json::Value = parse_json(&bytes)?;
     let (resp, created) = state.engine.execute(&caller, &neg, &cap, idem, payload).await?;
     let mut r = json_response(if created { StatusCode::CREATED } else { StatusCode::OK }, &resp);
-    let location = format!("{}/a2a/result/{}", mount_prefix(&uri), ExecutionId::parse(&resp.execution_id).map(|e| e.to_path_segment()).unwrap_or_default());
+    let location = format!(
+        "{}/a2a/result/{}",
+        mount_prefix(&uri),
+        ExecutionId::parse(&resp.execution_id).map(|e| e.to_path_segment()).unwrap_or_default()
+    );
     let hs = r.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&location) {
         hs.insert(header::LOCATION, v);
@@ -425,7 +467,10 @@ async fn authorized_execution(
     body_coverage: bool,
 ) -> Result<crate::store::ExecutionRecord, ApiError> {
     let rec = state.engine.execution_for(caller, id).await?;
-    let requirement = state.engine.capability(&rec.capability).map_or(a2a_core::capability::AuthRequirement::None, |c| c.decl.auth_requirement);
+    let requirement = state
+        .engine
+        .capability(&rec.capability)
+        .map_or(a2a_core::capability::AuthRequirement::None, |c| c.decl.auth_requirement);
     if body_coverage {
         state.auth.check_with_body_coverage(&state.engine, requirement, parts, caller).await?;
     } else {
@@ -439,7 +484,14 @@ async fn confirm(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: 
     let mut caller = caller(&headers)?;
     let bytes = read_body(&state, &headers, body).await?;
     let req: ExecutionRef = parse_json(&bytes)?;
-    let rec = authorized_execution(&state, &mut caller, &req.execution_id, &signed_parts("POST", &uri, &headers, &bytes), true).await?;
+    let rec = authorized_execution(
+        &state,
+        &mut caller,
+        &req.execution_id,
+        &signed_parts("POST", &uri, &headers, &bytes),
+        true,
+    )
+    .await?;
     let (resp, first) = state.engine.confirm(&caller, rec).await?;
     let mut r = json_response(if first { StatusCode::ACCEPTED } else { StatusCode::OK }, &resp);
     execution_header(&mut r, &resp.execution_id);
@@ -458,13 +510,18 @@ async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         if k == "wait_ms" {
             let ms: u64 = v.parse().map_err(|_| {
-                A2aError::with_message(ErrorCode::INVALID_REQUEST, format!("wait_ms must be a decimal integer of milliseconds, got {v:?}"))
-                    .details(json!({"parameter": "wait_ms"}))
+                A2aError::with_message(
+                    ErrorCode::INVALID_REQUEST,
+                    format!("wait_ms must be a decimal integer of milliseconds, got {v:?}"),
+                )
+                .details(json!({"parameter": "wait_ms"}))
             })?;
             wait = Duration::from_millis(ms);
         }
     }
-    let rec = authorized_execution(&state, &mut caller, &id.to_string(), &signed_parts("GET", &uri, &headers, b""), false).await?;
+    let rec =
+        authorized_execution(&state, &mut caller, &id.to_string(), &signed_parts("GET", &uri, &headers, b""), false)
+            .await?;
     let resp = state.engine.result(rec, wait).await?;
     let mut r = json_response(StatusCode::OK, &resp);
     execution_header(&mut r, &resp.execution_id);
@@ -476,7 +533,14 @@ async fn cancel(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
     let mut caller = caller(&headers)?;
     let bytes = read_body(&state, &headers, body).await?;
     let req: ExecutionRef = parse_json(&bytes)?;
-    let rec = authorized_execution(&state, &mut caller, &req.execution_id, &signed_parts("POST", &uri, &headers, &bytes), true).await?;
+    let rec = authorized_execution(
+        &state,
+        &mut caller,
+        &req.execution_id,
+        &signed_parts("POST", &uri, &headers, &bytes),
+        true,
+    )
+    .await?;
     let resp = state.engine.cancel(rec).await?;
     let mut r = json_response(StatusCode::OK, &resp);
     execution_header(&mut r, &resp.execution_id);
@@ -491,7 +555,10 @@ async fn fallback(State(state): State<Arc<AppState>>, uri: OriginalUri, headers:
     state.auth.verify_if_signed(&state.engine, &signed_parts("POST", &uri, &headers, &bytes), &mut caller).await?;
     let options = state.engine.fallback_options(&req.target_capability).await;
     state.engine.metrics.fallback_offered("fallback_request");
-    Ok(json_response(StatusCode::OK, &FallbackResponse { requested_capability: req.target_capability, fallback_options: options }))
+    Ok(json_response(
+        StatusCode::OK,
+        &FallbackResponse { requested_capability: req.target_capability, fallback_options: options },
+    ))
 }
 
 /// Pre-computes the DISCOVER headers (DISC-2) and the capabilities document (DISC-8).

@@ -35,7 +35,10 @@ async fn fixture(issuer: &SigningKey) -> Fixture {
         "x": "iA7lWQLzVrKGEFjfGMfMHfTEZ2KnLiKU7JuNT3E7ygsfE7ygAaBDHMjT6DJH2wJU",
         "y": "eNFAxV2JsBPqu4BRd2pTYHpdT3hd6pY6qUy8FyHoD2Ns0-XXZgPovVXN8o-ZUvYH"});
     let did = Did::parse(SENDER).expect("did");
-    let doc = DidDocument::generate(&did, &[("key-1".to_owned(), key.verifying_key().to_jwk()), ("key-384".to_owned(), p384)]);
+    let doc = DidDocument::generate(
+        &did,
+        &[("key-1".to_owned(), key.verifying_key().to_jwk()), ("key-384".to_owned(), p384)],
+    );
     let resolver = StaticResolver::new();
     resolver.insert(&did, doc);
     let mut secure = decl("sign_document", json!({"type": "object"}));
@@ -45,7 +48,9 @@ async fn fixture(issuer: &SigningKey) -> Fixture {
     let mut oauth = decl("read_ledger", json!({"type": "object"}));
     oauth.auth_requirement = AuthRequirement::Oauth2;
     let builder = AgentBuilder::new(AGENT)
-        .capability(secure, |ctx: ExecutionContext, _p: Value| async move { Ok(json!({"verified": ctx.sender_verified, "sender": ctx.sender})) })
+        .capability(secure, |ctx: ExecutionContext, _p: Value| async move {
+            Ok(json!({"verified": ctx.sender_verified, "sender": ctx.sender}))
+        })
         .capability(keyed, a2a_server::handlers::echo())
         .capability(oauth, a2a_server::handlers::echo())
         .api_key(ApiKey::new("k-good"))
@@ -78,11 +83,19 @@ enum Spoil {
 
 impl Fixture {
     /// Sends a signed POST (or GET when body is None).
-    async fn signed(&self, method: Method, path: &str, body: Option<Value>, extra: &[(&str, &str)], spoil: Spoil) -> Answer {
+    async fn signed(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        extra: &[(&str, &str)],
+        spoil: Spoil,
+    ) -> Answer {
         let body_bytes = body.as_ref().map(|b| serde_json::to_vec(b).expect("json")).unwrap_or_default();
         let mut headers: Vec<(&str, &str)> = vec![("a2a-version", "0.3"), ("a2a-sender-id", SENDER)];
         headers.extend_from_slice(extra);
-        let parts = MessageParts { method: method.as_str(), target: path, headers: &headers, body: &body_bytes, status: None };
+        let parts =
+            MessageParts { method: method.as_str(), target: path, headers: &headers, body: &body_bytes, status: None };
         let coverage = if spoil == Spoil::HeaderOnly { Coverage::HeaderOnly } else { Coverage::PayloadHash };
         let issued = match spoil {
             Spoil::ExpiredBy340s => now() - 400,
@@ -95,7 +108,8 @@ impl Fixture {
             _ => "key-1",
         };
         let audience = if spoil == Spoil::OtherAudience { "did:web:other-agent.example.com" } else { AGENT };
-        let mut claims = integrity::build_claims(key_id, SENDER, audience, coverage, &parts, issued, 60).expect("claims");
+        let mut claims =
+            integrity::build_claims(key_id, SENDER, audience, coverage, &parts, issued, 60).expect("claims");
         if spoil == Spoil::Lifetime301 {
             claims.exp = claims.iat + 301;
         }
@@ -106,7 +120,7 @@ impl Fixture {
         let token = integrity::sign_claims(&signer, &claims).expect("sign");
         let sent_body = if spoil == Spoil::TamperBody {
             let mut b = body.clone().expect("body");
-            b["tampered"] = json!(true);
+            b["proposed_schema"]["description"] = json!("tampered after signing");
             serde_json::to_vec(&b).expect("json")
         } else {
             body_bytes.clone()
@@ -122,8 +136,14 @@ impl Fixture {
     }
 
     async fn negotiate_signed(&self, spoil: Spoil) -> Answer {
-        self.signed(Method::POST, "/a2a/negotiate", Some(json!({"target_capability": "sign_document", "proposed_schema": {"type": "object"}})), &[], spoil)
-            .await
+        self.signed(
+            Method::POST,
+            "/a2a/negotiate",
+            Some(json!({"target_capability": "sign_document", "proposed_schema": {"type": "object"}})),
+            &[],
+            spoil,
+        )
+        .await
     }
 }
 
@@ -134,7 +154,9 @@ async fn signed_handshake_on_a_did_auth_capability_runs_with_a_verified_sender()
     assert_eq!(n.status, StatusCode::OK, "{}", n.body);
     assert_eq!(n.body["auth_requirement"], json!("did_auth"));
     let neg = n.body["negotiation_id"].as_str().expect("id").to_owned();
-    let e = f.signed(Method::POST, "/a2a/execute", Some(json!({"x": 1})), &[("a2a-negotiation-id", &neg)], Spoil::None).await;
+    let e = f
+        .signed(Method::POST, "/a2a/execute", Some(json!({"x": 1})), &[("a2a-negotiation-id", &neg)], Spoil::None)
+        .await;
     assert_eq!(e.status, StatusCode::CREATED, "{}", e.body);
     let exe = e.body["execution_id"].as_str().expect("id").to_owned();
     let c = f.signed(Method::POST, "/a2a/confirm", Some(json!({"execution_id": exe})), &[], Spoil::None).await;
@@ -167,9 +189,12 @@ async fn every_signature_failure_is_refused_with_its_code_and_counted() {
         assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{code}: {}", a.body);
         assert_eq!(a.code(), code, "{}", a.body);
     }
-    let garbage = f
-        .t
-        .send(f.t.req(Method::POST, "/a2a/negotiate").header("A2A-Signature", "not.a.jws").json(&json!({"target_capability": "sign_document", "proposed_schema": {}})))
+    let garbage =
+        f.t.send(
+            f.t.req(Method::POST, "/a2a/negotiate")
+                .header("A2A-Signature", "not.a.jws")
+                .json(&json!({"target_capability": "sign_document", "proposed_schema": {}})),
+        )
         .await;
     assert_eq!(garbage.code(), "signature_malformed");
     let hs256 = format!(
@@ -178,15 +203,17 @@ async fn every_signature_failure_is_refused_with_its_code_and_counted() {
         jws::base64url_encode(br#"{"iss":"did:web:caller.example.com"}"#),
         jws::base64url_encode([0u8; 32])
     );
-    let a = f
-        .t
-        .send(f.t.req(Method::POST, "/a2a/negotiate").header("A2A-Signature", hs256).json(&json!({"target_capability": "sign_document", "proposed_schema": {}})))
+    let a =
+        f.t.send(
+            f.t.req(Method::POST, "/a2a/negotiate")
+                .header("A2A-Signature", hs256)
+                .json(&json!({"target_capability": "sign_document", "proposed_schema": {}})),
+        )
         .await;
     assert_eq!(a.code(), "unsupported_algorithm");
     // A DID the agent cannot resolve.
-    let stranger = f
-        .t
-        .send(
+    let stranger =
+        f.t.send(
             f.t.http
                 .post(f.t.url("/a2a/negotiate"))
                 .header("A2A-Version", "0.3")
@@ -194,9 +221,24 @@ async fn every_signature_failure_is_refused_with_its_code_and_counted() {
                 .header("A2A-Signature", {
                     let headers = [("a2a-version", "0.3"), ("a2a-sender-id", "did:web:stranger.example.com")];
                     let body = br#"{"target_capability":"sign_document","proposed_schema":{}}"#;
-                    let parts = MessageParts { method: "POST", target: "/a2a/negotiate", headers: &headers, body, status: None };
-                    integrity::sign(&f.key, "key-1", "did:web:stranger.example.com", AGENT, Coverage::FullPayload, &parts, now(), 60)
-                        .expect("sign")
+                    let parts = MessageParts {
+                        method: "POST",
+                        target: "/a2a/negotiate",
+                        headers: &headers,
+                        body,
+                        status: None,
+                    };
+                    integrity::sign(
+                        &f.key,
+                        "key-1",
+                        "did:web:stranger.example.com",
+                        AGENT,
+                        Coverage::FullPayload,
+                        &parts,
+                        now(),
+                        60,
+                    )
+                    .expect("sign")
                 })
                 .header("Content-Type", "application/json")
                 .body(r#"{"target_capability":"sign_document","proposed_schema":{}}"#),
@@ -205,7 +247,10 @@ async fn every_signature_failure_is_refused_with_its_code_and_counted() {
     assert_eq!(stranger.code(), "did_resolution_failed", "{}", stranger.body);
     let metrics = f.t.http.get(f.t.url("/metrics")).send().await.expect("metrics").text().await.expect("text");
     for code in ["signature_expired", "integrity_mismatch", "signature_required", "unknown_key"] {
-        assert!(metrics.contains(&format!("a2a_signature_failures_total{{reason=\"{code}\"}}")), "{code} not counted:\n{metrics}");
+        assert!(
+            metrics.contains(&format!("a2a_signature_failures_total{{reason=\"{code}\"}}")),
+            "{code} not counted:\n{metrics}"
+        );
     }
 }
 
@@ -215,10 +260,14 @@ async fn a_replayed_signed_request_is_refused() {
     let body = br#"{"target_capability":"sign_document","proposed_schema":{"type":"object"}}"#;
     let headers = [("a2a-version", "0.3"), ("a2a-sender-id", SENDER)];
     let parts = MessageParts { method: "POST", target: "/a2a/negotiate", headers: &headers, body, status: None };
-    let token = integrity::sign(&f.key, "key-1", SENDER, AGENT, Coverage::FullPayload, &parts, now(), 60).expect("sign");
+    let token =
+        integrity::sign(&f.key, "key-1", SENDER, AGENT, Coverage::FullPayload, &parts, now(), 60).expect("sign");
     let send = || {
         f.t.send(
-            f.t.req(Method::POST, "/a2a/negotiate").header("A2A-Signature", token.clone()).header("Content-Type", "application/json").body(&body[..]),
+            f.t.req(Method::POST, "/a2a/negotiate")
+                .header("A2A-Signature", token.clone())
+                .header("Content-Type", "application/json")
+                .body(&body[..]),
         )
     };
     assert_eq!(send().await.status, StatusCode::OK);
@@ -248,7 +297,9 @@ async fn api_key_capability_needs_a_valid_key_bound_to_the_sender() {
 async fn oauth2_capability_checks_issuer_audience_expiry_and_signature() {
     let issuer = SigningKey::generate().expect("key");
     let f = fixture(&issuer).await;
-    let token = |key: &SigningKey, claims: Value| jws::encode(&JwsHeader { kid: None, typ: Some("JWT".into()) }, &claims, key).expect("token");
+    let token = |key: &SigningKey, claims: Value| {
+        jws::encode(&JwsHeader { kid: None, typ: Some("JWT".into()) }, &claims, key).expect("token")
+    };
     let body = json!({"target_capability": "read_ledger", "proposed_schema": {"type": "object"}});
     let call = |bearer: Option<String>| {
         let mut rb = f.t.req(Method::POST, "/a2a/negotiate").json(&body);
@@ -260,14 +311,27 @@ async fn oauth2_capability_checks_issuer_audience_expiry_and_signature() {
     let missing = call(None).await;
     assert_eq!((missing.status, missing.code()), (StatusCode::UNAUTHORIZED, "auth_required"));
     assert_eq!(missing.header("www-authenticate"), Some("Bearer realm=\"a2a\""));
-    let good_claims = json!({"iss": "https://issuer.example.com", "aud": AGENT, "iat": now(), "exp": now() + 300, "sub": "svc"});
+    let good_claims =
+        json!({"iss": "https://issuer.example.com", "aud": AGENT, "iat": now(), "exp": now() + 300, "sub": "svc"});
     let ok = call(Some(token(&issuer, good_claims.clone()))).await;
     assert_eq!(ok.status, StatusCode::OK, "{}", ok.body);
     for (why, key, claims) in [
         ("forged", SigningKey::generate().expect("key"), good_claims.clone()),
-        ("expired", issuer.clone(), json!({"iss": "https://issuer.example.com", "aud": AGENT, "iat": now() - 900, "exp": now() - 600})),
-        ("wrong issuer", issuer.clone(), json!({"iss": "https://evil.example.com", "aud": AGENT, "iat": now(), "exp": now() + 300})),
-        ("wrong audience", issuer.clone(), json!({"iss": "https://issuer.example.com", "aud": "did:web:x.example.com", "iat": now(), "exp": now() + 300})),
+        (
+            "expired",
+            issuer.clone(),
+            json!({"iss": "https://issuer.example.com", "aud": AGENT, "iat": now() - 900, "exp": now() - 600}),
+        ),
+        (
+            "wrong issuer",
+            issuer.clone(),
+            json!({"iss": "https://evil.example.com", "aud": AGENT, "iat": now(), "exp": now() + 300}),
+        ),
+        (
+            "wrong audience",
+            issuer.clone(),
+            json!({"iss": "https://issuer.example.com", "aud": "did:web:x.example.com", "iat": now(), "exp": now() + 300}),
+        ),
     ] {
         let a = call(Some(token(&key, claims))).await;
         assert_eq!((a.status, a.code()), (StatusCode::UNAUTHORIZED, "auth_invalid"), "{why}: {}", a.body);

@@ -55,17 +55,23 @@ async fn a_page_on_another_origin_discovers_and_negotiates_in_headless_chromium(
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Value>(1);
     let page = PAGE.replace("AGENT", &agent.base);
     let app = axum::Router::new()
-        .route("/", get(move || {
-            let page = page.clone();
-            async move { axum::response::Html(page) }
-        }))
-        .route("/report", post(move |body: String| {
-            let tx = tx.clone();
-            async move {
-                let _ = tx.send(serde_json::from_str(&body).unwrap_or(Value::Null)).await;
-                ""
-            }
-        }));
+        .route(
+            "/",
+            get(move || {
+                let page = page.clone();
+                async move { axum::response::Html(page) }
+            }),
+        )
+        .route(
+            "/report",
+            post(move |body: String| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(serde_json::from_str(&body).unwrap_or(Value::Null)).await;
+                    ""
+                }
+            }),
+        );
     // "localhost" and "127.0.0.1" with another port: a different origin from the agent's.
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let page_url = format!("http://localhost:{}/", listener.local_addr().expect("addr").port());

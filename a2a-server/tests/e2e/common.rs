@@ -74,9 +74,12 @@ pub fn report_schema() -> Value {
 /// A builder with the standard test capabilities: `submit_report` (echoes the payload), `run_slow_task` (sleeps
 /// `ms`, counting its runs), `fail_on_purpose`, `crash_on_purpose`.
 pub fn standard(runs: Arc<std::sync::atomic::AtomicUsize>) -> AgentBuilder {
-    let slow = decl("run_slow_task", json!({"type": "object", "properties": {"ms": {"type": "number"}}, "required": ["ms"]}));
+    let slow =
+        decl("run_slow_task", json!({"type": "object", "properties": {"ms": {"type": "number"}}, "required": ["ms"]}));
     AgentBuilder::new("did:web:agent.example.com")
-        .capability(decl("submit_report", report_schema()), |_c: ExecutionContext, p: Value| async move { Ok(json!({"filed": p})) })
+        .capability(decl("submit_report", report_schema()), |_c: ExecutionContext, p: Value| async move {
+            Ok(json!({"filed": p}))
+        })
         .capability(slow, move |ctx: ExecutionContext, p: Value| {
             let runs = runs.clone();
             async move {
@@ -113,7 +116,7 @@ impl TestAgent {
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let app = agent.router().merge(agent.metrics_router());
-        let limits = agent.engine().limits.clone();
+        let limits = agent.engine().limits().clone();
         tokio::spawn(async move {
             let shutdown = async {
                 let _ = rx.await;
@@ -132,7 +135,12 @@ impl TestAgent {
         let status = resp.status();
         let headers = resp.headers().clone();
         let bytes = resp.bytes().await.expect("body");
-        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&bytes))) };
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&bytes)))
+        };
         Answer { status, headers, body }
     }
 
@@ -165,7 +173,10 @@ impl TestAgent {
     }
 
     pub async fn execute(&self, negotiation: &str, payload: Value) -> Answer {
-        self.send(self.req(reqwest::Method::POST, "/a2a/execute").header("A2A-Negotiation-ID", negotiation).json(&payload)).await
+        self.send(
+            self.req(reqwest::Method::POST, "/a2a/execute").header("A2A-Negotiation-ID", negotiation).json(&payload),
+        )
+        .await
     }
 
     /// EXECUTE; returns the execution id.

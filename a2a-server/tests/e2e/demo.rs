@@ -50,7 +50,11 @@ fn demo_serves_and_every_printed_command_works_as_printed() {
     assert!(script.lines().count() >= 8, "too few commands printed:\n{banner}");
     let out = Command::new("bash").args(["-euo", "pipefail", "-c", &script]).output().expect("bash runs");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "the printed commands failed:\n{script}\n{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "the printed commands failed:\n{script}\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for expected in [
         "HTTP/1.1 204",
         "a2a-capabilities: [\"echo_message\",\"submit_report\"",
@@ -68,7 +72,10 @@ fn demo_serves_and_every_printed_command_works_as_printed() {
         assert!(text.contains(expected), "output lacks {expected:?}:\n{text}");
     }
     // The DID document is served where did:web says it is.
-    let doc = Command::new("curl").args(["-s", &format!("http://127.0.0.1:{port}/.well-known/did.json")]).output().expect("curl");
+    let doc = Command::new("curl")
+        .args(["-s", &format!("http://127.0.0.1:{port}/.well-known/did.json")])
+        .output()
+        .expect("curl");
     let doc: serde_json::Value = serde_json::from_slice(&doc.stdout).expect("DID document is JSON");
     assert_eq!(doc["id"], serde_json::json!(format!("did:web:localhost%3A{port}")));
 }

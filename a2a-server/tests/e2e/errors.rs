@@ -77,20 +77,45 @@ async fn every_error_code_an_agent_answers_is_triggered_with_its_status_and_json
 
     let a = t.send(t.http.post(t.url("/a2a/negotiate")).header("A2A-Sender-ID", SENDER).json(&neg_body)).await;
     expect(&a, 400, "version_required", &mut seen);
-    let a = t.send(t.http.post(t.url("/a2a/negotiate")).header("A2A-Version", "0.2").header("A2A-Sender-ID", SENDER).json(&neg_body)).await;
+    let a = t
+        .send(
+            t.http
+                .post(t.url("/a2a/negotiate"))
+                .header("A2A-Version", "0.2")
+                .header("A2A-Sender-ID", SENDER)
+                .json(&neg_body),
+        )
+        .await;
     expect(&a, 400, "unsupported_version", &mut seen);
     assert_eq!(a.body["error"]["details"]["supported_versions"], json!(["0.3"]));
     let a = t.send(t.http.post(t.url("/a2a/negotiate")).header("A2A-Version", "0.3").json(&neg_body)).await;
     expect(&a, 400, "sender_required", &mut seen);
-    let a = t.send(t.http.post(t.url("/a2a/negotiate")).header("A2A-Version", "0.3").header("A2A-Sender-ID", "bob").json(&neg_body)).await;
+    let a = t
+        .send(
+            t.http
+                .post(t.url("/a2a/negotiate"))
+                .header("A2A-Version", "0.3")
+                .header("A2A-Sender-ID", "bob")
+                .json(&neg_body),
+        )
+        .await;
     expect(&a, 400, "invalid_sender", &mut seen);
-    let a = t.send(t.req(Method::POST, "/a2a/execute").header("A2A-Negotiation-ID", "not a token").json(&json!({}))).await;
+    let a =
+        t.send(t.req(Method::POST, "/a2a/execute").header("A2A-Negotiation-ID", "not a token").json(&json!({}))).await;
     expect(&a, 400, "invalid_header", &mut seen);
-    let a = t.send(t.req(Method::POST, "/a2a/negotiate").header("Content-Type", "application/json").body("{\"target_capability\":")).await;
+    let a = t
+        .send(
+            t.req(Method::POST, "/a2a/negotiate")
+                .header("Content-Type", "application/json")
+                .body("{\"target_capability\":"),
+        )
+        .await;
     expect(&a, 400, "invalid_json", &mut seen);
     let a = t.post("/a2a/negotiate", json!({"proposed_schema": report_schema()})).await;
     expect(&a, 400, "invalid_request", &mut seen);
-    let a = t.post("/a2a/negotiate", json!({"target_capability": "submit_report", "proposed_schema": {}, "surprise": 1})).await;
+    let a = t
+        .post("/a2a/negotiate", json!({"target_capability": "submit_report", "proposed_schema": {}, "surprise": 1}))
+        .await;
     expect(&a, 400, "invalid_request", &mut seen);
     let a = t.send(t.req(Method::POST, "/a2a/negotiate").header("Content-Type", "text/plain").body("hello")).await;
     expect(&a, 415, "unsupported_media_type", &mut seen);
@@ -115,10 +140,19 @@ async fn every_error_code_an_agent_answers_is_triggered_with_its_status_and_json
     let a = t.negotiate("generate_summary", json!({"type": "object"})).await;
     expect(&a, 404, "no_matching_capability", &mut seen);
     assert!(a.body["fallback_options"].is_array());
-    let a = t.negotiate("submit_report", json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["b"]})).await;
+    let a = t
+        .negotiate(
+            "submit_report",
+            json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["b"]}),
+        )
+        .await;
     expect(&a, 422, "schema_rule_violation", &mut seen);
-    let rules: Vec<&str> =
-        a.body["error"]["details"]["violations"].as_array().expect("violations").iter().filter_map(|v| v["rule"].as_str()).collect();
+    let rules: Vec<&str> = a.body["error"]["details"]["violations"]
+        .as_array()
+        .expect("violations")
+        .iter()
+        .filter_map(|v| v["rule"].as_str())
+        .collect();
     assert!(rules.contains(&"type_not_allowed") && rules.contains(&"required_not_defined"), "{rules:?}");
     let a = t.negotiate("submit_report", json!({"type": "object", "properties": {"title": {"type": "number"}}})).await;
     expect(&a, 409, "schema_incompatible", &mut seen);
@@ -130,8 +164,12 @@ async fn every_error_code_an_agent_answers_is_triggered_with_its_status_and_json
     let neg = t.negotiated("submit_report", report_schema()).await;
     let a = t.execute(&neg, json!({"title": 5})).await;
     expect(&a, 422, "payload_invalid", &mut seen);
-    let paths: Vec<&str> =
-        a.body["error"]["details"]["errors"].as_array().expect("errors").iter().filter_map(|e| e["path"].as_str()).collect();
+    let paths: Vec<&str> = a.body["error"]["details"]["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter_map(|e| e["path"].as_str())
+        .collect();
     assert!(paths.contains(&"/title"), "{paths:?}");
     let a = t.execute(&neg, json!({"title": "t", "timestamp": "yesterday"})).await;
     expect(&a, 422, "payload_invalid", &mut seen);
@@ -159,7 +197,8 @@ async fn every_error_code_an_agent_answers_is_triggered_with_its_status_and_json
     seen.insert("request_timeout".into());
     seen.insert("store_unavailable".into());
 
-    let excluded: BTreeSet<&str> = NOT_ANSWERED_BY_AN_AGENT.iter().map(|(c, _)| *c).chain(COVERED_ELSEWHERE.iter().copied()).collect();
+    let excluded: BTreeSet<&str> =
+        NOT_ANSWERED_BY_AN_AGENT.iter().map(|(c, _)| *c).chain(COVERED_ELSEWHERE.iter().copied()).collect();
     for e in TABLE {
         let covered = seen.contains(e.code) || excluded.contains(e.code);
         assert!(covered, "error code {} is neither triggered here nor listed as covered elsewhere", e.code);
@@ -174,10 +213,16 @@ struct DownStore;
 
 #[async_trait::async_trait]
 impl a2a_server::store::Store for DownStore {
-    async fn put_negotiation(&self, _: a2a_server::store::NegotiationRecord) -> Result<(), a2a_server::store::StoreError> {
+    async fn put_negotiation(
+        &self,
+        _: a2a_server::store::NegotiationRecord,
+    ) -> Result<(), a2a_server::store::StoreError> {
         Err(a2a_server::store::StoreError("connection refused".into()))
     }
-    async fn get_negotiation(&self, _: &str) -> Result<Option<a2a_server::store::NegotiationRecord>, a2a_server::store::StoreError> {
+    async fn get_negotiation(
+        &self,
+        _: &str,
+    ) -> Result<Option<a2a_server::store::NegotiationRecord>, a2a_server::store::StoreError> {
         Err(a2a_server::store::StoreError("connection refused".into()))
     }
     async fn create_execution(
@@ -187,7 +232,10 @@ impl a2a_server::store::Store for DownStore {
     ) -> Result<a2a_server::store::Created, a2a_server::store::StoreError> {
         Err(a2a_server::store::StoreError("connection refused".into()))
     }
-    async fn get_execution(&self, _: &str) -> Result<Option<a2a_server::store::ExecutionRecord>, a2a_server::store::StoreError> {
+    async fn get_execution(
+        &self,
+        _: &str,
+    ) -> Result<Option<a2a_server::store::ExecutionRecord>, a2a_server::store::StoreError> {
         Err(a2a_server::store::StoreError("connection refused".into()))
     }
     async fn transition(

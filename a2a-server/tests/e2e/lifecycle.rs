@@ -99,7 +99,12 @@ async fn long_poll_gives_up_after_wait_ms_with_the_current_state() {
 #[tokio::test]
 async fn execution_past_its_timeout_is_timed_out_and_the_handler_is_stopped() {
     let t = TestAgent::start(standard(Arc::new(AtomicUsize::new(0)))).await;
-    let a = t.post("/a2a/negotiate", json!({"target_capability": "run_slow_task", "proposed_schema": slow_schema(), "timeout_ms": 200})).await;
+    let a = t
+        .post(
+            "/a2a/negotiate",
+            json!({"target_capability": "run_slow_task", "proposed_schema": slow_schema(), "timeout_ms": 200}),
+        )
+        .await;
     let neg = a.body["negotiation_id"].as_str().expect("id").to_owned();
     let exe = t.executed(&neg, json!({"ms": 10_000})).await;
     t.confirm(&exe).await;
@@ -168,11 +173,14 @@ async fn handler_failure_and_panic_become_failed_executions_with_handler_failed(
 async fn result_that_breaks_the_output_schema_is_output_invalid() {
     let mut d = decl("add_numbers", json!({"type": "object"}));
     d.output_schema = Some(json!({"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]}));
-    let t = TestAgent::start(a2a_server::AgentBuilder::new("did:web:agent.example.com").capability(
-        d,
-        |_c: a2a_server::handler::ExecutionContext, _p: serde_json::Value| async move { Ok(json!({"sum": "not a number"})) },
-    ))
-    .await;
+    let t =
+        TestAgent::start(a2a_server::AgentBuilder::new("did:web:agent.example.com").capability(
+            d,
+            |_c: a2a_server::handler::ExecutionContext, _p: serde_json::Value| async move {
+                Ok(json!({"sum": "not a number"}))
+            },
+        ))
+        .await;
     let r = t.run("add_numbers", json!({"type": "object"}), json!({})).await;
     assert_eq!(r["status"], json!("failed"));
     assert_eq!(r["error"]["code"], json!("output_invalid"));
@@ -184,7 +192,12 @@ async fn idempotent_execute_returns_the_same_execution_and_refuses_a_different_p
     let neg = t.negotiated("submit_report", report_schema()).await;
     let payload = json!({"title": "t", "timestamp": "2026-11-29T21:00:00Z"});
     let send = |p: serde_json::Value| {
-        t.send(t.req(reqwest::Method::POST, "/a2a/execute").header("A2A-Negotiation-ID", &neg).header("Idempotency-Key", "k-1").json(&p))
+        t.send(
+            t.req(reqwest::Method::POST, "/a2a/execute")
+                .header("A2A-Negotiation-ID", &neg)
+                .header("Idempotency-Key", "k-1")
+                .json(&p),
+        )
     };
     let first = send(payload.clone()).await;
     assert_eq!(first.status, StatusCode::CREATED);
@@ -215,7 +228,8 @@ async fn another_sender_cannot_see_use_or_drive_my_negotiation_and_execution() {
         )
         .await;
     assert_eq!(e.code(), "unknown_negotiation");
-    for (path, body) in [("/a2a/confirm", json!({"execution_id": exe})), ("/a2a/cancel", json!({"execution_id": exe}))] {
+    for (path, body) in [("/a2a/confirm", json!({"execution_id": exe})), ("/a2a/cancel", json!({"execution_id": exe}))]
+    {
         let a = t
             .send(t.http.post(t.url(path)).header("A2A-Version", "0.3").header("A2A-Sender-ID", other).json(&body))
             .await;
@@ -224,7 +238,12 @@ async fn another_sender_cannot_see_use_or_drive_my_negotiation_and_execution() {
     }
     let seg = a2a_core::execution_id::ExecutionId::parse(&exe).expect("id").to_path_segment();
     let r = t
-        .send(t.http.get(t.url(&format!("/a2a/result/{seg}"))).header("A2A-Version", "0.3").header("A2A-Sender-ID", other))
+        .send(
+            t.http
+                .get(t.url(&format!("/a2a/result/{seg}")))
+                .header("A2A-Version", "0.3")
+                .header("A2A-Sender-ID", other),
+        )
         .await;
     assert_eq!(r.code(), "unknown_execution");
     // Still intact for its owner.

@@ -1,6 +1,8 @@
 //! End-to-end tests of `a2a-server` over real loopback HTTP, plus router tests without a socket.
 //! One test binary (this file and its modules) keeps link time down.
 
+#![allow(unreachable_pub)] // test helpers are shared between the modules of this one binary
+
 mod common;
 
 mod auth;

@@ -25,7 +25,8 @@ async fn discover_answers_204_with_version_sender_capabilities_and_cors_without_
         assert!(methods.contains(m), "{methods}");
     }
     let allowed = a.header("access-control-allow-headers").unwrap_or_default().to_ascii_lowercase();
-    for h in ["a2a-version", "a2a-sender-id", "a2a-negotiation-id", "a2a-signature", "content-type", "idempotency-key"] {
+    for h in ["a2a-version", "a2a-sender-id", "a2a-negotiation-id", "a2a-signature", "content-type", "idempotency-key"]
+    {
         assert!(allowed.contains(h), "{allowed} lacks {h}");
     }
 }
@@ -73,7 +74,8 @@ async fn capabilities_document_lists_every_declaration_features_and_limits() {
     let t = TestAgent::start(standard(Arc::new(AtomicUsize::new(0)))).await;
     let a = t.send(t.http.get(t.url("/a2a/capabilities"))).await;
     assert_eq!(a.status, StatusCode::OK);
-    let doc: a2a_core::wire::CapabilitiesDocument = serde_json::from_value(a.body.clone()).expect("a CapabilitiesDocument");
+    let doc: a2a_core::wire::CapabilitiesDocument =
+        serde_json::from_value(a.body.clone()).expect("a CapabilitiesDocument");
     assert_eq!(doc.a2a_version, "0.3");
     assert_eq!(doc.agent.id, "did:web:agent.example.com");
     let names: Vec<&str> = doc.capabilities.iter().map(|c| c.name.as_str()).collect();
@@ -90,12 +92,14 @@ async fn negotiate_tightens_the_seed_proposal_to_require_timestamp() {
     assert_eq!(a.status, StatusCode::OK, "{}", a.body);
     assert_eq!(a.body["agreed_schema"]["required"], json!(["title", "timestamp"]));
     assert_eq!(a.body["tightened"], json!(true));
-    let kinds: Vec<&str> = a.body["changes"].as_array().expect("changes").iter().filter_map(|c| c["kind"].as_str()).collect();
+    let kinds: Vec<&str> =
+        a.body["changes"].as_array().expect("changes").iter().filter_map(|c| c["kind"].as_str()).collect();
     assert!(kinds.contains(&"added_property") && kinds.contains(&"added_required"), "{kinds:?}");
     assert_eq!(a.header("a2a-negotiation-id"), a.body["negotiation_id"].as_str());
     assert_eq!(a.body["timeout_ms"], json!(30_000));
     assert_eq!(a.body["auth_requirement"], json!("none"));
-    let expires = a2a_core::wire::parse_timestamp(a.body["expires_at"].as_str().expect("expires_at")).expect("RFC 3339");
+    let expires =
+        a2a_core::wire::parse_timestamp(a.body["expires_at"].as_str().expect("expires_at")).expect("RFC 3339");
     assert!(expires > std::time::SystemTime::now());
 }
 
@@ -103,7 +107,10 @@ async fn negotiate_tightens_the_seed_proposal_to_require_timestamp() {
 async fn negotiate_lowers_timeout_to_the_agents_maximum_and_keeps_an_exact_proposal_untightened() {
     let t = TestAgent::start(standard(Arc::new(AtomicUsize::new(0)))).await;
     let a = t
-        .post("/a2a/negotiate", json!({"target_capability": "submit_report", "proposed_schema": report_schema(), "timeout_ms": 99_999_999}))
+        .post(
+            "/a2a/negotiate",
+            json!({"target_capability": "submit_report", "proposed_schema": report_schema(), "timeout_ms": 99_999_999}),
+        )
         .await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.body);
     assert_eq!(a.body["timeout_ms"], json!(300_000));
@@ -115,7 +122,12 @@ async fn negotiate_lowers_timeout_to_the_agents_maximum_and_keeps_an_exact_propo
 async fn strict_negotiation_that_needs_tightening_is_refused_with_a_counter_proposal() {
     let t = TestAgent::start(standard(Arc::new(AtomicUsize::new(0)))).await;
     let proposal = json!({"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]});
-    let a = t.post("/a2a/negotiate", json!({"target_capability": "submit_report", "proposed_schema": proposal, "strict": true})).await;
+    let a = t
+        .post(
+            "/a2a/negotiate",
+            json!({"target_capability": "submit_report", "proposed_schema": proposal, "strict": true}),
+        )
+        .await;
     assert_eq!(a.status, StatusCode::CONFLICT);
     assert_eq!(a.code(), "tightening_refused");
     assert_eq!(a.body["error"]["details"]["counter_proposal"]["required"], json!(["title", "timestamp"]));
@@ -188,7 +200,10 @@ async fn fallback_lists_local_degraded_options_and_registry_agents() {
 async fn region_restricted_capability_needs_a_matching_region_header() {
     let mut pay = crate::common::decl("process_payment", json!({"type": "object"}));
     pay.region_restriction = vec!["eu-west-1".into()];
-    let t = TestAgent::start(a2a_server::AgentBuilder::new("did:web:agent.example.com").capability(pay, a2a_server::handlers::echo())).await;
+    let t = TestAgent::start(
+        a2a_server::AgentBuilder::new("did:web:agent.example.com").capability(pay, a2a_server::handlers::echo()),
+    )
+    .await;
     let d = t.send(t.http.request(Method::OPTIONS, t.url("/a2a"))).await;
     assert_eq!(d.header("a2a-region"), Some(r#"{"process_payment":["eu-west-1"]}"#));
     let body = json!({"target_capability": "process_payment", "proposed_schema": {"type": "object"}});
@@ -212,7 +227,10 @@ async fn metrics_count_requests_by_step_without_ids_in_labels() {
     let text = t.http.get(t.url("/metrics")).send().await.expect("metrics").text().await.expect("text");
     assert!(text.contains(r#"a2a_requests_total{step="negotiate",outcome="ok"} 1"#), "{text}");
     assert!(text.contains(r#"a2a_requests_total{step="negotiate",outcome="no_matching_capability"} 1"#), "{text}");
-    assert!(text.contains(r#"a2a_executions_finished_total{capability="submit_report",status="succeeded"} 1"#), "{text}");
+    assert!(
+        text.contains(r#"a2a_executions_finished_total{capability="submit_report",status="succeeded"} 1"#),
+        "{text}"
+    );
     assert!(text.contains("a2a_request_duration_seconds_bucket"), "{text}");
     assert!(!text.contains("did:web:caller"), "a DID leaked into labels");
     assert!(!text.contains(&neg), "a negotiation id leaked into labels");

@@ -38,7 +38,10 @@ async fn router_nested_under_a_prefix_serves_the_handshake_and_points_location_b
     assert!(h.contains_key("a2a-capabilities"));
     let (s, _, b) = call(
         &app,
-        post("/agents/reports/a2a/negotiate", &json!({"target_capability": "submit_report", "proposed_schema": report_schema()})),
+        post(
+            "/agents/reports/a2a/negotiate",
+            &json!({"target_capability": "submit_report", "proposed_schema": report_schema()}),
+        ),
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{b}");
