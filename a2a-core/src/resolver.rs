@@ -59,7 +59,7 @@ pub use http::{HttpResolver, ResolverOptions};
 
 #[cfg(feature = "http-resolver")]
 mod http {
-    use std::net::{IpAddr, SocketAddr};
+    use std::net::SocketAddr;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
@@ -113,6 +113,14 @@ mod http {
     struct Cached {
         doc: Arc<DidDocument>,
         fetched: Instant,
+        /// From the response's `Cache-Control` (DID-27), at most one hour.
+        ttl: Duration,
+    }
+
+    impl Cached {
+        fn fresh(&self) -> bool {
+            self.fetched.elapsed() < self.ttl
+        }
     }
 
     /// A did:web resolver over HTTPS with a cache; see the module documentation.
@@ -120,35 +128,7 @@ mod http {
         client: reqwest::Client,
         opts: ResolverOptions,
         docs: moka::future::Cache<String, Cached>,
-        keys: moka::sync::Cache<String, VerifyingKey>,
-    }
-
-    /// Is this address one a resolver must not reach without being told to (private, loopback, link-local, ...)?
-    pub(crate) fn is_non_public(ip: IpAddr) -> bool {
-        match ip {
-            IpAddr::V4(v4) => {
-                v4.is_private()
-                    || v4.is_loopback()
-                    || v4.is_link_local()
-                    || v4.is_unspecified()
-                    || v4.is_broadcast()
-                    || v4.is_documentation()
-                    || v4.octets()[0] == 0
-                    || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64) // 100.64/10 shared address space
-                    || v4.octets()[0] >= 240
-            }
-            IpAddr::V6(v6) => {
-                if let Some(v4) = v6.to_ipv4_mapped() {
-                    return is_non_public(IpAddr::V4(v4));
-                }
-                let seg = v6.segments();
-                v6.is_loopback()
-                    || v6.is_unspecified()
-                    || (seg[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
-                    || (seg[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
-                    || (seg[0] & 0xff00) == 0xff00 // multicast
-            }
-        }
+        keys: moka::sync::Cache<String, (VerifyingKey, Instant, Duration)>,
     }
 
     fn is_loopback_host(host: &str) -> bool {
@@ -171,7 +151,11 @@ mod http {
                 let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
                 let allowed: Vec<SocketAddr> = addrs
                     .into_iter()
-                    .filter(|a| allow_private || (allow_loopback && a.ip().is_loopback()) || !is_non_public(a.ip()))
+                    .filter(|a| {
+                        allow_private
+                            || (allow_loopback && a.ip().is_loopback())
+                            || crate::did::is_public_address(a.ip())
+                    })
                     .collect();
                 if allowed.is_empty() {
                     return Err(format!("{host} resolves only to private, loopback or link-local addresses, which DID resolution refuses").into());
@@ -217,6 +201,10 @@ mod http {
 
         /// Fetches and parses the DID document of `did`, bypassing the cache.
         pub async fn fetch(&self, did: &Did) -> Result<DidDocument, A2aError> {
+            self.fetch_with_ttl(did).await.map(|(doc, _)| doc)
+        }
+
+        async fn fetch_with_ttl(&self, did: &Did) -> Result<(DidDocument, Duration), A2aError> {
             let ds = did.to_string();
             let url = did
                 .document_url(&ResolveOptions { allow_http_loopback: self.opts.allow_http_loopback })
@@ -231,6 +219,10 @@ mod http {
             if !resp.status().is_success() {
                 return Err(failed(&ds, format!("GET {url} answered {}", resp.status())));
             }
+            let ttl = crate::did::cache_lifetime(
+                resp.headers().get(reqwest::header::CACHE_CONTROL).and_then(|v| v.to_str().ok()),
+            )
+            .min(self.opts.cache_ttl);
             let max = self.opts.max_document_bytes;
             if resp.content_length().is_some_and(|l| l > max as u64) {
                 return Err(failed(&ds, format!("the document is larger than {max} bytes")));
@@ -242,19 +234,20 @@ mod http {
                 }
                 body.extend_from_slice(&chunk);
             }
-            DidDocument::parse(&body, did).map_err(|e| failed(&ds, e))
+            let doc = DidDocument::parse(&body, did).map_err(|e| failed(&ds, e))?;
+            Ok((doc, ttl))
         }
 
         async fn document(&self, did: &Did, fresh: bool) -> Result<Cached, A2aError> {
             let key = did.to_string();
-            if !fresh {
-                if let Some(c) = self.docs.get(&key).await {
-                    return Ok(c);
-                }
+            if !fresh && let Some(c) = self.docs.get(&key).await.filter(Cached::fresh) {
+                return Ok(c);
             }
-            let doc = Arc::new(self.fetch(did).await?);
-            let cached = Cached { doc, fetched: Instant::now() };
-            self.docs.insert(key, cached.clone()).await;
+            let (doc, ttl) = self.fetch_with_ttl(did).await?;
+            let cached = Cached { doc: Arc::new(doc), fetched: Instant::now(), ttl };
+            if !ttl.is_zero() {
+                self.docs.insert(key, cached.clone()).await;
+            }
             Ok(cached)
         }
     }
@@ -263,49 +256,25 @@ mod http {
     impl DidResolver for HttpResolver {
         async fn resolve_key(&self, did: &str, key_id: &str) -> Result<VerifyingKey, A2aError> {
             let cache_key = format!("{did}#{key_id}");
-            if let Some(k) = self.keys.get(&cache_key) {
+            if let Some((k, at, ttl)) = self.keys.get(&cache_key)
+                && at.elapsed() < ttl
+            {
                 return Ok(k);
             }
             let parsed = Did::parse(did).map_err(|e| failed(did, e))?;
             let cached = self.document(&parsed, false).await?;
-            let key = match key_from_document(&cached.doc, did, key_id) {
+            let (key, from) = match key_from_document(&cached.doc, did, key_id) {
                 // A key rotated since the document was cached: fetch once more, at most every 30 s.
                 Err(e) if e.code == ErrorCode::UNKNOWN_KEY && cached.fetched.elapsed() > Duration::from_secs(30) => {
                     let fresh = self.document(&parsed, true).await?;
-                    key_from_document(&fresh.doc, did, key_id)?
+                    (key_from_document(&fresh.doc, did, key_id)?, fresh)
                 }
-                other => other?,
+                other => (other?, cached),
             };
-            self.keys.insert(cache_key, key.clone());
+            if !from.ttl.is_zero() {
+                self.keys.insert(cache_key, (key.clone(), from.fetched, from.ttl));
+            }
             Ok(key)
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::is_non_public;
-
-        #[test]
-        fn private_and_special_addresses_are_non_public() {
-            for ip in [
-                "10.0.0.1",
-                "172.16.3.4",
-                "192.168.1.1",
-                "127.0.0.1",
-                "169.254.169.254",
-                "0.0.0.0",
-                "100.64.0.1",
-                "::1",
-                "fe80::1",
-                "fd00::1",
-                "::ffff:10.0.0.1",
-                "255.255.255.255",
-            ] {
-                assert!(is_non_public(ip.parse().expect("ip")), "{ip} treated as public");
-            }
-            for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111"] {
-                assert!(!is_non_public(ip.parse().expect("ip")), "{ip} treated as non-public");
-            }
         }
     }
 }

@@ -116,7 +116,7 @@ pub async fn run_demo(listen: Option<&str>) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let doc_json = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
     let app = app_router(&agent, Some((document_path(&did), doc_json)));
-    println!("{}", demo::banner(&did.to_string(), &base));
+    println!("{}", demo::banner(did.as_ref(), &base));
     tracing::info!(did = %did, endpoint = %format!("{base}/a2a"), "demo agent listening");
     run(agent, listener, app).await
 }

@@ -191,7 +191,11 @@ impl Auth {
     }
 
     fn check_bearer(&self, headers: &HeaderMap, engine: &Engine) -> Result<(), ApiError> {
-        let challenge = |err: A2aError, www: &'static str| ApiError { err, www_authenticate: Some(www), allow: None };
+        let challenge = |err: A2aError, www: &'static str| ApiError {
+            err: Box::new(err),
+            www_authenticate: Some(www),
+            allow: None,
+        };
         let token = headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())

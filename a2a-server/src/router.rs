@@ -51,14 +51,14 @@ pub enum CorsPolicy {
 /// An error answered as the protocol's JSON body.
 #[derive(Debug)]
 pub(crate) struct ApiError {
-    pub(crate) err: A2aError,
+    pub(crate) err: Box<A2aError>,
     pub(crate) www_authenticate: Option<&'static str>,
     pub(crate) allow: Option<&'static str>,
 }
 
 impl From<A2aError> for ApiError {
     fn from(err: A2aError) -> Self {
-        ApiError { err, www_authenticate: None, allow: None }
+        ApiError { err: Box::new(err), www_authenticate: None, allow: None }
     }
 }
 
@@ -84,7 +84,7 @@ impl IntoResponse for ApiError {
         if let Some(a) = self.allow {
             resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static(a));
         }
-        resp.extensions_mut().insert(Outcome(self.err.code));
+        resp.extensions_mut().insert(Outcome(self.err.code.clone()));
         resp
     }
 }
@@ -189,10 +189,10 @@ fn apply_cors(policy: &CorsPolicy, origin: &HeaderValue, headers: &mut HeaderMap
 async fn discover(State(state): State<Arc<AppState>>, method: Method) -> ApiResult {
     if method != Method::OPTIONS {
         return Err(ApiError {
-            err: A2aError::with_message(
+            err: Box::new(A2aError::with_message(
                 ErrorCode::METHOD_NOT_ALLOWED,
                 "DISCOVER is `OPTIONS /a2a`; the other endpoints are below /a2a (see spec/PROTOCOL.md §2)",
-            ),
+            )),
             www_authenticate: None,
             allow: Some("OPTIONS"),
         });
@@ -226,7 +226,7 @@ async fn preflight_handler(State(state): State<Arc<AppState>>, headers: HeaderMa
 
 async fn not_allowed_get() -> ApiError {
     ApiError {
-        err: A2aError::with_message(ErrorCode::METHOD_NOT_ALLOWED, "this endpoint accepts GET (and OPTIONS)"),
+        err: Box::new(A2aError::with_message(ErrorCode::METHOD_NOT_ALLOWED, "this endpoint accepts GET (and OPTIONS)")),
         www_authenticate: None,
         allow: Some("GET, OPTIONS"),
     }
@@ -234,7 +234,10 @@ async fn not_allowed_get() -> ApiError {
 
 async fn not_allowed_post() -> ApiError {
     ApiError {
-        err: A2aError::with_message(ErrorCode::METHOD_NOT_ALLOWED, "this endpoint accepts POST (and OPTIONS)"),
+        err: Box::new(A2aError::with_message(
+            ErrorCode::METHOD_NOT_ALLOWED,
+            "this endpoint accepts POST (and OPTIONS)",
+        )),
         www_authenticate: None,
         allow: Some("POST, OPTIONS"),
     }
@@ -321,12 +324,13 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
         A2aError::with_message(ErrorCode::PAYLOAD_TOO_LARGE, format!("the request body is larger than {limit} bytes"))
             .details(json!({"limit_bytes": limit}))
     };
-    if let Some(len) =
-        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
+    if headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|len| len > limit as u64)
     {
-        if len > limit as u64 {
-            return Err(too_large());
-        }
+        return Err(too_large());
     }
     let limited = http_body_util::Limited::new(body, limit);
     match tokio::time::timeout(state.engine.limits.body_read_timeout(), limited.collect()).await {
@@ -390,10 +394,10 @@ async fn negotiate(State(state): State<Arc<AppState>>, uri: OriginalUri, headers
 }
 
 fn region_header(resp: &mut Response, regions: &[String]) {
-    if !regions.is_empty() {
-        if let Ok(v) = HeaderValue::from_str(&regions.join(", ")) {
-            resp.headers_mut().insert(HeaderName::from_static(h::A2A_REGION), v);
-        }
+    if !regions.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&regions.join(", "))
+    {
+        resp.headers_mut().insert(HeaderName::from_static(h::A2A_REGION), v);
     }
 }
 
@@ -519,9 +523,8 @@ async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
             wait = Duration::from_millis(ms);
         }
     }
-    let rec =
-        authorized_execution(&state, &mut caller, &id.to_string(), &signed_parts("GET", &uri, &headers, b""), false)
-            .await?;
+    let rec = authorized_execution(&state, &mut caller, id.as_ref(), &signed_parts("GET", &uri, &headers, b""), false)
+        .await?;
     let resp = state.engine.result(rec, wait).await?;
     let mut r = json_response(StatusCode::OK, &resp);
     execution_header(&mut r, &resp.execution_id);
@@ -574,10 +577,10 @@ pub(crate) fn discover_parts(engine: &Engine, name: Option<String>, features: &[
         .filter(|c| !c.decl.region_restriction.is_empty())
         .map(|c| (c.decl.name.clone(), c.decl.region_restriction.clone()))
         .collect();
-    if !regions.is_empty() {
-        if let Ok(v) = HeaderValue::from_str(&h::format_region_map(&regions)) {
-            hm.insert(HeaderName::from_static(h::A2A_REGION), v);
-        }
+    if !regions.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&h::format_region_map(&regions))
+    {
+        hm.insert(HeaderName::from_static(h::A2A_REGION), v);
     }
     hm.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(h::CORS_ALLOW_METHODS));
     hm.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(h::CORS_ALLOW_HEADERS));

@@ -77,7 +77,7 @@ pub(crate) struct TestCase {
 
 impl VectorFile {
     /// Every test with its group.
-    pub fn tests(&self) -> impl Iterator<Item = (&TestGroup, &TestCase)> {
+    pub(crate) fn tests(&self) -> impl Iterator<Item = (&TestGroup, &TestCase)> {
         self.test_groups.iter().flat_map(|g| g.tests.iter().map(move |t| (g, t)))
     }
 }

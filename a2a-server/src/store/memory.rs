@@ -110,7 +110,7 @@ fn purge(g: &mut Inner, now: u64) {
 
 fn maybe_purge(g: &mut Inner) {
     g.inserts = g.inserts.wrapping_add(1);
-    if g.inserts % 4096 == 0 {
+    if g.inserts.is_multiple_of(4096) {
         purge(g, now_ms());
     }
 }
@@ -216,10 +216,8 @@ impl Store for MemoryStore {
         let now = now_ms();
         let mut g = self.lock();
         let key = (issuer.to_owned(), jti.to_owned());
-        if let Some(until) = g.nonces.get(&key) {
-            if *until > now {
-                return Ok(false);
-            }
+        if g.nonces.get(&key).is_some_and(|until| *until > now) {
+            return Ok(false);
         }
         if g.nonces.len() >= self.limits.max_nonces {
             g.nonces.retain(|_, until| *until > now);
