@@ -25,5 +25,9 @@ fuzz_target!(|data: &[u8]| {
     let value = parse(&out).expect("canonical output parses with serde_json");
     assert_eq!(to_canonical_vec(&value), out, "the byte and the value canonicalizers disagree");
     let input_value = parse(data).expect("accepted input parses with serde_json");
-    assert_eq!(to_canonical_vec(&input_value), out, "the canonical form differs from serde_json's reading of the input");
+    assert_eq!(
+        to_canonical_vec(&input_value),
+        out,
+        "the canonical form differs from serde_json's reading of the input"
+    );
 });
