@@ -164,6 +164,14 @@ impl CanonicalError {
     }
 }
 
+impl From<CanonicalError> for crate::error::A2aError {
+    /// `invalid_json` with the reason and offset in `details`: `{"reason": "duplicate_key", "offset": 13}` (JCS-11).
+    fn from(e: CanonicalError) -> Self {
+        crate::error::A2aError::with_message(e.code(), e.to_string())
+            .details(serde_json::json!({"reason": e.reason.as_str(), "offset": e.offset}))
+    }
+}
+
 /// Parses the JSON text `json` and returns its RFC 8785 canonical form.
 ///
 /// The input must be UTF-8 I-JSON (RFC 7493); see [`Reason`] for everything that is refused.
@@ -383,12 +391,12 @@ fn fail<T>(reason: Reason, offset: usize) -> Result<T, CanonicalError> {
     Err(CanonicalError { reason, offset })
 }
 
-impl Parser<'_, '_> {
+impl<'s> Parser<'s, '_> {
     fn peek(&self) -> Option<u8> {
         self.src.get(self.pos).copied()
     }
 
-    fn rest(&self) -> &[u8] {
+    fn rest(&self) -> &'s [u8] {
         self.src.get(self.pos..).unwrap_or_default()
     }
 
@@ -590,13 +598,10 @@ impl Parser<'_, '_> {
         self.out.push(b'"');
         loop {
             let run_start = self.pos;
-            while let Some(b) = self.peek() {
-                if is_string_special(b) {
-                    break;
-                }
-                self.pos += 1;
-            }
-            let run = self.src.get(run_start..self.pos).unwrap_or_default();
+            let rest = self.rest();
+            let run_len = rest.iter().position(|&b| is_string_special(b)).unwrap_or(rest.len());
+            let run = rest.get(..run_len).unwrap_or_default();
+            self.pos += run_len;
             if !run.is_ascii()
                 && let Err(e) = std::str::from_utf8(run)
             {
@@ -791,6 +796,15 @@ mod tests {
     }
 
     #[test]
+    fn errors_become_invalid_json_with_reason_and_offset_details() {
+        let e = crate::error::A2aError::from(canonicalize(br#"{"a":1,"a":2}"#).expect_err("duplicate"));
+        assert_eq!(e.code, ErrorCode::INVALID_JSON);
+        assert_eq!(e.http_status(), 400);
+        assert_eq!(e.details, Some(serde_json::json!({"reason": "duplicate_key", "offset": 7})));
+        assert!(e.message.contains("duplicate member name"), "{}", e.message);
+    }
+
+    #[test]
     fn error_offsets_point_at_the_fault() {
         assert_eq!(canon(r#"{"a":1,"b":2,"a":3}"#), Err(("duplicate_key", 13)));
         assert_eq!(canon(r#"[1, 2,]"#), Err(("trailing_comma", 5)));
@@ -807,7 +821,7 @@ mod tests {
 
     #[test]
     fn the_earliest_second_occurrence_is_reported_for_several_duplicates() {
-        // "b" repeats at 14, "a" at 20 and 26: the first duplicate in input order is the "b" at 14.
+        // "b" repeats at 13, "a" at 19 and 25: the first duplicate in input order is the "b" at 13.
         assert_eq!(canon(r#"{"a":1,"b":2,"b":3,"a":4,"a":5}"#), Err(("duplicate_key", 13)));
         assert_eq!(canon(r#"{"z":1,"a":2,"z":3}"#), Err(("duplicate_key", 13)));
     }
