@@ -39,6 +39,7 @@ fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("fallback_request", schema_of::<wire::FallbackRequest>()),
         ("fallback_response", schema_of::<wire::FallbackResponse>()),
         ("error_body", schema_of::<error::ErrorBody>()),
+        ("signature_claims", schema_of::<a2a_core::integrity::SignatureClaims>()),
     ]
 }
 
