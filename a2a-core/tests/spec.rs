@@ -136,25 +136,56 @@ fn spec_error_table_is_the_code_error_table() {
     }
 }
 
-#[test]
-fn requirement_ids_are_unique_and_leveled() {
-    let spec = std::fs::read_to_string(root().join("spec/PROTOCOL.md")).expect("read PROTOCOL.md");
-    let mut seen = HashSet::new();
-    let mut count = 0;
+/// Every requirement of the spec: `**[ID] LEVEL**` in prose or a table row `| ID | LEVEL | ... |`.
+fn requirements(spec: &str) -> Vec<(String, String)> {
+    const LEVELS: [&str; 5] = ["MUST NOT", "MUST", "SHOULD NOT", "SHOULD", "MAY"];
+    let is_id = |s: &str| {
+        s.split_once('-').is_some_and(|(p, n)| {
+            !p.is_empty()
+                && p.bytes().all(|b| b.is_ascii_uppercase())
+                && !n.is_empty()
+                && n.bytes().all(|b| b.is_ascii_digit())
+        })
+    };
+    let mut out = Vec::new();
     for (i, _) in spec.match_indices("**[") {
         let rest = &spec[i + 3..];
         let Some(end) = rest.find(']') else { continue };
         let id = &rest[..end];
-        let after = &rest[end + 1..];
-        assert!(
-            ["MUST**", " MUST**", " MUST NOT**", " SHOULD**", " SHOULD NOT**", " MAY**"]
-                .iter()
-                .any(|l| after.starts_with(l)),
-            "requirement {id} has no level: {}",
-            &after[..after.len().min(30)]
-        );
-        assert!(seen.insert(id.to_owned()), "requirement id {id} appears twice");
-        count += 1;
+        if !is_id(id) {
+            continue;
+        }
+        let after = rest[end + 1..].trim_start();
+        let level = LEVELS.iter().find(|l| after.starts_with(&format!("{l}**"))).map_or("", |l| *l);
+        out.push((id.to_owned(), level.to_owned()));
     }
-    assert!(count > 50, "only {count} requirements found");
+    for line in spec.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() > 3 && cells[0].is_empty() && is_id(cells[1]) {
+            let level = LEVELS.iter().find(|l| cells[2] == **l).map_or("", |l| *l);
+            out.push((cells[1].to_owned(), level.to_owned()));
+        }
+    }
+    out
+}
+
+#[test]
+fn requirement_ids_are_unique_and_leveled() {
+    let spec = std::fs::read_to_string(root().join("spec/PROTOCOL.md")).expect("read PROTOCOL.md");
+    let reqs = requirements(&spec);
+    let mut seen = HashSet::new();
+    for (id, level) in &reqs {
+        assert!(!level.is_empty(), "requirement {id} has no MUST/SHOULD/MAY level");
+        assert!(seen.insert(id.clone()), "requirement id {id} appears twice");
+    }
+    for prefix in [
+        "TR", "HDR", "CAP", "DISC", "NEG", "SCH", "EXE", "ST", "CONF", "RES", "CAN", "EID", "DID", "JCS", "KEY", "JWS",
+        "INT", "AUTH", "FB", "ERR", "LIM", "CLI", "GW",
+    ] {
+        assert!(
+            reqs.iter().any(|(id, _)| id.starts_with(&format!("{prefix}-"))),
+            "no requirement with prefix {prefix}"
+        );
+    }
+    assert!(reqs.len() > 200, "only {} requirements found", reqs.len());
 }
