@@ -314,6 +314,9 @@ pub enum IntegrityError {
     /// Signing refused its input (bad key id, DID, method, target, lifetime, missing headers, non-JSON body ...).
     #[error("cannot sign: {0}")]
     Unsignable(String),
+    /// Step 8 under `payload_hash`: the body is not I-JSON, so it has no canonical form (JCS-11: `invalid_json`).
+    #[error("the body is not well-formed JSON, so its payload_hash cannot be checked: {0}")]
+    BodyNotJson(crate::canonical::CanonicalError),
 }
 
 impl From<KeyError> for IntegrityError {
@@ -338,6 +341,7 @@ impl IntegrityError {
             IntegrityError::SignatureInvalid => ErrorCode::SIGNATURE_INVALID,
             IntegrityError::Mismatch(_) => ErrorCode::INTEGRITY_MISMATCH,
             IntegrityError::Unsignable(_) => ErrorCode::INTERNAL_ERROR,
+            IntegrityError::BodyNotJson(_) => ErrorCode::INVALID_JSON,
         }
     }
 
@@ -365,6 +369,7 @@ impl IntegrityError {
                 Mismatch::Body => "mismatch_body",
             },
             IntegrityError::Unsignable(_) => "unsignable",
+            IntegrityError::BodyNotJson(_) => "body_not_json",
         }
     }
 
@@ -609,6 +614,7 @@ impl PendingVerification {
     pub fn finish(self, key: &VerifyingKey, parts: &MessageParts<'_>) -> Result<VerifiedMessage, IntegrityError> {
         self.jws.verify(key).map_err(|_| IntegrityError::SignatureInvalid)?;
         check_coverage(self.jws.claims(), parts).map_err(IntegrityError::Mismatch)?;
+        check_body(self.jws.claims(), parts)?;
         Ok(VerifiedMessage { claims: self.jws.into_claims(), kid: self.kid, did_len: self.did_len })
     }
 }
@@ -773,9 +779,13 @@ fn check_coverage(c: &SignatureClaims, parts: &MessageParts<'_>) -> Result<(), M
     if let Some(name) = actual.keys().find(|n| !signed.contains_key(*n)) {
         return Err(Mismatch::UnsignedHeader { name: name.clone() });
     }
-    let digest = body_digest(c.message_integrity.coverage, parts.body).map_err(|_| Mismatch::Body)?;
+    Ok(())
+}
+
+fn check_body(c: &SignatureClaims, parts: &MessageParts<'_>) -> Result<(), IntegrityError> {
+    let digest = body_digest(c.message_integrity.coverage, parts.body).map_err(IntegrityError::BodyNotJson)?;
     if digest != c.message_integrity.body {
-        return Err(Mismatch::Body);
+        return Err(IntegrityError::Mismatch(Mismatch::Body));
     }
     Ok(())
 }
