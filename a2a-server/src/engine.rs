@@ -38,6 +38,17 @@ pub struct Capability {
     pub(crate) output: Option<AgreedSchema>,
 }
 
+/// The outcome of the schema work of NEGOTIATE for one proposal.
+struct Agreed {
+    schema: Value,
+    changes: Vec<a2a_core::wire::SchemaChange>,
+    compiled: Arc<AgreedSchema>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Who is calling, as established by the router (headers and authentication).
 #[derive(Debug, Clone)]
 pub struct Caller {
@@ -61,6 +72,7 @@ pub struct Engine {
     pub(crate) limits: Limits,
     pub(crate) metrics: Arc<Metrics>,
     schemas: moka::sync::Cache<String, Arc<AgreedSchema>>,
+    agreements: moka::sync::Cache<String, Arc<Agreed>>,
     permits: Arc<Semaphore>,
     running: Mutex<HashMap<String, CancellationToken>>,
     /// Set when draining: CONFIRM refuses new work.
@@ -123,6 +135,7 @@ impl Engine {
                 .max_capacity(limits.max_compiled_schemas)
                 .time_to_idle(Duration::from_secs(600))
                 .build(),
+            agreements: moka::sync::Cache::builder().max_capacity(1024).time_to_idle(Duration::from_secs(600)).build(),
             permits: Arc::new(Semaphore::new(limits.max_concurrent_executions)),
             limits,
             metrics,
@@ -192,7 +205,50 @@ impl Engine {
         req: NegotiateRequest,
     ) -> Result<NegotiateResponse, A2aError> {
         self.check_region(cap, caller).await?;
-        let violations = schema_rules::check(&req.proposed_schema);
+        let timeout_ms = req.timeout_ms.unwrap_or(self.limits.default_timeout_ms).min(self.limits.max_timeout_ms);
+        if timeout_ms == 0 {
+            return Err(A2aError::with_message(ErrorCode::INVALID_REQUEST, "timeout_ms must be at least 1")
+                .details(json!({"member": "timeout_ms"})));
+        }
+        let agreed = self.agree(cap, &req.proposed_schema, req.strict).await?;
+        let now = now_ms();
+        let rec = NegotiationRecord {
+            id: random_token("n_")?,
+            sender: caller.sender.clone(),
+            capability: cap.decl.name.clone(),
+            agreed_schema: agreed.schema.clone(),
+            timeout_ms,
+            confirm_window_ms: self.limits.confirm_window_ms,
+            created_at_ms: now,
+            expires_at_ms: now.saturating_add(self.limits.negotiation_ttl_ms),
+        };
+        self.schemas.insert(rec.id.clone(), agreed.compiled.clone());
+        let resp = NegotiateResponse {
+            negotiation_id: rec.id.clone(),
+            target_capability: rec.capability.clone(),
+            agreed_schema: rec.agreed_schema.clone(),
+            tightened: !agreed.changes.is_empty(),
+            changes: agreed.changes.clone(),
+            timeout_ms,
+            confirm_window_ms: rec.confirm_window_ms,
+            auth_requirement: cap.decl.auth_requirement,
+            expires_at: timestamp(rec.expires_at_ms),
+        };
+        self.store.put_negotiation(rec).await.map_err(store_err)?;
+        Ok(resp)
+    }
+
+    /// The schema work of NEGOTIATE (§6.2, §6.3): rules, tightening, strictness, compilation. Successful outcomes are
+    /// memoised per (capability, strict, canonical proposal), so that the same proposal from many callers is checked,
+    /// tightened and compiled once.
+    async fn agree(&self, cap: &Capability, proposed: &Value, strict: bool) -> Result<Arc<Agreed>, A2aError> {
+        let mut h = Sha256::new();
+        h.update(a2a_core::canonical::to_canonical_vec(proposed));
+        let key = format!("{}|{strict}|{}", cap.decl.name, hex(&h.finalize()));
+        if let Some(a) = self.agreements.get(&key) {
+            return Ok(a);
+        }
+        let violations = schema_rules::check(proposed);
         if !violations.is_empty() {
             self.metrics.negotiation_failed("schema_rule_violation");
             let summary: Vec<String> =
@@ -208,7 +264,7 @@ impl Engine {
             )
             .details(json!({ "violations": violations })));
         }
-        let agreement = match negotiation::tighten(&req.proposed_schema, &cap.decl.input_schema) {
+        let agreement = match negotiation::tighten(proposed, &cap.decl.input_schema) {
             Ok(a) => a,
             Err(conflicts) => {
                 self.metrics.negotiation_failed("schema_incompatible");
@@ -223,7 +279,7 @@ impl Engine {
                 .fallback(options));
             }
         };
-        if req.strict && !agreement.changes.is_empty() {
+        if strict && !agreement.changes.is_empty() {
             self.metrics.negotiation_failed("tightening_refused");
             return Err(A2aError::with_message(
                 ErrorCode::TIGHTENING_REFUSED,
@@ -238,36 +294,13 @@ impl Engine {
         let compiled = AgreedSchema::compile(&agreement.agreed_schema).map_err(|e| {
             A2aError::with_message(ErrorCode::SCHEMA_RULE_VIOLATION, format!("the agreed schema does not compile: {e}"))
         })?;
-        let timeout_ms = req.timeout_ms.unwrap_or(self.limits.default_timeout_ms).min(self.limits.max_timeout_ms);
-        if timeout_ms == 0 {
-            return Err(A2aError::with_message(ErrorCode::INVALID_REQUEST, "timeout_ms must be at least 1")
-                .details(json!({"member": "timeout_ms"})));
-        }
-        let now = now_ms();
-        let rec = NegotiationRecord {
-            id: random_token("n_")?,
-            sender: caller.sender.clone(),
-            capability: cap.decl.name.clone(),
-            agreed_schema: agreement.agreed_schema,
-            timeout_ms,
-            confirm_window_ms: self.limits.confirm_window_ms,
-            created_at_ms: now,
-            expires_at_ms: now.saturating_add(self.limits.negotiation_ttl_ms),
-        };
-        self.schemas.insert(rec.id.clone(), Arc::new(compiled));
-        let resp = NegotiateResponse {
-            negotiation_id: rec.id.clone(),
-            target_capability: rec.capability.clone(),
-            agreed_schema: rec.agreed_schema.clone(),
-            tightened: !agreement.changes.is_empty(),
+        let agreed = Arc::new(Agreed {
+            schema: agreement.agreed_schema,
             changes: agreement.changes,
-            timeout_ms,
-            confirm_window_ms: rec.confirm_window_ms,
-            auth_requirement: cap.decl.auth_requirement,
-            expires_at: timestamp(rec.expires_at_ms),
-        };
-        self.store.put_negotiation(rec).await.map_err(store_err)?;
-        Ok(resp)
+            compiled: Arc::new(compiled),
+        });
+        self.agreements.insert(key, agreed.clone());
+        Ok(agreed)
     }
 
     /// Finds the caller's negotiation and its capability (EXE-1).
@@ -341,11 +374,7 @@ impl Engine {
             h.update(neg.id.as_bytes());
             h.update(b"\n");
             h.update(a2a_core::canonical::to_canonical_vec(&payload));
-            IdempotencyClaim {
-                sender: caller.sender.clone(),
-                key: key.to_owned(),
-                fingerprint: h.finalize().iter().map(|b| format!("{b:02x}")).collect(),
-            }
+            IdempotencyClaim { sender: caller.sender.clone(), key: key.to_owned(), fingerprint: hex(&h.finalize()) }
         });
         let rec = ExecutionRecord {
             id,
