@@ -25,10 +25,11 @@ fn key_from_document(doc: &DidDocument, did: &str, key_id: &str) -> Result<Verif
     VerifyingKey::from_jwk(jwk).map_err(|e| A2aError::with_message(e.code(), format!("key {key_id:?} of {did}: {e}")))
 }
 
-/// DID documents known in advance: from configuration, or built in tests.
+/// DID documents known in advance: from configuration, or built in tests. Keys are parsed once and kept.
 #[derive(Default)]
 pub struct StaticResolver {
     docs: RwLock<HashMap<String, Arc<DidDocument>>>,
+    keys: RwLock<HashMap<(String, String), VerifyingKey>>,
 }
 
 impl StaticResolver {
@@ -40,17 +41,24 @@ impl StaticResolver {
     /// Adds (or replaces) the document of a DID.
     pub fn insert(&self, did: &Did, doc: DidDocument) {
         self.docs.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(did.to_string(), Arc::new(doc));
+        self.keys.write().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|(d, _), _| d != did.as_str());
     }
 }
 
 #[async_trait::async_trait]
 impl DidResolver for StaticResolver {
     async fn resolve_key(&self, did: &str, key_id: &str) -> Result<VerifyingKey, A2aError> {
+        let cache_key = (did.to_owned(), key_id.to_owned());
+        if let Some(k) = self.keys.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&cache_key) {
+            return Ok(k.clone());
+        }
         let doc = self.docs.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(did).cloned();
         let doc = doc.ok_or_else(|| {
             A2aError::with_message(ErrorCode::DID_RESOLUTION_FAILED, format!("{did} is not a DID this agent knows"))
         })?;
-        key_from_document(&doc, did, key_id)
+        let key = key_from_document(&doc, did, key_id)?;
+        self.keys.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(cache_key, key.clone());
+        Ok(key)
     }
 }
 

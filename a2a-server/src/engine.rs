@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
+use futures_util::FutureExt;
 use tracing::Instrument;
 
 use crate::handler::{BoxHandler, ExecutionContext};
@@ -604,14 +605,13 @@ impl Engine {
             traceparent,
         };
         let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
-        // The handler runs in its own task so that a panic in it becomes a failure, not a lost execution.
-        let mut task = tokio::spawn(cap.handler.call(ctx, rec.payload.clone()));
+        // A panic in the handler becomes a failure, not a lost execution.
+        let handler = std::panic::AssertUnwindSafe(cap.handler.call(ctx, rec.payload.clone())).catch_unwind();
         let outcome = tokio::select! {
-            joined = &mut task => Some(joined),
+            joined = handler => Some(joined),
             () = tokio::time::sleep(remaining) => None,
             () = token.cancelled() => {
-                task.abort();
-                // Canceled (CANCEL wrote the state) or shutting down (the state stays running; a restart or
+                // Dropping the handler's future stops it. Canceled (CANCEL wrote the state) or shutting down (the state stays running; a restart or
                 // another worker times it out).
                 self.lock_running().remove(&rec.id);
                 return;
@@ -619,7 +619,6 @@ impl Engine {
         };
         let (status, result, error) = match outcome {
             None => {
-                task.abort();
                 token.cancel();
                 (
                     ExecutionStatus::TimedOut,
@@ -648,8 +647,13 @@ impl Engine {
                 None,
                 Some(ErrorObject { code: ErrorCode::HANDLER_FAILED, message: e.message, details: e.details }),
             ),
-            Some(Err(join)) => {
-                tracing::error!(error = %join, "the handler panicked");
+            Some(Err(panic)) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                tracing::error!(panic = %what, "the handler panicked");
                 (
                     ExecutionStatus::Failed,
                     None,
