@@ -39,7 +39,13 @@ fn now() -> i64 {
 }
 
 impl Client {
-    async fn send(&self, method: reqwest::Method, path: &str, extra: &[(&str, &str)], body: Option<&Value>) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        extra: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
         let bytes = body.map(|b| serde_json::to_vec(b).expect("json")).unwrap_or_default();
         let mut headers: Vec<(&str, &str)> = vec![("a2a-version", "0.3"), ("a2a-sender-id", SENDER)];
         headers.extend_from_slice(extra);
@@ -48,7 +54,13 @@ impl Client {
         // DISCOVER is not signed: a caller signs the requests that name a capability.
         if let Some(key) = self.key.as_ref().filter(|_| method != reqwest::Method::OPTIONS) {
             let coverage = if body.is_some() { Coverage::PayloadHash } else { Coverage::HeaderOnly };
-            let parts = MessageParts { method: method.as_str(), target: &target, headers: &headers, body: &bytes, status: None };
+            let parts = MessageParts {
+                method: method.as_str(),
+                target: &target,
+                headers: &headers,
+                body: &bytes,
+                status: None,
+            };
             let sig = integrity::sign(key, "key-1", SENDER, AGENT, coverage, &parts, now(), 60).expect("sign");
             rb = rb.header("A2A-Signature", sig);
         }
@@ -66,7 +78,12 @@ impl Client {
 
     async fn negotiate(&self) -> String {
         let (s, _, b) = self
-            .send(reqwest::Method::POST, "/a2a/negotiate", &[], Some(&json!({"target_capability": "echo_message", "proposed_schema": schema()})))
+            .send(
+                reqwest::Method::POST,
+                "/a2a/negotiate",
+                &[],
+                Some(&json!({"target_capability": "echo_message", "proposed_schema": schema()})),
+            )
             .await;
         assert_eq!(s, 200, "{}", String::from_utf8_lossy(&b));
         let v: Value = serde_json::from_slice(&b).expect("json");
@@ -75,7 +92,8 @@ impl Client {
 
     async fn warm(&self, neg: &str) {
         let payload = json!({"message": "hello", "n": 42, "tags": ["a", "b"]});
-        let (s, _, b) = self.send(reqwest::Method::POST, "/a2a/execute", &[("a2a-negotiation-id", neg)], Some(&payload)).await;
+        let (s, _, b) =
+            self.send(reqwest::Method::POST, "/a2a/execute", &[("a2a-negotiation-id", neg)], Some(&payload)).await;
         assert_eq!(s, 201, "{}", String::from_utf8_lossy(&b));
         let v: Value = serde_json::from_slice(&b).expect("json");
         let id = v["execution_id"].as_str().expect("id").to_owned();
@@ -97,7 +115,13 @@ impl Client {
     }
 
     async fn echo(&self) {
-        let resp = self.http.post(format!("{}/echo", self.origin)).json(&json!({"message": "hello", "n": 42, "tags": ["a", "b"]})).send().await.expect("echo");
+        let resp = self
+            .http
+            .post(format!("{}/echo", self.origin))
+            .json(&json!({"message": "hello", "n": 42, "tags": ["a", "b"]}))
+            .send()
+            .await
+            .expect("echo");
         assert_eq!(resp.status().as_u16(), 200);
         let _ = resp.bytes().await.expect("body");
     }
@@ -195,7 +219,8 @@ fn main() {
     let clients = arg("--concurrency", 32);
     let seconds = arg("--seconds", 5);
     // The server: its own two-worker runtime, like a standalone agent on this 2-core machine.
-    let server_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let server_rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let client_key = SigningKey::generate().expect("key");
     let (base, _guard) = server_rt.block_on(async {
         let did = Did::parse(SENDER).expect("did");
@@ -241,7 +266,8 @@ fn main() {
         });
         (base, tx)
     });
-    let client_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let client_rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     client_rt.block_on(async {
         let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().expect("client");
         let client = |prefix: &str, key: Option<SigningKey>| {
@@ -264,7 +290,16 @@ fn main() {
         ];
         let only = std::env::args().skip_while(|a| a != "--only").nth(1);
         for (s, c, neg, sig) in runs {
-            if only.as_deref().is_some_and(|o| o != format!("{}-{sig}", match s { Scenario::Echo => "echo", Scenario::Cold => "cold", Scenario::Warm => "warm" })) {
+            if only.as_deref().is_some_and(|o| {
+                o != format!(
+                    "{}-{sig}",
+                    match s {
+                        Scenario::Echo => "echo",
+                        Scenario::Cold => "cold",
+                        Scenario::Warm => "warm",
+                    }
+                )
+            }) {
                 continue;
             }
             let (p50, p95, p99) = sequential(c, s, neg, iterations).await;

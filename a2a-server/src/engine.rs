@@ -15,11 +15,11 @@ use a2a_core::wire::{
     ConfirmResponse, ExecuteResponse, ExecutionStatus, FallbackOption, FallbackRelation, FallbackSource,
     NegotiateRequest, NegotiateResponse, ResultResponse,
 };
+use futures_util::FutureExt;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
-use futures_util::FutureExt;
 use tracing::Instrument;
 
 use crate::handler::{BoxHandler, ExecutionContext};

@@ -47,6 +47,7 @@ pub mod registry;
 mod router;
 pub mod serve;
 pub mod store;
+pub mod trace_context;
 
 use std::sync::Arc;
 use std::time::Duration;

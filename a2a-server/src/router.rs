@@ -23,6 +23,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
 use serde_json::json;
+use tracing::Instrument;
 
 use crate::auth::{Auth, SignedParts};
 use crate::engine::{Caller, Engine};
@@ -136,6 +137,44 @@ fn step_of(method: &Method, path: &str) -> Step {
 async fn a2a_layer(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let step = step_of(req.method(), req.uri().path());
+    let span = {
+        let hv = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
+        tracing::info_span!(
+            "a2a_request",
+            step = step.as_str(),
+            sender_id = hv(h::A2A_SENDER_ID),
+            negotiation_id = hv(h::A2A_NEGOTIATION_ID),
+            execution_id = tracing::field::Empty,
+            trace_id =
+                crate::trace_context::TraceParent::parse(hv("traceparent")).map(|t| t.trace_id).unwrap_or_default(),
+        )
+    };
+    let resp = a2a_layer_inner(&state, step, req, next).instrument(span.clone()).await;
+    if span.is_disabled() {
+        return resp;
+    }
+    let status = resp.status().as_u16();
+    let rh = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let (exe, neg) = (rh(h::A2A_EXECUTION_ID), rh(h::A2A_NEGOTIATION_ID));
+    span.record("execution_id", exe.as_str());
+    if !neg.is_empty() {
+        span.record("negotiation_id", neg.as_str());
+    }
+    let latency_us = started.elapsed().as_micros() as u64;
+    span.in_scope(|| {
+        if status >= 500 {
+            tracing::warn!(status, latency_us, "request answered");
+        } else if status >= 400 {
+            tracing::info!(status, latency_us, "request answered");
+        } else {
+            tracing::debug!(status, latency_us, "request answered");
+        }
+    });
+    resp
+}
+
+async fn a2a_layer_inner(state: &Arc<AppState>, step: Step, req: Request, next: Next) -> Response {
+    let started = Instant::now();
     let origin = req.headers().get(header::ORIGIN).cloned();
     let limits = &state.engine.limits;
     let header_bytes: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
@@ -305,7 +344,8 @@ fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
                 .to_owned(),
         ),
     };
-    let traceparent = header_str(headers, "traceparent").ok().flatten().map(str::to_owned);
+    let incoming = header_str(headers, "traceparent").ok().flatten();
+    let traceparent = Some(crate::trace_context::continue_from(incoming).header());
     Ok(Caller { sender: sender.to_owned(), verified: false, region, traceparent })
 }
 

@@ -172,8 +172,10 @@ impl Store for MemoryStore {
     }
 
     async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+        let now = now_ms();
         let g = self.lock();
-        Ok(g.executions.get(id).map(|e| e.rec.clone()))
+        // A record past its retention is gone, whether or not a purge has run yet.
+        Ok(g.executions.get(id).filter(|e| e.rec.retain_until_ms > now).map(|e| e.rec.clone()))
     }
 
     async fn transition(&self, id: &str, t: Transition) -> Result<TransitionOutcome, StoreError> {
