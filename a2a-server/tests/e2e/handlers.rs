@@ -23,8 +23,10 @@ pub fn text_schema() -> Value {
 
 /// An agent whose one capability, `run_program`, is this handler.
 async fn agent_with(handler: impl a2a_server::handler::Handler) -> TestAgent {
-    TestAgent::start(AgentBuilder::new("did:web:agent.example.com").capability(decl(CAPABILITY, text_schema()), handler))
-        .await
+    TestAgent::start(
+        AgentBuilder::new("did:web:agent.example.com").capability(decl(CAPABILITY, text_schema()), handler),
+    )
+    .await
 }
 
 /// NEGOTIATE (with `timeout_ms` when given), EXECUTE `payload`, CONFIRM with `confirm_headers`; returns the
@@ -161,7 +163,8 @@ async fn command_exiting_non_zero_fails_with_handler_failed_and_the_end_of_its_s
 #[tokio::test]
 async fn command_printing_something_other_than_json_fails_with_a_clear_message() {
     let dir = TempDir::new("cmd-nonjson");
-    let program = script(&dir, "chatty.sh", "cat > /dev/null\necho 'Report filed, thank you!'\necho 'warning: x' >&2\n");
+    let program =
+        script(&dir, "chatty.sh", "cat > /dev/null\necho 'Report filed, thank you!'\necho 'warning: x' >&2\n");
     let t = agent_with(CommandHandler::new("sh", vec![program])).await;
     let r = run(&t, json!({}), None).await;
     assert_eq!((&r["status"], &r["error"]["code"]), (&json!("failed"), &json!("handler_failed")), "{r}");
@@ -279,26 +282,33 @@ impl Backend {
     pub async fn start() -> Backend {
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let record = seen.clone();
-        let app = axum::Router::new().fallback(move |uri: axum::http::Uri, headers: HeaderMap, body: axum::body::Bytes| {
-            let record = record.clone();
-            async move {
-                let path = uri.path().to_owned();
-                let payload: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                record.lock().expect("lock").push(Seen { path: path.clone(), headers, body: payload.clone() });
-                let json = [(axum::http::header::CONTENT_TYPE, "application/json")];
-                match path.as_str() {
-                    "/ok" => (AxumStatus::OK, json, json!({"order": payload}).to_string()),
-                    "/fail" => (AxumStatus::INTERNAL_SERVER_ERROR, json, "{\"error\":\"database down\"}".to_owned()),
-                    "/text" => (AxumStatus::OK, [(axum::http::header::CONTENT_TYPE, "text/plain")], "order placed".into()),
-                    "/redirect" => (AxumStatus::TEMPORARY_REDIRECT, [(axum::http::header::LOCATION, "/ok")], String::new()),
-                    "/slow" => {
-                        tokio::time::sleep(Duration::from_secs(60)).await;
-                        (AxumStatus::OK, json, "{}".into())
+        let app =
+            axum::Router::new().fallback(move |uri: axum::http::Uri, headers: HeaderMap, body: axum::body::Bytes| {
+                let record = record.clone();
+                async move {
+                    let path = uri.path().to_owned();
+                    let payload: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    record.lock().expect("lock").push(Seen { path: path.clone(), headers, body: payload.clone() });
+                    let json = [(axum::http::header::CONTENT_TYPE, "application/json")];
+                    match path.as_str() {
+                        "/ok" => (AxumStatus::OK, json, json!({"order": payload}).to_string()),
+                        "/fail" => {
+                            (AxumStatus::INTERNAL_SERVER_ERROR, json, "{\"error\":\"database down\"}".to_owned())
+                        }
+                        "/text" => {
+                            (AxumStatus::OK, [(axum::http::header::CONTENT_TYPE, "text/plain")], "order placed".into())
+                        }
+                        "/redirect" => {
+                            (AxumStatus::TEMPORARY_REDIRECT, [(axum::http::header::LOCATION, "/ok")], String::new())
+                        }
+                        "/slow" => {
+                            tokio::time::sleep(Duration::from_secs(60)).await;
+                            (AxumStatus::OK, json, "{}".into())
+                        }
+                        _ => (AxumStatus::NOT_FOUND, json, "{}".into()),
                     }
-                    _ => (AxumStatus::NOT_FOUND, json, "{}".into()),
                 }
-            }
-        });
+            });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -391,7 +401,6 @@ async fn http_backend_slower_than_the_timeout_is_timed_out() {
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
     assert_eq!(backend.seen().len(), 1);
 }
-
 
 #[tokio::test]
 async fn http_handler_own_timeout_shorter_than_the_execution_fails_it_saying_so() {

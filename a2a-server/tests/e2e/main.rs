@@ -7,8 +7,10 @@ mod common;
 
 mod auth;
 mod browser;
+mod config;
 mod demo;
 mod errors;
+mod handlers;
 mod lifecycle;
 mod protocol;
 mod router;
