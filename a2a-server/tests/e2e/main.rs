@@ -12,5 +12,7 @@ mod demo;
 mod errors;
 mod handlers;
 mod lifecycle;
+mod limits;
 mod protocol;
+mod resolve;
 mod router;
