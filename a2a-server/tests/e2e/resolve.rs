@@ -2,6 +2,7 @@
 //! DID documents are served by a small axum server on 127.0.0.1, and the callers are `did:web:localhost%3APORT...`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -31,11 +32,12 @@ struct Served {
     streamed: bool,
 }
 
-/// Serves DID documents by path on 127.0.0.1 and counts the requests.
+/// Serves DID documents by path on 127.0.0.1 and counts the connections and the requests.
 struct DidServer {
     port: u16,
     docs: Arc<Mutex<HashMap<String, Served>>>,
     hits: Arc<Mutex<Vec<String>>>,
+    connections: Arc<AtomicUsize>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -74,6 +76,11 @@ impl DidServer {
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counter = connections.clone();
+        let listener = axum::serve::ListenerExt::tap_io(listener, move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app)
@@ -82,7 +89,7 @@ impl DidServer {
                 })
                 .await;
         });
-        DidServer { port, docs, hits, shutdown: Some(tx) }
+        DidServer { port, docs, hits, connections, shutdown: Some(tx) }
     }
 
     /// The DID of a caller whose document this server serves: `did:web:localhost%3APORT` plus `path` segments.
@@ -204,7 +211,9 @@ async fn without_the_loopback_option_a_localhost_did_fails_to_resolve_and_its_se
     let t = agent(ResolverOptions::default()).await;
     let a = negotiate(&t, &caller, &key).await;
     assert_eq!((a.status, a.code()), (StatusCode::UNAUTHORIZED, "did_resolution_failed"), "{}", a.body);
-    assert_eq!(server.hits(), 0, "the resolver reached a loopback address without being allowed to");
+    // Not even a connection (a TLS attempt at the plain-HTTP server would be one).
+    assert_eq!(server.connections.load(Ordering::SeqCst), 0, "the resolver connected to a loopback address");
+    assert_eq!(server.hits(), 0);
 }
 
 #[tokio::test]
