@@ -303,7 +303,10 @@ impl Config {
                 let file = base.join(file);
                 let at_file = |msg: String| at_field(Some("input_schema_file"), msg);
                 if decl.contains_key("input_schema") {
-                    return Err(at_file("give the input schema inline (`input_schema`) or in a file, not both".into()));
+                    return Err(at_file(
+                        "give the input schema inline (`input_schema`) or in a file (`input_schema_file`), not both"
+                            .into(),
+                    ));
                 }
                 let schema_text = std::fs::read_to_string(&file)
                     .map_err(|e| at_file(format!("input_schema_file {}: {e}", file.display())))?;

@@ -270,6 +270,19 @@ fn input_schema_breaking_the_schema_rules_is_refused_inline_and_from_a_file() {
 }
 
 #[test]
+fn input_schema_given_both_inline_and_as_a_file_is_refused() {
+    let text = one_capability(
+        "name = \"submit_report\"\ndescription = \"File a report\"\nauth_requirement = \"none\"\n\
+         input_schema = { type = \"object\" }\ninput_schema_file = \"schema.json\"\nhandler = { kind = \"echo\" }\n",
+    );
+    assert_refused_at(
+        &text,
+        8,
+        &["input_schema_file", "inline (`input_schema`) or in a file (`input_schema_file`), not both"],
+    );
+}
+
+#[test]
 fn handler_kind_that_does_not_exist_is_refused_with_the_kinds_there_are() {
     let text = one_capability(
         "name = \"submit_report\"\ndescription = \"File a report\"\nauth_requirement = \"none\"\n\

@@ -411,3 +411,13 @@ async fn http_handler_own_timeout_shorter_than_the_execution_fails_it_saying_so(
     assert_eq!((&r["status"], &r["error"]["code"]), (&json!("failed"), &json!("handler_failed")), "{r}");
     assert!(message(&r).contains("did not answer within 300 ms"), "{r}");
 }
+
+#[tokio::test]
+async fn http_backend_that_is_down_fails_with_the_cause() {
+    let url = format!("http://127.0.0.1:{}/orders", crate::common::free_port());
+    let t = agent_with(HttpHandler::new(url.clone(), vec![], None).expect("handler")).await;
+    let r = run(&t, json!({"text": "x"}), None).await;
+    assert_eq!((&r["status"], &r["error"]["code"]), (&json!("failed"), &json!("handler_failed")), "{r}");
+    let m = message(&r).to_ascii_lowercase();
+    assert!(m.contains(&url) && m.contains("connection refused"), "{m}");
+}
