@@ -69,6 +69,15 @@ fn script(dir: &TempDir, name: &str, text: &str) -> String {
     dir.write(name, text).display().to_string()
 }
 
+/// Asserts that `got` is a W3C `traceparent` of the same trace as `sent` (the same one, or a child span of it).
+fn assert_same_trace(got: Option<&str>, sent: &str) {
+    let got = got.unwrap_or_else(|| panic!("no traceparent, though the CONFIRM sent {sent}"));
+    let parts: Vec<&str> = got.split('-').collect();
+    assert_eq!(parts.len(), 4, "{got}");
+    assert_eq!(&got[..36], &sent[..36], "another trace: {got} for {sent}");
+    assert!(parts[2].len() == 16 && parts[2].bytes().all(|b| b.is_ascii_hexdigit()), "{got}");
+}
+
 /// Whether process `pid` still runs (a zombie waiting to be reaped has been killed, so it does not count).
 pub fn running(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -131,8 +140,8 @@ async fn command_gets_the_payload_on_stdin_and_the_execution_in_its_environment_
     assert_eq!(result["env"]["A2A_NEGOTIATION_ID"], r["negotiation_id"]);
     assert_eq!(result["env"]["A2A_SENDER_ID"], json!(SENDER));
     assert_eq!(result["env"]["A2A_CAPABILITY"], json!(CAPABILITY));
-    // The trace context of the CONFIRM that started the work is the one the program continues.
-    assert_eq!(result["env"]["TRACEPARENT"], json!(traceparent));
+    // The program continues the trace of the CONFIRM that started the work.
+    assert_same_trace(result["env"]["TRACEPARENT"].as_str(), traceparent);
     assert_eq!(result["env"]["EXTRA"], json!("configured"));
     let cwd = std::fs::canonicalize(&dir.0).expect("canonical");
     assert_eq!(result["cwd"], json!(cwd.display().to_string()));
@@ -355,7 +364,7 @@ async fn http_handler_forwards_the_payload_with_identity_and_configured_headers_
     assert_eq!(h("a2a-capability").as_deref(), Some(CAPABILITY));
     assert_eq!(h("x-backend-key").as_deref(), Some("s3cret"));
     assert_eq!(h("x-tenant").as_deref(), Some("acme"));
-    assert_eq!(h("traceparent").as_deref(), Some(traceparent));
+    assert_same_trace(h("traceparent").as_deref(), traceparent);
     assert!(h("content-type").is_some_and(|c| c.starts_with("application/json")), "{:?}", s.headers);
 }
 
