@@ -135,9 +135,11 @@ pub async fn run_config(path: &Path, listen: Option<&str>) -> Result<(), String>
 }
 
 /// Builds the agent a configuration describes; also returns its DID document (path, JSON) when a key is configured.
+/// Errors name the file, the line and column, and the field (`agent.toml:12:1: auth.api_keys[0].key_env: ...`).
 pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent, Option<(String, Value)>), String> {
-    let file = path.display();
-    let did = Did::parse(&cfg.agent.did).map_err(|e| format!("{file}: [agent] did: {e}"))?;
+    use crate::config::Step::{Index, Key};
+    let at = |steps: &[crate::config::Step<'_>]| crate::config::position(path, text, steps);
+    let did = Did::parse(&cfg.agent.did).map_err(|e| format!("{}: agent.did: {e}", at(&[Key("agent"), Key("did")])))?;
     let base = path.parent().unwrap_or(Path::new("."));
     let mut builder = AgentBuilder::new(did.to_string()).limits(cfg.limits.clone());
     if let Some(name) = &cfg.agent.name {
@@ -147,30 +149,50 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
         builder = builder.capability_boxed(cap.declaration, cap.handler);
     }
     for (i, k) in cfg.auth.api_keys.iter().enumerate() {
+        let entry = [Key("auth"), Key("api_keys"), Index(i)];
         let key = match (&k.key, &k.key_env) {
             (Some(key), None) => key.clone(),
-            (None, Some(var)) => std::env::var(var)
-                .map_err(|_| format!("{file}: auth.api_keys[{i}].key_env: environment variable {var} is not set"))?,
-            _ => return Err(format!("{file}: auth.api_keys[{i}]: give exactly one of `key` and `key_env`")),
+            (None, Some(var)) => std::env::var(var).map_err(|_| {
+                format!(
+                    "{}: auth.api_keys[{i}].key_env: environment variable {var} is not set",
+                    at(&[Key("auth"), Key("api_keys"), Index(i), Key("key_env")])
+                )
+            })?,
+            _ => {
+                return Err(format!("{}: auth.api_keys[{i}]: give exactly one of `key` and `key_env`", at(&entry)));
+            }
         };
+        if key.trim().is_empty() {
+            let field = if k.key.is_some() { "key" } else { "key_env" };
+            return Err(format!(
+                "{}: auth.api_keys[{i}].{field}: the API key is empty",
+                at(&[Key("auth"), Key("api_keys"), Index(i), Key(field)])
+            ));
+        }
         builder = builder.api_key(ApiKey::new(&key).for_senders(k.senders.clone()));
     }
     if let Some(o) = &cfg.auth.oauth2 {
         let mut keys = Vec::new();
         for (i, jwk) in o.keys.iter().enumerate() {
-            keys.push(VerifyingKey::from_jwk(jwk).map_err(|e| format!("{file}: auth.oauth2.keys[{i}]: {e}"))?);
+            keys.push(VerifyingKey::from_jwk(jwk).map_err(|e| {
+                format!("{}: auth.oauth2.keys[{i}]: {e}", at(&[Key("auth"), Key("oauth2"), Key("keys"), Index(i)]))
+            })?);
         }
-        for f in &o.key_files {
+        for (i, f) in o.key_files.iter().enumerate() {
             let f = base.join(f);
+            let here = at(&[Key("auth"), Key("oauth2"), Key("key_files"), Index(i)]);
             let pem = std::fs::read_to_string(&f)
-                .map_err(|e| format!("{file}: auth.oauth2.key_files: {}: {e}", f.display()))?;
+                .map_err(|e| format!("{here}: auth.oauth2.key_files[{i}]: {}: {e}", f.display()))?;
             keys.push(
                 VerifyingKey::from_pem(&pem)
-                    .map_err(|e| format!("{file}: auth.oauth2.key_files: {}: {e}", f.display()))?,
+                    .map_err(|e| format!("{here}: auth.oauth2.key_files[{i}]: {}: {e}", f.display()))?,
             );
         }
         if keys.is_empty() {
-            return Err(format!("{file}: auth.oauth2: give the issuer's keys in `keys` (JWK) or `key_files` (PEM)"));
+            return Err(format!(
+                "{}: auth.oauth2: give the issuer's keys in `keys` (JWK) or `key_files` (PEM)",
+                at(&[Key("auth"), Key("oauth2")])
+            ));
         }
         builder = builder.oauth2(OAuth2 {
             issuer: o.issuer.clone(),
@@ -191,19 +213,61 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
     if !origins.is_empty() && !origins.iter().any(|o| o == "*") {
         builder = builder.cors(CorsPolicy::List(origins.clone()));
     }
+    for (i, entry) in cfg.registry.iter().enumerate() {
+        entry.capability.validate().map_err(|e| {
+            format!(
+                "{}: registry[{i}].capability: {e}",
+                at(&[Key("registry"), Index(i), Key("capability"), Key("name")])
+            )
+        })?;
+    }
     if !cfg.registry.is_empty() {
         builder = builder.registry(Arc::new(MemoryRegistry::new(cfg.registry.clone())));
     }
-    let agent = builder.build().map_err(|e| format!("{file}: {e}"))?;
-    let doc = match &cfg.agent.key_file {
+    // The key is checked before the agent is built, so that a bad key is reported as such.
+    let key = match &cfg.agent.key_file {
         None => None,
         Some(kf) => {
+            let here = at(&[Key("agent"), Key("key_file")]);
             let kf = base.join(kf);
             let pem =
-                std::fs::read_to_string(&kf).map_err(|e| format!("{file}: [agent] key_file {}: {e}", kf.display()))?;
+                std::fs::read_to_string(&kf).map_err(|e| format!("{here}: agent.key_file: {}: {e}", kf.display()))?;
             let key =
-                SigningKey::from_pem(&pem).map_err(|e| format!("{file}: [agent] key_file {}: {e}", kf.display()))?;
-            let doc = DidDocument::generate(&did, &[(cfg.agent.key_id.clone(), key.verifying_key().to_jwk())]);
+                SigningKey::from_pem(&pem).map_err(|e| format!("{here}: agent.key_file: {}: {e}", kf.display()))?;
+            Some(key)
+        }
+    };
+    let agent = builder.build().map_err(|e| {
+        // Point at the capability the error is about (the second one of a duplicate name).
+        let name = match &e {
+            crate::BuildError::Capability(a2a_core::capability::CapabilityError::Duplicate(n))
+            | crate::BuildError::OutputSchema { name: n, .. } => Some(n.as_str()),
+            _ => None,
+        };
+        let index = name.and_then(|n| {
+            let mut same = cfg
+                .capabilities
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.get_ref().declaration.get("name").and_then(Value::as_str) == Some(n));
+            let first = same.next().map(|(i, _)| i);
+            same.next().map(|(i, _)| i).or(first)
+        });
+        match (index, &e) {
+            (Some(i), crate::BuildError::OutputSchema { .. }) => {
+                format!("{}: capabilities[{i}]: {e}", at(&[Key("capabilities"), Index(i), Key("output_schema")]))
+            }
+            (Some(i), _) => format!("{}: capabilities[{i}]: {e}", at(&[Key("capabilities"), Index(i), Key("name")])),
+            (None, _) => format!("{}: {e}", path.display()),
+        }
+    })?;
+    let doc = match key {
+        None => None,
+        Some(key) => {
+            let doc = DidDocument::try_generate(&did, &[(cfg.agent.key_id.clone(), key.verifying_key().to_jwk())])
+                .map_err(|e| {
+                    format!("{}: agent.key_id {:?}: {e}", at(&[Key("agent"), Key("key_id")]), cfg.agent.key_id)
+                })?;
             Some((document_path(&did), serde_json::to_value(&doc).map_err(|e| e.to_string())?))
         }
     };

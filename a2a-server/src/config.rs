@@ -144,8 +144,10 @@ pub struct CorsSection {
 }
 
 /// One `[[capabilities]]` entry: the declaration plus its handler.
+///
+/// Unknown fields are not refused here but by [`Config::capabilities`] (serde cannot combine `deny_unknown_fields`
+/// with the flattened declaration: it would refuse every declaration field), which names the field and its line.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CapabilitySection {
     /// The declaration's fields.
     #[serde(flatten)]
@@ -199,10 +201,61 @@ pub enum HandlerSection {
 pub struct ConfigError(pub String);
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
     let col = before.rfind('\n').map_or(before.len(), |i| before.len() - i - 1) + 1;
     (line, col)
+}
+
+/// One step of the path to a value of the configuration: a key of a table or an index of an array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step<'a> {
+    /// A key of a table.
+    Key(&'a str),
+    /// An element of an array (e.g. the second `[[capabilities]]`).
+    Index(usize),
+}
+
+/// The `(line, column)` where the value at `path` is written: the position of its key (of the element for an array
+/// index), or of the closest enclosing entry the text has; `None` when the text does not parse or has none of it.
+pub fn locate(text: &str, path: &[Step<'_>]) -> Option<(usize, usize)> {
+    use toml::de::{DeTable, DeValue};
+    let doc = DeTable::parse(text).ok()?;
+    let mut best = None;
+    let mut current: Option<&DeValue<'_>> = None;
+    for step in path {
+        match *step {
+            Step::Key(k) => {
+                let table = match current {
+                    None => doc.get_ref(),
+                    Some(DeValue::Table(t)) => t,
+                    Some(_) => break,
+                };
+                let Some((key, value)) = table.get_key_value(k) else { break };
+                best = Some(key.span().start);
+                current = Some(value.get_ref());
+            }
+            Step::Index(i) => {
+                let Some(DeValue::Array(items)) = current else { break };
+                let Some(item) = items.get(i) else { break };
+                best = Some(item.span().start);
+                current = Some(item.get_ref());
+            }
+        }
+    }
+    best.map(|offset| line_col(text, offset))
+}
+
+/// `file:line:column` of the value at `path` (see [`locate`]); `file` alone when it cannot be located.
+pub fn position(file: &Path, text: &str, path: &[Step<'_>]) -> String {
+    match locate(text, path) {
+        Some((line, col)) => format!("{}:{line}:{col}", file.display()),
+        None => file.display().to_string(),
+    }
 }
 
 /// A configured capability, ready for the builder.
@@ -234,20 +287,45 @@ impl Config {
     pub fn capabilities(&self, text: &str, path: &Path) -> Result<Vec<LoadedCapability>, ConfigError> {
         let base = path.parent().unwrap_or(Path::new("."));
         let mut out = Vec::new();
-        for spanned in &self.capabilities {
+        for (i, spanned) in self.capabilities.iter().enumerate() {
             let (line, col) = line_col(text, spanned.span().start);
-            let at = |msg: String| ConfigError(format!("{}:{line}:{col}: capability: {msg}", path.display()));
             let section = spanned.get_ref();
+            // An error about a field points at the field's line; otherwise at the capability's `[[capabilities]]`.
+            let at_field = |field: Option<&str>, msg: String| {
+                let pos = field
+                    .and_then(|f| locate(text, &[Step::Key("capabilities"), Step::Index(i), Step::Key(f)]))
+                    .unwrap_or((line, col));
+                ConfigError(format!("{}:{}:{}: capabilities[{i}]: {msg}", path.display(), pos.0, pos.1))
+            };
+            let at = |msg: String| at_field(None, msg);
             let mut decl: serde_json::Map<String, Value> = section.declaration.clone().into_iter().collect();
             if let Some(file) = &section.input_schema_file {
                 let file = base.join(file);
+                let at_file = |msg: String| at_field(Some("input_schema_file"), msg);
+                if decl.contains_key("input_schema") {
+                    return Err(at_file(
+                        "give the input schema inline (`input_schema`) or in a file (`input_schema_file`), not both"
+                            .into(),
+                    ));
+                }
                 let schema_text = std::fs::read_to_string(&file)
-                    .map_err(|e| at(format!("input_schema_file {}: {e}", file.display())))?;
+                    .map_err(|e| at_file(format!("input_schema_file {}: {e}", file.display())))?;
                 let schema: Value = serde_json::from_str(&schema_text)
-                    .map_err(|e| at(format!("input_schema_file {} is not JSON: {e}", file.display())))?;
+                    .map_err(|e| at_file(format!("input_schema_file {} is not JSON: {e}", file.display())))?;
                 decl.insert("input_schema".into(), schema);
             }
-            let decl = a2a_core::capability::parse_declaration(&Value::Object(decl)).map_err(|e| at(e.to_string()))?;
+            let decl = a2a_core::capability::parse_declaration(&Value::Object(decl)).map_err(|e| {
+                match (e.field(), &section.input_schema_file) {
+                    (Some("input_schema"), Some(file)) => {
+                        at_field(Some("input_schema_file"), format!("{e} (read from {})", base.join(file).display()))
+                    }
+                    // A missing field has no line of its own: point at the capability.
+                    _ if matches!(e, a2a_core::capability::CapabilityError::MissingField { .. }) => {
+                        at_field(None, e.to_string())
+                    }
+                    (field, _) => at_field(field, e.to_string()),
+                }
+            })?;
             let handler: BoxHandler = match &section.handler {
                 HandlerSection::Echo => crate::handler::boxed(crate::handlers::echo()),
                 HandlerSection::Command { program, args, env, cwd, timeout_ms } => {
@@ -258,9 +336,17 @@ impl Config {
                     Arc::new(h)
                 }
                 HandlerSection::Http { url, headers, timeout_ms } => {
-                    let parsed = url::Url::parse(url).map_err(|e| at(format!("handler.url {url:?}: {e}")))?;
+                    let at_url = |msg: String| {
+                        let pos = locate(
+                            text,
+                            &[Step::Key("capabilities"), Step::Index(i), Step::Key("handler"), Step::Key("url")],
+                        )
+                        .unwrap_or((line, col));
+                        ConfigError(format!("{}:{}:{}: capabilities[{i}].{msg}", path.display(), pos.0, pos.1))
+                    };
+                    let parsed = url::Url::parse(url).map_err(|e| at_url(format!("handler.url {url:?}: {e}")))?;
                     if !matches!(parsed.scheme(), "http" | "https") {
-                        return Err(at(format!("handler.url {url:?} must be http or https")));
+                        return Err(at_url(format!("handler.url {url:?} must be http or https")));
                     }
                     let headers = headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
                     Arc::new(HttpHandler::new(url.clone(), headers, timeout_ms.map(Duration::from_millis)).map_err(at)?)

@@ -72,6 +72,26 @@ async fn read_bounded(mut r: impl tokio::io::AsyncRead + Unpin, max: usize) -> s
     }
 }
 
+/// The handler's own time limit when it ends before the execution's deadline (which the engine enforces).
+fn own_limit(timeout: Option<Duration>, ctx: &ExecutionContext) -> Option<Duration> {
+    timeout.filter(|t| *t < ctx.remaining())
+}
+
+/// An error and its causes (`error sending request: connection refused`): reqwest's own message hides the cause.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 fn tail(bytes: &[u8]) -> String {
     let s = String::from_utf8_lossy(bytes);
     let s = s.trim();
@@ -123,10 +143,19 @@ impl CommandHandler {
             let (w, out, err) = tokio::join!(write, read_bounded(stdout, max), read_bounded(stderr, 64 * 1024));
             (w, out, err)
         };
-        let limit = self.timeout.map_or(ctx.remaining(), |t| t.min(ctx.remaining()));
+        // The execution's deadline is the engine's to enforce: it drops this future (which kills the program) and
+        // records `timed_out`. A timer here for the same deadline would race it and, winning, turn the timeout into
+        // a failure; only a time limit of the handler's own that ends earlier is enforced here.
+        let limit = own_limit(self.timeout, &ctx);
+        let own_timeout = async {
+            match limit {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+        };
         let outcome = tokio::select! {
             r = async { let io = io.await; let status = child.wait().await; (io, status) } => Some(r),
-            () = tokio::time::sleep(limit) => None,
+            () = own_timeout => None,
             () = ctx.cancel.cancelled() => None,
         };
         let Some(((write, out, err), status)) = outcome else {
@@ -138,7 +167,7 @@ impl CommandHandler {
                 HandlerError::new(format!(
                     "`{}` did not finish within {} ms and was killed",
                     self.program,
-                    limit.as_millis()
+                    limit.unwrap_or_default().as_millis()
                 ))
             });
         };
@@ -202,11 +231,11 @@ impl HttpHandler {
     }
 
     async fn run(&self, ctx: ExecutionContext, payload: Value) -> Result<Value, HandlerError> {
-        let limit = self.timeout.map_or(ctx.remaining(), |t| t.min(ctx.remaining()));
+        // As for commands: the execution's deadline is the engine's; only an earlier limit of our own applies here.
+        let limit = own_limit(self.timeout, &ctx);
         let mut req = self
             .client
             .post(&self.url)
-            .timeout(limit)
             .header("A2A-Execution-ID", &ctx.execution_id)
             .header("A2A-Sender-ID", &ctx.sender)
             .header("A2A-Capability", &ctx.capability)
@@ -214,16 +243,22 @@ impl HttpHandler {
         if let Some(tp) = &ctx.traceparent {
             req = req.header("traceparent", tp);
         }
+        if let Some(t) = limit {
+            req = req.timeout(t);
+        }
         for (k, v) in &self.headers {
             req = req.header(k, v);
         }
+        let failed = |e: reqwest::Error| match limit {
+            Some(t) if e.is_timeout() => {
+                HandlerError::new(format!("POST {} did not answer within {} ms", self.url, t.as_millis()))
+            }
+            _ => HandlerError::new(format!("POST {}: {}", self.url, with_causes(&e))),
+        };
         let send = async {
-            let resp = req.send().await.map_err(|e| HandlerError::new(format!("POST {}: {e}", self.url)))?;
+            let resp = req.send().await.map_err(failed)?;
             let status = resp.status();
-            let body = resp
-                .bytes()
-                .await
-                .map_err(|e| HandlerError::new(format!("POST {}: reading the answer: {e}", self.url)))?;
+            let body = resp.bytes().await.map_err(failed)?;
             if !status.is_success() {
                 return Err(HandlerError::new(format!("POST {} answered {status}: {}", self.url, tail(&body)))
                     .with_details(json!({"status": status.as_u16()})));

@@ -111,7 +111,11 @@ pub fn test_limits() -> Limits {
 
 impl TestAgent {
     pub async fn start(builder: AgentBuilder) -> TestAgent {
-        let agent = builder.build().expect("agent builds");
+        Self::start_built(builder.build().expect("agent builds")).await
+    }
+
+    /// Serves an already built agent (e.g. one built from a configuration file).
+    pub async fn start_built(agent: Agent) -> TestAgent {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -205,4 +209,45 @@ impl TestAgent {
         assert_eq!(r.status, StatusCode::OK, "{}", r.body);
         r.body
     }
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(prefix: &str) -> TempDir {
+        static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!("a2a-{prefix}-{}-{n}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    /// Writes a file in the directory and returns its path.
+    pub fn write(&self, name: &str, contents: &str) -> std::path::PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).expect("write file");
+        path
+    }
+
+    pub fn path(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A test key of `spec/vectors/keys/`.
+pub fn vector_key(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/vectors/keys").join(name)
+}
+
+/// A port that was free a moment ago (for processes that must be told their port up front).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }

@@ -7,8 +7,12 @@ mod common;
 
 mod auth;
 mod browser;
+mod config;
 mod demo;
 mod errors;
+mod handlers;
 mod lifecycle;
+mod limits;
 mod protocol;
+mod resolve;
 mod router;
