@@ -105,6 +105,19 @@ fn tail(bytes: &[u8]) -> String {
     format!("...{}", &s[start..])
 }
 
+/// Kills a program's whole process group when dropped: whatever it left running dies with the execution.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()).and_then(rustix::process::Pid::from_raw) {
+            // ESRCH (nothing left) is the usual case and not an error.
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
 impl CommandHandler {
     async fn run(&self, ctx: ExecutionContext, payload: Value) -> Result<Value, HandlerError> {
         let mut cmd = tokio::process::Command::new(&self.program);
@@ -119,6 +132,9 @@ impl CommandHandler {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        // Its own process group, so that a timeout or CANCEL stops what it started too (`sh -c 'sleep 100 &'`).
+        #[cfg(unix)]
+        cmd.process_group(0);
         if let Some(tp) = &ctx.traceparent {
             cmd.env("TRACEPARENT", tp);
         }
@@ -126,6 +142,8 @@ impl CommandHandler {
             cmd.current_dir(cwd);
         }
         let mut child = cmd.spawn().map_err(|e| HandlerError::new(format!("cannot start `{}`: {e}", self.program)))?;
+        // Dropped on every way out of this function, including the engine dropping it at the deadline.
+        let _group = GroupGuard(child.id());
         let input = serde_json::to_vec(&payload).map_err(|e| HandlerError::new(e.to_string()))?;
         let (Some(mut stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())

@@ -1,18 +1,93 @@
 //! Serving a router over TCP with the connection-level limits of `spec/PROTOCOL.md` §13 (header read timeout, hard
 //! header cap) and graceful shutdown.
+//!
+//! Each connection is first sniffed, within the header read timeout, to tell HTTP/2 (its preface) from HTTP/1.1; a
+//! client that connects and sends nothing, or stalls in the middle of its first bytes, is disconnected when the
+//! timeout passes. After that hyper's own `header_read_timeout` bounds every request head.
 
 use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
 use crate::limits::Limits;
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// A stream that first yields bytes already read from it.
+struct Prefixed {
+    prefix: Vec<u8>,
+    pos: usize,
+    inner: TcpStream,
+}
+
+impl AsyncRead for Prefixed {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if self.pos < self.prefix.len() {
+            let n = (self.prefix.len() - self.pos).min(buf.remaining());
+            let start = self.pos;
+            buf.put_slice(&self.prefix[start..start + n]);
+            self.pos += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Prefixed {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// Reads until the bytes either differ from the HTTP/2 preface (HTTP/1) or are the whole preface (HTTP/2).
+/// `None` when the client closes or the time runs out first.
+async fn sniff(stream: &mut TcpStream, limit: Duration) -> Option<(Vec<u8>, bool)> {
+    let read = async {
+        let mut buf = Vec::with_capacity(H2_PREFACE.len());
+        let mut chunk = [0u8; 24];
+        loop {
+            let want = H2_PREFACE.len() - buf.len();
+            let n = stream.read(&mut chunk[..want]).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if !H2_PREFACE.starts_with(&buf) {
+                return Some((buf, false));
+            }
+            if buf.len() == H2_PREFACE.len() {
+                return Some((buf, true));
+            }
+        }
+    };
+    tokio::time::timeout(limit, read).await.ok().flatten()
+}
 
 /// Serves `app` on `listener` until `shutdown` completes, then stops accepting connections and waits up to `grace`
 /// for open connections to finish their requests.
@@ -26,18 +101,19 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
     grace: Duration,
 ) -> std::io::Result<()> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout())
         .max_buf_size((limits.max_header_bytes * 2).max(8192) + limits.max_body_bytes.min(64 * 1024))
         .max_headers(limits.max_headers * 2);
-    builder.http2().timer(TokioTimer::new()).max_header_list_size((limits.max_header_bytes * 2) as u32);
+    let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    http2.timer(TokioTimer::new()).max_header_list_size((limits.max_header_bytes * 2) as u32);
+    let header_timeout = limits.header_read_timeout();
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
-        let (stream, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
+        let (mut stream, peer): (TcpStream, SocketAddr) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -56,10 +132,20 @@ pub async fn serve(
             req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
             app.clone().oneshot(req)
         });
-        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
-        let conn = graceful.watch(conn);
+        let (http1, http2) = (http1.clone(), http2.clone());
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            let Some((prefix, is_h2)) = sniff(&mut stream, header_timeout).await else {
+                tracing::debug!(%peer, "connection closed before a request started (or the header read timeout passed)");
+                return;
+            };
+            let io = TokioIo::new(Prefixed { prefix, pos: 0, inner: stream });
+            let result = if is_h2 {
+                watcher.watch(http2.serve_connection(io, service)).await
+            } else {
+                watcher.watch(http1.serve_connection(io, service)).await
+            };
+            if let Err(e) = result {
                 tracing::debug!(error = %e, %peer, "connection ended with an error");
             }
         });

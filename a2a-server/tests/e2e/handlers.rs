@@ -199,6 +199,27 @@ async fn command_running_past_the_negotiated_timeout_is_timed_out_and_killed() {
 }
 
 #[tokio::test]
+async fn what_a_command_started_in_the_background_is_killed_with_it_on_timeout_and_on_cancel() {
+    for cancel in [false, true] {
+        let dir = TempDir::new("cmd-group");
+        let pid_file = dir.path("grandchild.pid");
+        // The shell starts a background `sleep`, records its PID, then waits: a grandchild of the agent.
+        let program = script(&dir, "spawner.sh", "sleep 60 &\necho $! > \"$1.tmp\" && mv \"$1.tmp\" \"$1\"\nwait\n");
+        let t = agent_with(CommandHandler::new("sh", vec![program, pid_file.display().to_string()])).await;
+        let exe = start(&t, json!({}), Some(if cancel { 30_000 } else { 500 }), &[]).await;
+        let grandchild = pid_from(&pid_file).await;
+        assert!(running(grandchild));
+        if cancel {
+            let c = t.post("/a2a/cancel", json!({"execution_id": exe})).await;
+            assert_eq!(c.status, StatusCode::OK, "{}", c.body);
+        }
+        let r = finished(&t, &exe).await;
+        assert_eq!(r["status"], json!(if cancel { "canceled" } else { "timed_out" }), "{r}");
+        assert_ends(grandchild, if cancel { "grandchild after CANCEL" } else { "grandchild after the timeout" }).await;
+    }
+}
+
+#[tokio::test]
 async fn command_own_timeout_shorter_than_the_execution_fails_it_and_kills_the_program() {
     let dir = TempDir::new("cmd-own-timeout");
     let (program, pid_file) = sleeper(&dir);

@@ -181,9 +181,6 @@ async fn negotiate_with_timeout_ms_zero_is_400_invalid_request_and_above_the_max
 }
 
 #[tokio::test]
-#[ignore = "bug in serve.rs: the HTTP/1-or-HTTP/2 detection of hyper-util's auto::Builder reads the first bytes without \
-            any timeout, so a connection that sends nothing, or only a prefix of the HTTP/2 preface (\"P\"), is never \
-            closed; header_read_timeout starts only once HTTP/1 is chosen"]
 async fn client_sending_nothing_or_only_the_first_byte_of_post_is_disconnected_after_header_read_timeout() {
     let t = TestAgent::start(with_limits(|l| l.header_read_timeout_ms = 300)).await;
     let addr = t.base.trim_start_matches("http://").to_owned();
@@ -191,4 +188,16 @@ async fn client_sending_nothing_or_only_the_first_byte_of_post_is_disconnected_a
         let closed = stall(&addr, head.as_bytes(), Duration::from_secs(3)).await;
         assert!(closed.is_some_and(|(_, after)| after < Duration::from_secs(2)), "{what}: still open after 3 s");
     }
+}
+
+#[tokio::test]
+async fn idle_keep_alive_connection_is_closed_after_header_read_timeout() {
+    let t = TestAgent::start(with_limits(|l| l.header_read_timeout_ms = 300)).await;
+    let addr = t.base.trim_start_matches("http://").to_owned();
+    let request = format!("GET /a2a/capabilities HTTP/1.1\r\nHost: {addr}\r\nA2A-Version: 0.3\r\n\r\n");
+    // One complete request on a keep-alive connection, then silence: the connection must not stay open for ever.
+    let closed = stall(&addr, request.as_bytes(), Duration::from_secs(3)).await;
+    let (got, after) = closed.expect("an idle keep-alive connection was still open after 3 s");
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
+    assert!(after < Duration::from_secs(2), "closed only after {after:?}");
 }
