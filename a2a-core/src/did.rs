@@ -436,6 +436,10 @@ fn check_host(host: &str) -> Result<(), DidError> {
         ));
     }
     // A URL parser applies IDNA to the host; it must leave it unchanged (this rejects malformed punycode labels).
+    // UTS 46 maps lower-case ASCII letters, digits, `-` and `.` to themselves, so only an `xn--` label can change.
+    if !host.split('.').any(|label| label.starts_with("xn--")) {
+        return Ok(());
+    }
     match url::Host::parse(host) {
         Ok(url::Host::Domain(d)) if d == host => Ok(()),
         _ => Err(DidError::new(

@@ -18,13 +18,20 @@ fn is_hex(s: &str, len: usize) -> bool {
         && s.bytes().any(|b| b != b'0')
 }
 
-fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    if getrandom::fill(&mut buf).is_err() {
-        // Without randomness the ids are still well-formed; tracing is best effort.
+/// Lower-case hex of `N` random bytes (one `getrandom` call, no per-byte formatting: this runs on every request).
+fn random_hex<const N: usize>() -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; N];
+    if getrandom::fill(&mut buf).is_err() || buf.iter().all(|b| *b == 0) {
+        // Without randomness the ids are still well-formed (and not all zero); tracing is best effort.
         buf.iter_mut().enumerate().for_each(|(i, b)| *b = (i as u8).wrapping_add(1));
     }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    let mut out = String::with_capacity(2 * N);
+    for b in buf {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 impl TraceParent {
@@ -46,12 +53,12 @@ impl TraceParent {
 
     /// A new trace (sampled).
     pub fn root() -> TraceParent {
-        TraceParent { trace_id: random_hex(16), parent_id: random_hex(8), flags: 1 }
+        TraceParent { trace_id: random_hex::<16>(), parent_id: random_hex::<8>(), flags: 1 }
     }
 
     /// The same trace with a new span id: what this agent passes on.
     pub fn child(&self) -> TraceParent {
-        TraceParent { trace_id: self.trace_id.clone(), parent_id: random_hex(8), flags: self.flags }
+        TraceParent { trace_id: self.trace_id.clone(), parent_id: random_hex::<8>(), flags: self.flags }
     }
 
     /// The header value.
