@@ -184,6 +184,29 @@ error_table! {
     INVALID_STATE = "invalid_state", Http(409),
         "the execution is in a state that does not allow this step; see details.status";
 
+    // --- sessions and conversations (§17) ---
+    /// The session is unknown, stale, ended, or not visible to the sender.
+    UNKNOWN_SESSION = "unknown_session", Http(404),
+        "no such session (unknown, stale, ended or not visible to you); list sessions with GET /a2a/sessions";
+    /// The run is unknown, expired, or not the sender's.
+    UNKNOWN_RUN = "unknown_run", Http(404),
+        "no such run (unknown, expired or not yours)";
+    /// The session key is held by another owner or names a hosted session.
+    SESSION_CONFLICT = "session_conflict", Http(409),
+        "this session key is already registered by another owner; choose another key";
+    /// A target label names more than one visible session.
+    AMBIGUOUS_LABEL = "ambiguous_label", Http(409),
+        "the label names more than one session; send to a session key (see details.candidates)";
+    /// A waiting send would close a cycle of sessions waiting on each other.
+    WAIT_CYCLE = "wait_cycle", Http(409),
+        "this send would wait on a session that is already waiting on this chain (see details.cycle); send without waiting (wait_ms 0)";
+    /// A chain of sends made while handling deliveries is too long.
+    HOP_LIMIT = "hop_limit", Http(409),
+        "too many sends in this chain of deliveries (A2A-Hop); answer without sending on";
+    /// A spawn would exceed a limit.
+    SPAWN_LIMIT = "spawn_limit", Http(429),
+        "a spawn limit is reached (see details.limit); wait for workers to finish";
+
     // --- authentication and policy ---
     /// The capability requires credentials that were not sent.
     AUTH_REQUIRED = "auth_required", Http(401),
@@ -278,6 +301,9 @@ error_table! {
     /// The execution was never confirmed and its confirm window elapsed.
     CONFIRM_WINDOW_ELAPSED = "confirm_window_elapsed", Execution,
         "the execution was not confirmed within its confirm window and never ran";
+    /// The session a run was waiting on ended.
+    SESSION_ENDED = "session_ended", Execution,
+        "the target session ended before it replied";
     /// The handler's result does not match the capability's declared output schema.
     OUTPUT_INVALID = "output_invalid", Execution,
         "the handler's result does not match the capability's output schema";

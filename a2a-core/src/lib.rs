@@ -11,6 +11,7 @@
 //! - [`schema_rules`] and [`negotiation`]: the schema rules of NEGOTIATE, the `nullable` converter, and how an agent tightens
 //!   a proposal;
 //! - [`execution_id`]: generation and parsing of `execution_id`;
+//! - [`sessions`]: sessions and conversations (§17): wire types, skip tokens, addresses, globs, wait chains, redaction;
 //! - [`resolver`]: resolving a sender's DID to its key (with the `http-resolver` feature, over HTTPS).
 //!
 //! Nothing in this crate performs network I/O except the optional [`resolver::HttpResolver`], and nothing panics on
@@ -28,6 +29,7 @@ pub mod keys;
 pub mod negotiation;
 pub mod resolver;
 pub mod schema_rules;
+pub mod sessions;
 pub mod wire;
 
 /// The protocol version this crate implements, as carried by the `A2A-Version` header.

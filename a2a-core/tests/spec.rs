@@ -40,6 +40,18 @@ fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("fallback_response", schema_of::<wire::FallbackResponse>()),
         ("error_body", schema_of::<error::ErrorBody>()),
         ("signature_claims", schema_of::<a2a_core::integrity::SignatureClaims>()),
+        ("session", schema_of::<a2a_core::sessions::Session>()),
+        ("session_registration", schema_of::<a2a_core::sessions::SessionRegistration>()),
+        ("session_list", schema_of::<a2a_core::sessions::SessionList>()),
+        ("send_request", schema_of::<a2a_core::sessions::SendRequest>()),
+        ("send_response", schema_of::<a2a_core::sessions::SendResponse>()),
+        ("run", schema_of::<a2a_core::sessions::Run>()),
+        ("history", schema_of::<a2a_core::sessions::History>()),
+        ("spawn_request", schema_of::<a2a_core::sessions::SpawnRequest>()),
+        ("spawn_response", schema_of::<a2a_core::sessions::SpawnResponse>()),
+        ("delivery", schema_of::<a2a_core::sessions::Delivery>()),
+        ("inbox", schema_of::<a2a_core::sessions::Inbox>()),
+        ("run_reply", schema_of::<a2a_core::sessions::RunReply>()),
     ]
 }
 

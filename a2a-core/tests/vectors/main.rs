@@ -9,4 +9,5 @@ mod did;
 mod execution_id;
 mod negotiation;
 mod schema_rules;
+mod sessions;
 mod signatures;
