@@ -154,9 +154,19 @@ impl Client {
                     outcome.trace = trace;
                     return Ok(outcome);
                 }
-                Err(e) if e.is_capability_mismatch() => {
-                    tracing::debug!(endpoint = %ep, capability = %cap, error = %e, "capability mismatch");
-                    offered.push((ep.clone(), e.fallback_options().to_vec()));
+                Err(e) => {
+                    let mismatch = e.is_capability_mismatch();
+                    // An alternative that cannot be used (down, not an agent, another version): try the next one.
+                    let unusable_alternative = tried.len() > 1
+                        && (e.is_transient()
+                            || matches!(e, ClientError::Protocol { .. } | ClientError::UnsupportedVersion { .. }));
+                    if !mismatch && !unusable_alternative {
+                        return Err(e);
+                    }
+                    tracing::debug!(endpoint = %ep, capability = %cap, error = %e, "trying a fallback option");
+                    if mismatch {
+                        offered.push((ep.clone(), e.fallback_options().to_vec()));
+                    }
                     let reason = e.to_string();
                     first_error.get_or_insert(e);
                     if tried.len() >= opts.fallback.max_attempts.max(1) {
@@ -176,7 +186,6 @@ impl Client {
                     }
                     current = (choice.endpoint, choice.capability, choice.degraded, Some(choice.option));
                 }
-                Err(e) => return Err(e),
             }
         }
         let cause = first_error.unwrap_or_else(|| ClientError::invalid("no attempt was made"));

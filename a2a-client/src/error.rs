@@ -318,7 +318,7 @@ impl ClientError {
                     "no alternative was offered: look for another agent that declares the capability".into()
                 } else {
                     format!(
-                        "the agent offered {}: choose one (fallback policy accept-degraded or try-others)",
+                        "the agent offered {}: choose one (CLI: --fallback accept-degraded or try-others; SDK: FallbackPolicy)",
                         describe_options(fallback_options)
                     )
                 }
