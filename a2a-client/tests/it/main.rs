@@ -5,4 +5,6 @@
 
 mod common;
 
+mod cli;
+mod fallback;
 mod sdk;
