@@ -8,3 +8,4 @@ mod common;
 mod cli;
 mod fallback;
 mod sdk;
+mod signing;
