@@ -6,6 +6,7 @@
 mod common;
 
 mod cli;
+mod did_https;
 mod fallback;
 mod sdk;
 mod signing;
