@@ -5,13 +5,13 @@
 //! ```
 //! use a2a_core::capability::yaml;
 //!
-//! let text = r#"
+//! let text = "\
 //! - name: process_payment
-//!   description: "Charge user's card on file; requires PCI-DSS compliant environment"
+//!   description: \"Charge user's card on file; requires PCI-DSS compliant environment\"
 //!   auth_requirement: oauth2
-//!   # Note: This capability only available in EU region due to GDPR
+//!   ## Note: This capability only available in EU region due to GDPR
 //!   region_restriction: eu-west-1
-//! "#;
+//! ";
 //! let decls = yaml::load(text).expect("valid");
 //! assert_eq!(decls[0].region_restriction, vec!["eu-west-1".to_owned()]);
 //! ```
