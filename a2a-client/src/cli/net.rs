@@ -231,6 +231,7 @@ async fn execute(out: &Output, client: &Client, command: Command) -> Result<i32,
             let state = spinner.handle();
             opts = opts.on_progress(move |p| {
                 let text = match p {
+                    Progress::Step { step: crate::Step::Result, .. } => "waiting for the result".to_owned(),
                     Progress::Step { step, endpoint } => format!("{step} {endpoint}"),
                     Progress::Waiting { execution_id, status, .. } => format!("waiting for {execution_id}: {status}"),
                     Progress::Fallback { capability, endpoint, .. } => {

@@ -329,3 +329,11 @@ async fn usage_errors_exit_2_and_help_exits_0() {
     assert_eq!(h.code, 0);
     assert!(h.stdout.contains("Exit codes"), "{}", h.stdout);
 }
+
+#[tokio::test]
+async fn an_execution_that_runs_past_its_timeout_exits_1_timed_out() {
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let r = a2a(&["call", &t.url, "run_slow_task", "--data", r#"{"ms":30000}"#, "--timeout-ms", "200"]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("timed_out") && r.stderr.contains("timeout_ms"), "{}", r.stderr);
+}

@@ -409,3 +409,68 @@ async fn prewarm_negotiates_with_known_peers_so_that_the_first_call_skips_negoti
     assert!(outcome.trace.discover_cached && outcome.trace.negotiation_cached, "{:?}", outcome.trace);
     assert_eq!(&outcome.negotiation_id, report_[0].as_ref().expect("ok").id());
 }
+
+/// The agent's router, whose first `n` EXECUTE requests are answered `503 overloaded` (as a busy agent would) and
+/// counted; optionally without `idempotency` in its features.
+async fn flaky_execute(n: usize, idempotency: bool) -> (TestAgent, Arc<AtomicUsize>) {
+    let agent = standard(AGENT, runs()).build().expect("builds");
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    let app = agent
+        .router()
+        .layer(axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let s = s.clone();
+            async move {
+                if req.uri().path().ends_with("/a2a/execute") && s.fetch_add(1, Ordering::SeqCst) < n {
+                    let body = json!({"error": {"code": "overloaded", "message": "busy"}}).to_string();
+                    return axum::response::Response::builder()
+                        .status(503)
+                        .header("content-type", "application/json")
+                        .header("a2a-version", "0.3")
+                        .header("retry-after", "0")
+                        .body(axum::body::Body::from(body))
+                        .unwrap_or_default();
+                }
+                next.run(req).await
+            }
+        }))
+        .layer(axum::middleware::map_response(move |r: axum::response::Response| async move {
+            if idempotency {
+                return r;
+            }
+            let (parts, body) = r.into_parts();
+            let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap_or_default();
+            let bytes = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+                Ok(mut v) if v.get("features").is_some() => {
+                    v["features"] = json!(["long_poll", "cancel"]);
+                    serde_json::to_vec(&v).unwrap_or_default().into()
+                }
+                _ => bytes,
+            };
+            let mut r = axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
+            r.headers_mut().remove(axum::http::header::CONTENT_LENGTH);
+            r
+        }));
+    (TestAgent::serve(agent, app).await, seen)
+}
+
+#[tokio::test]
+async fn execute_is_retried_after_overloaded_only_at_an_agent_that_lists_idempotency() {
+    let (t, seen) = flaky_execute(1, true).await;
+    let o = client().call(&t.url, "submit_report", report()).await.expect("retried once");
+    assert_eq!(seen.load(Ordering::SeqCst), 2);
+    assert_eq!(o.result["filed"]["title"], "Lift 3 out of service");
+    let (t, seen) = flaky_execute(1, false).await;
+    let e = client().call(&t.url, "submit_report", report()).await.expect_err("not retried");
+    assert_eq!((e.code(), e.step()), ("overloaded", Some(Step::Execute)));
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    assert!(e.hint().contains("Retry-After"), "{}", e.hint());
+}
+
+#[tokio::test]
+async fn retries_of_a_safe_step_are_bounded() {
+    let (t, seen) = flaky_execute(100, true).await;
+    let e = client().call(&t.url, "submit_report", report()).await.expect_err("always busy");
+    assert_eq!(e.code(), "overloaded");
+    assert_eq!(seen.load(Ordering::SeqCst), 3, "one request and two retries (ClientConfig::max_retries)");
+}
