@@ -8,6 +8,9 @@ use serde_json::Value;
 
 use crate::schema_rules;
 
+#[cfg(feature = "yaml")]
+pub mod yaml;
+
 /// How a caller must authenticate to use a capability (`spec/PROTOCOL.md` §4.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -174,6 +174,20 @@ mod http {
         }
     }
 
+    /// A transport error with its causes ("error sending request: ...: <host> resolves only to private ... addresses").
+    fn describe(e: &reqwest::Error) -> String {
+        let mut parts = vec![e.to_string()];
+        let mut src = std::error::Error::source(e);
+        while let Some(s) = src {
+            let t = s.to_string();
+            if !parts.iter().any(|p| p.contains(&t)) {
+                parts.push(t);
+            }
+            src = s.source();
+        }
+        parts.join(": ")
+    }
+
     fn failed(did: &str, why: impl std::fmt::Display) -> A2aError {
         A2aError::with_message(ErrorCode::DID_RESOLUTION_FAILED, format!("cannot resolve {did}: {why}"))
     }
@@ -223,7 +237,7 @@ mod http {
                 .header("accept", "application/did+json, application/json")
                 .send()
                 .await
-                .map_err(|e| failed(&ds, format!("GET {url}: {e}")))?;
+                .map_err(|e| failed(&ds, format!("GET {url}: {}", describe(&e))))?;
             if !resp.status().is_success() {
                 return Err(failed(&ds, format!("GET {url} answered {}", resp.status())));
             }

@@ -44,6 +44,7 @@ pub mod handlers;
 pub mod limits;
 pub mod metrics;
 pub mod registry;
+mod response_signing;
 mod router;
 pub mod serve;
 pub mod store;
@@ -104,6 +105,7 @@ pub struct AgentBuilder {
     limits: Limits,
     auth: auth::Auth,
     cors: CorsPolicy,
+    response_signer: Option<response_signing::ResponseSigner>,
 }
 
 impl AgentBuilder {
@@ -118,6 +120,7 @@ impl AgentBuilder {
             limits: Limits::default(),
             auth: auth::Auth::default(),
             cors: CorsPolicy::default(),
+            response_signer: None,
         }
     }
 
@@ -182,6 +185,14 @@ impl AgentBuilder {
         self
     }
 
+    /// Signs every response with this key (INT-10), published in the agent's DID document as `<did>#<key_id>`;
+    /// callers verify the signatures with the document. Responses to a request without a valid `A2A-Sender-ID` are
+    /// not signed (they have no audience).
+    pub fn sign_responses(mut self, key_id: impl Into<String>, key: a2a_core::keys::SigningKey) -> Self {
+        self.response_signer = Some(response_signing::ResponseSigner { key_id: key_id.into(), key });
+        self
+    }
+
     /// Which browser origins may call (default: any).
     pub fn cors(mut self, cors: CorsPolicy) -> Self {
         self.cors = cors;
@@ -191,6 +202,14 @@ impl AgentBuilder {
     /// Checks everything and builds the agent. Must be called inside a Tokio runtime.
     pub fn build(self) -> Result<Agent, BuildError> {
         Did::parse(&self.did).map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
+        if let Some(s) = &self.response_signer
+            && !a2a_core::integrity::is_valid_key_id(&s.key_id)
+        {
+            return Err(BuildError::Did {
+                did: self.did.clone(),
+                reason: format!("the response signing key id {:?} is not 1-128 of A-Z a-z 0-9 . _ ~ -", s.key_id),
+            });
+        }
         let decls: Vec<CapabilityDeclaration> = self.caps.iter().map(|(d, _)| d.clone()).collect();
         capability::validate_all(&decls)?;
         let mut caps = Vec::with_capacity(self.caps.len());
@@ -228,6 +247,7 @@ impl AgentBuilder {
             discover_headers,
             cors: self.cors,
             sender_header,
+            response_signer: self.response_signer,
         });
         Ok(Agent { state })
     }

@@ -37,6 +37,7 @@ pub(crate) struct AppState {
     pub(crate) discover_headers: HeaderMap,
     pub(crate) cors: CorsPolicy,
     pub(crate) sender_header: HeaderValue,
+    pub(crate) response_signer: Option<crate::response_signing::ResponseSigner>,
 }
 
 /// Which browser origins may call the agent (DISC-6, DISC-7).
@@ -176,6 +177,16 @@ async fn a2a_layer(State(state): State<Arc<AppState>>, req: Request, next: Next)
 async fn a2a_layer_inner(state: &Arc<AppState>, step: Step, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let origin = req.headers().get(header::ORIGIN).cloned();
+    let answered = state.response_signer.as_ref().map(|_| crate::response_signing::Answered {
+        method: req.method().as_str().to_owned(),
+        target: req
+            .extensions()
+            .get::<OriginalUri>()
+            .map_or(req.uri(), |o| &o.0)
+            .path_and_query()
+            .map_or_else(|| req.uri().path().to_owned(), |pq| pq.as_str().to_owned()),
+        requester: req.headers().get(h::A2A_SENDER_ID).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned()),
+    });
     let limits = &state.engine.limits;
     let header_bytes: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
     let mut resp = if req.headers().len() > limits.max_headers || header_bytes > limits.max_header_bytes {
@@ -203,7 +214,12 @@ async fn a2a_layer_inner(state: &Arc<AppState>, step: Step, req: Request, next: 
     }
     let outcome = resp.extensions().get::<Outcome>().map(|o| o.0.clone());
     state.engine.metrics.request(step, outcome.as_ref().map_or(Ok(()), Err), started.elapsed().as_secs_f64());
-    resp
+    match (&state.response_signer, answered) {
+        (Some(signer), Some(answered)) => {
+            crate::response_signing::sign(signer, &state.engine.did, answered, resp).await
+        }
+        _ => resp,
+    }
 }
 
 fn apply_cors(policy: &CorsPolicy, origin: &HeaderValue, headers: &mut HeaderMap, preflight: bool) {

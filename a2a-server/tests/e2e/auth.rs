@@ -361,3 +361,49 @@ async fn cross_domain_callers_must_sign_when_the_policy_says_so() {
         .await;
     assert_eq!(insider.status, StatusCode::OK, "{}", insider.body);
 }
+
+#[tokio::test]
+async fn signed_responses_verify_with_the_agents_key_for_the_requester_and_status() {
+    let agent_key = SigningKey::generate().expect("key");
+    let t = TestAgent::start(
+        AgentBuilder::new(AGENT)
+            .capability(decl("read_status", json!({"type": "object"})), a2a_server::handlers::echo())
+            .sign_responses("key-1", agent_key.clone()),
+    )
+    .await;
+    for (method, path, body) in [
+        (Method::OPTIONS, "/a2a", None),
+        (
+            Method::POST,
+            "/a2a/negotiate",
+            Some(json!({"target_capability": "read_status", "proposed_schema": {"type": "object"}})),
+        ),
+        (
+            Method::POST,
+            "/a2a/negotiate",
+            Some(json!({"target_capability": "no_such_thing", "proposed_schema": {"type": "object"}})),
+        ),
+    ] {
+        let mut rb = t.req(method.clone(), path);
+        if let Some(b) = &body {
+            rb = rb.json(b);
+        }
+        let resp = rb.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.expect("body");
+        let sig = headers.get("a2a-signature").and_then(|v| v.to_str().ok()).expect("signed");
+        let pairs: Vec<(&str, &str)> =
+            headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
+        let parts =
+            MessageParts { method: method.as_str(), target: path, headers: &pairs, body: &bytes, status: Some(status) };
+        let pending = integrity::prepare(sig, &parts, SENDER, now()).expect("well formed, addressed to the requester");
+        assert_eq!(pending.did(), AGENT);
+        let verified = pending.finish(agent_key.verifying_key(), &parts).expect("verifies");
+        let want = if bytes.is_empty() { Coverage::HeaderOnly } else { Coverage::FullPayload };
+        assert_eq!(verified.coverage(), want, "{method} {path}");
+    }
+    // No requester DID, no audience: not signed.
+    let resp = t.http.request(Method::OPTIONS, t.url("/a2a")).send().await.expect("request");
+    assert!(resp.headers().get("a2a-signature").is_none());
+}

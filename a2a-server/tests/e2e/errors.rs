@@ -21,6 +21,16 @@ const NOT_ANSWERED_BY_AN_AGENT: &[(&str, &str)] = &[
     ("agent_timeout", "a gateway answer"),
     ("forbidden", "gateway and session policies"),
     ("internal_error", "no input triggers it; it would be a bug"),
+    // Sessions and conversations (spec §17) are not served by a2a-server yet (issue 8); when they are, these codes
+    // move to the sessions tests and out of this list.
+    ("unknown_session", "sessions endpoints (§17), not served yet"),
+    ("unknown_run", "sessions endpoints (§17), not served yet"),
+    ("session_conflict", "sessions endpoints (§17), not served yet"),
+    ("ambiguous_label", "sessions endpoints (§17), not served yet"),
+    ("wait_cycle", "sessions endpoints (§17), not served yet"),
+    ("hop_limit", "sessions endpoints (§17), not served yet"),
+    ("spawn_limit", "sessions endpoints (§17), not served yet"),
+    ("session_ended", "a run outcome of sessions (§17), not served yet"),
 ];
 
 /// Codes exercised elsewhere in this test binary (auth.rs, lifecycle.rs).

@@ -1,0 +1,369 @@
+//! One request of the protocol: headers, signature, timeout, bounded body, `A2A-Version` check, error body, response
+//! signature, and retries of the steps that are safe to repeat (CLI-3, CLI-4, CLI-5, INT-10).
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use a2a_core::error::{A2aError, ErrorBody, ErrorCode};
+use a2a_core::headers as h;
+use a2a_core::integrity::{self, Coverage, MessageParts};
+use bytes::Bytes;
+use reqwest::Method;
+use reqwest::header::HeaderMap;
+
+use crate::backoff::Backoff;
+use crate::client::Inner;
+use crate::config::ResponseVerification;
+use crate::endpoint::Endpoint;
+use crate::error::{ClientError, Step};
+
+/// A request to send.
+pub(crate) struct Request<'a> {
+    pub(crate) step: Step,
+    pub(crate) endpoint: &'a Endpoint,
+    pub(crate) method: Method,
+    /// The path below the endpoint: `""`, `/negotiate`, `/result/<segment>`.
+    pub(crate) tail: String,
+    pub(crate) query: Option<String>,
+    /// Extra headers (lower-case names).
+    pub(crate) headers: Vec<(&'static str, String)>,
+    pub(crate) body: Option<Vec<u8>>,
+    /// Sign the request (the identity must have a key).
+    pub(crate) sign: bool,
+    /// The agent's DID: the audience of a signature, and the signer expected on a signed response.
+    pub(crate) agent: Option<String>,
+    /// The time allowed for this request (before the deadline cuts it).
+    pub(crate) timeout: Duration,
+    /// Retry transient failures.
+    pub(crate) retry: bool,
+    /// Send the credentials configured for the endpoint's origin.
+    pub(crate) credentials: bool,
+}
+
+impl<'a> Request<'a> {
+    pub(crate) fn new(step: Step, endpoint: &'a Endpoint, method: Method, tail: impl Into<String>) -> Self {
+        Request {
+            step,
+            endpoint,
+            method,
+            tail: tail.into(),
+            query: None,
+            headers: Vec::new(),
+            body: None,
+            sign: false,
+            agent: None,
+            timeout: Duration::from_secs(10),
+            retry: step.is_idempotent(),
+            credentials: false,
+        }
+    }
+
+    pub(crate) fn json(mut self, value: &serde_json::Value) -> Self {
+        // Canonical form (JCS-20): the payload_hash digest is then also the digest of the raw body.
+        self.body = Some(a2a_core::canonical::to_canonical_vec(value));
+        self
+    }
+}
+
+/// An answer with a success status.
+#[derive(Debug)]
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+    pub(crate) url: String,
+}
+
+impl Response {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub(crate) fn json<T: serde::de::DeserializeOwned>(&self, step: Step) -> Result<T, ClientError> {
+        serde_json::from_slice(&self.body).map_err(|e| ClientError::Protocol {
+            step,
+            url: self.url.clone(),
+            reason: format!("the {} answer is not the expected JSON message: {e}", self.status),
+        })
+    }
+}
+
+/// The overall deadline of a call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline {
+    pub(crate) at: Instant,
+    pub(crate) total: Duration,
+}
+
+impl Deadline {
+    pub(crate) fn after(total: Duration) -> Self {
+        Deadline { at: Instant::now() + total, total }
+    }
+
+    pub(crate) fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    pub(crate) fn exceeded(&self, step: Step) -> ClientError {
+        ClientError::DeadlineExceeded { step, deadline: self.total, execution_id: None, last_status: None }
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The chain of causes of a transport error, e.g. "error sending request: ... : Connection refused (os error 111)".
+fn describe(e: &reqwest::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !parts.iter().any(|p| p.contains(&t)) {
+            parts.push(t);
+        }
+        src = s.source();
+    }
+    parts.join(": ")
+}
+
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    v.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+impl Inner {
+    /// Sends a request, retrying transient failures of safe steps with backoff (100 ms doubling, or `Retry-After`)
+    /// within the deadline; every attempt is signed afresh (INT-5).
+    pub(crate) async fn send(&self, req: &Request<'_>, deadline: Option<Deadline>) -> Result<Response, ClientError> {
+        let mut backoff = Backoff::new(crate::backoff::INITIAL, crate::backoff::DEFAULT_CAP);
+        let mut attempt = 0;
+        loop {
+            let (err, after) = match self.send_once(req, deadline).await {
+                Ok(r) => return Ok(r),
+                Err(e) => e,
+            };
+            if !(req.retry && attempt < self.config.max_retries && err.is_transient()) {
+                return Err(err);
+            }
+            let wait = match after {
+                Some(a) if a > self.config.max_retry_after => return Err(err),
+                Some(a) => a,
+                None => backoff.next().unwrap_or(crate::backoff::INITIAL),
+            };
+            if let Some(d) = deadline
+                && d.remaining() <= wait
+            {
+                return Err(err);
+            }
+            tracing::debug!(step = %req.step, attempt, error = %err, wait_ms = wait.as_millis() as u64, "retrying");
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+        }
+    }
+
+    async fn send_once(
+        &self,
+        req: &Request<'_>,
+        deadline: Option<Deadline>,
+    ) -> Result<Response, (ClientError, Option<Duration>)> {
+        let step = req.step;
+        let target = req.endpoint.target(&req.tail, req.query.as_deref());
+        let url = req.endpoint.url_of(&target);
+        let (timeout, cut_by_deadline) = match deadline {
+            Some(d) if d.remaining() < req.timeout => (d.remaining(), true),
+            _ => (req.timeout, false),
+        };
+        if timeout.is_zero() {
+            return Err((
+                deadline.map_or_else(|| ClientError::Timeout { step, url, after: timeout }, |d| d.exceeded(step)),
+                None,
+            ));
+        }
+        let mut headers: Vec<(&str, String)> = vec![
+            (h::A2A_VERSION, a2a_core::PROTOCOL_VERSION.to_owned()),
+            (h::A2A_SENDER_ID, self.identity.did().to_owned()),
+        ];
+        headers.extend(req.headers.iter().map(|(k, v)| (*k, v.clone())));
+        if req.credentials
+            && let Some(c) = self.credentials.get(&req.endpoint.origin())
+        {
+            if let Some(k) = &c.api_key {
+                headers.push((h::A2A_API_KEY, k.clone()));
+            }
+            if let Some(t) = &c.bearer_token {
+                headers.push(("authorization", format!("Bearer {t}")));
+            }
+        }
+        if req.body.is_some() {
+            headers.push(("content-type", "application/json".to_owned()));
+        }
+        let body = req.body.as_deref().unwrap_or_default();
+        if req.sign {
+            let sig = self.sign(req, &target, &headers, body).map_err(|e| (e, None))?;
+            headers.push((h::A2A_SIGNATURE, sig));
+        }
+        let mut rb = self.http.request(req.method.clone(), &url).timeout(timeout);
+        for (k, v) in &headers {
+            rb = rb.header(*k, v);
+        }
+        if let Some(b) = &req.body {
+            rb = rb.body(b.clone());
+        }
+        let timed_out = |url: String| {
+            if cut_by_deadline {
+                deadline.map_or(ClientError::Timeout { step, url: url.clone(), after: timeout }, |d| d.exceeded(step))
+            } else {
+                ClientError::Timeout { step, url, after: timeout }
+            }
+        };
+        let mut resp = match rb.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => return Err((timed_out(url), None)),
+            Err(e) => return Err((ClientError::Unreachable { step, url, reason: describe(&e) }, None)),
+        };
+        let status = resp.status().as_u16();
+        let resp_headers = resp.headers().clone();
+        let max = self.config.max_response_bytes;
+        let too_large = |url: &str| ClientError::Protocol {
+            step,
+            url: url.to_owned(),
+            reason: format!("the response body is larger than {max} bytes (ClientConfig::max_response_bytes)"),
+        };
+        if resp.content_length().is_some_and(|l| l > max as u64) {
+            return Err((too_large(&url), None));
+        }
+        let mut buf = Vec::new();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(chunk)) => {
+                    if buf.len() + chunk.len() > max {
+                        return Err((too_large(&url), None));
+                    }
+                    buf.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) if e.is_timeout() => return Err((timed_out(url), None)),
+                Err(e) => return Err((ClientError::Unreachable { step, url, reason: describe(&e) }, None)),
+            }
+        }
+        let body = Bytes::from(buf);
+        // CLI-5: the answer must come from an agent of our version.
+        match resp_headers.get(h::A2A_VERSION).and_then(|v| v.to_str().ok()) {
+            None => {
+                return Err((
+                    ClientError::Protocol {
+                        step,
+                        url,
+                        reason: format!(
+                            "it answered {status} without an A2A-Version header: this is not an A2A endpoint"
+                        ),
+                    },
+                    None,
+                ));
+            }
+            Some(v) => match h::parse_version(v) {
+                Ok(ver) if ver == h::Version::V0_3 => {}
+                _ => {
+                    return Err((
+                        ClientError::UnsupportedVersion { url: req.endpoint.to_string(), version: v.trim().to_owned() },
+                        None,
+                    ));
+                }
+            },
+        }
+        self.verify_response(req, &target, status, &resp_headers, &body).await.map_err(|e| (e, None))?;
+        if status >= 400 {
+            let after = retry_after(&resp_headers);
+            let err = match serde_json::from_slice::<ErrorBody>(&body) {
+                Ok(b) => ClientError::Agent { step, status, error: Box::new(A2aError::from(b)) },
+                Err(e) => ClientError::Protocol {
+                    step,
+                    url,
+                    reason: format!("it answered {status} with a body that is not an A2A error ({e})"),
+                },
+            };
+            return Err((err, after));
+        }
+        Ok(Response { status, headers: resp_headers, body, url })
+    }
+
+    fn sign(
+        &self,
+        req: &Request<'_>,
+        target: &str,
+        headers: &[(&str, String)],
+        body: &[u8],
+    ) -> Result<String, ClientError> {
+        let step = req.step;
+        let (key_id, key) = self.identity.signer().ok_or_else(|| ClientError::Signing {
+            step,
+            reason: "the client's identity has no key; give it a P-256 key (Identity::new, --key)".into(),
+        })?;
+        let audience = req.agent.as_deref().ok_or_else(|| ClientError::Signing {
+            step,
+            reason: "the agent's DID is not known yet (DISCOVER first): it is the signature's audience".into(),
+        })?;
+        let coverage = if req.body.is_some() { self.config.body_coverage } else { Coverage::HeaderOnly };
+        let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let parts = MessageParts { method: req.method.as_str(), target, headers: &pairs, body, status: None };
+        integrity::sign(
+            key,
+            key_id,
+            self.identity.did(),
+            audience,
+            coverage,
+            &parts,
+            unix_now(),
+            self.config.signature_lifetime_secs,
+        )
+        .map_err(|e| ClientError::Signing { step, reason: e.to_string() })
+    }
+
+    /// INT-10: a signed response is verified with the agent's key, addressed to us, for this request and status.
+    async fn verify_response(
+        &self,
+        req: &Request<'_>,
+        target: &str,
+        status: u16,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<(), ClientError> {
+        let mode = self.config.response_verification;
+        if mode == ResponseVerification::Off {
+            return Ok(());
+        }
+        let step = req.step;
+        let fail = |code: ErrorCode, reason: String| ClientError::ResponseNotVerified { step, code, reason };
+        let Some(sig) = headers.get(h::A2A_SIGNATURE) else {
+            if mode == ResponseVerification::Required {
+                return Err(fail(
+                    ErrorCode::SIGNATURE_REQUIRED,
+                    "the response carries no A2A-Signature and signed responses are required".into(),
+                ));
+            }
+            return Ok(());
+        };
+        let sig =
+            sig.to_str().map_err(|_| fail(ErrorCode::SIGNATURE_MALFORMED, "A2A-Signature is not ASCII".into()))?;
+        let pairs: Vec<(&str, &str)> =
+            headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
+        let parts = MessageParts { method: req.method.as_str(), target, headers: &pairs, body, status: Some(status) };
+        let pending = integrity::prepare(sig, &parts, self.identity.did(), unix_now())
+            .map_err(|e| fail(e.code(), e.to_string()))?;
+        if let Some(agent) = &req.agent
+            && pending.did() != agent
+        {
+            return Err(fail(
+                ErrorCode::SENDER_MISMATCH,
+                format!("the response is signed by {}, but the agent is {agent}", pending.did()),
+            ));
+        }
+        let key = self
+            .resolver
+            .resolve_key(pending.did(), pending.key_id())
+            .await
+            .map_err(|e| fail(e.code.clone(), e.message.clone()))?;
+        pending.finish(&key, &parts).map_err(|e| fail(e.code(), e.to_string()))?;
+        Ok(())
+    }
+}
