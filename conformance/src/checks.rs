@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use a2a_core::execution_id::ExecutionId;
 use serde_json::{Value, json};
 
-use crate::check::{Check, Outcome, Stop, Trial};
+use crate::check::{Check, Stop, Trial};
 use crate::ctx::CapPlan;
 use crate::http::{Req, Resp};
 

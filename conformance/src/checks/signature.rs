@@ -71,7 +71,8 @@ pub(super) fn checks() -> Vec<Check> {
             "a payload_hash-signed body that cannot be canonicalised is 400 invalid_json, never integrity_mismatch or signature_invalid",
             non_json_body),
         check!("signature/non-json-reason", ["JCS-12"], Should, SIGNED,
-            "the invalid_json answer for a body that cannot be canonicalised gives details.reason", non_json_reason),
+            "the invalid_json answer for a signed body that cannot be canonicalised gives details.reason and details.offset",
+            non_json_reason),
         check!("signature/duplicate-member", ["JCS-7", "JCS-11"], Must, SIGNED,
             "a payload_hash-signed EXECUTE body with a member name given twice is 400 invalid_json", duplicate_member),
         check!("signature/non-canonical-token", ["JWS-2", "JCS-21"], Must, SIGNED,
@@ -350,7 +351,6 @@ async fn malformed(t: &mut Trial<'_>) -> Outcome {
         ("no a2a-version in the covered headers", |_, _, c| {
             c["message_integrity"]["headers"].as_object_mut().map(|o| o.remove("a2a-version"));
         }),
-        ("sts in a request signature", |_, _, c| c["sts"] = json!(200)),
     ];
     for (what, tweak) in tweaks {
         let s = sig(&plan).token(move |id, claims| {
@@ -420,6 +420,7 @@ async fn integrity(t: &mut Trial<'_>) -> Outcome {
         }, "header"),
         ("a query added to the target", sig(&plan).then(|req| req.url.push_str("?probe=1")), "target"),
         ("htm PUT", sig(&plan).claims(|c| c.htm = "PUT".into()), "method"),
+        ("sts (a response's status) in the request's claims", sig(&plan).claims(|c| c.sts = Some(200)), "status"),
         ("full_payload, then a blank added to the body", Signing::new(identity_of(&plan), Coverage::FullPayload).then(|req| {
             if let Some(b) = &mut req.body {
                 b.push(b' ');
@@ -615,25 +616,30 @@ async fn non_json_body(t: &mut Trial<'_>) -> Outcome {
 async fn non_json_reason(t: &mut Trial<'_>) -> Outcome {
     let plan = signed_plan(t)?;
     resolvable(t, &plan).await?;
-    let r = non_json_request(t, &plan).await?;
+    let r = duplicate_member_request(t, &plan).await?;
     let d = r.error_details();
-    t.check(d["reason"].is_string(), "details.reason (e.g. \"non_finite_number\") and details.offset", show(&d));
+    t.check(d["reason"] == "duplicate_key" && d["offset"].is_u64(), "details {\"reason\": \"duplicate_key\", \"offset\": n}", show(&d));
     Ok(())
 }
 
 async fn duplicate_member(t: &mut Trial<'_>) -> Outcome {
     let plan = signed_plan(t)?;
     resolvable(t, &plan).await?;
-    let neg = super::negotiate(t, &plan, &plan.decl.input_schema).await?;
+    let r = duplicate_member_request(t, &plan).await?;
+    t.expect_error(&r, 400, "invalid_json");
+    Ok(())
+}
+
+/// EXECUTE, signed payload_hash, of a body whose last member is given twice (no canonical form: JCS-7).
+async fn duplicate_member_request(t: &mut Trial<'_>, plan: &CapPlan) -> Result<crate::http::Resp, Stop> {
+    let neg = super::negotiate(t, plan, &plan.decl.input_schema).await?;
     let mut text = serde_json::to_string(&plan.payload).unwrap_or_default();
     text.pop();
     let sep = if text.len() > 1 { "," } else { "" };
     let body = format!("{text}{sep}\"probe_twice\":1,\"probe_twice\":2}}");
-    let mut req = super::execute_req(t, &plan, &neg.id, &Value::Null).body(body.into_bytes());
-    req.signing = Some(sig(&plan));
-    let r = t.send("EXECUTE signed payload_hash over a body with a member given twice", req).await?;
-    t.expect_error(&r, 400, "invalid_json");
-    Ok(())
+    let mut req = super::execute_req(t, plan, &neg.id, &Value::Null).body(body.into_bytes());
+    req.signing = Some(sig(plan));
+    t.send("EXECUTE signed payload_hash over a body with a member given twice", req).await
 }
 
 async fn non_canonical_token(t: &mut Trial<'_>) -> Outcome {
