@@ -60,6 +60,10 @@ pub async fn run(opts: Options, progress: Option<Progress>) -> Result<Report, Ru
     let endpoint = ctx::endpoint_of(&opts.target).map_err(RunError::Usage)?;
     let client = reqwest::Client::builder()
         .http1_only()
+        // A fresh connection per request: checks send requests an agent may answer early and then close the
+        // connection on (oversize bodies and headers); a pooled connection the agent has closed would fail the
+        // next, unrelated, check.
+        .pool_max_idle_per_host(0)
         .redirect(reqwest::redirect::Policy::none())
         .timeout(opts.timeout)
         .build()

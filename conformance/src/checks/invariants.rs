@@ -42,6 +42,9 @@ pub(super) fn checks() -> Vec<Check> {
             result_shape),
         after_all!("responses/clock", ["INT-11"], Should,
             "the agent's clock (its Date headers) is within 30 s of the suite's", clock),
+        after_all!("responses/signatures", ["INT-10", "KEY-8"], Must,
+            "every signed response of the run verifies (iss the agent, aud the requester, htm/htu of its request, sts its status) with a key of the agent's DID document, and no two signatures share a nonce",
+            signatures),
         after_all!("limits/still-alive", ["LIM-2"], Must,
             "after every malformed, oversize and hostile input of the run the agent still answers DISCOVER", still_alive),
     ]
@@ -207,5 +210,49 @@ async fn clock(t: &mut Trial<'_>) -> Outcome {
 async fn still_alive(t: &mut Trial<'_>) -> Outcome {
     let r = t.send("DISCOVER at the end of the run", t.ctx.request("OPTIONS", "")).await?;
     t.expect_status(&r, 204);
+    Ok(())
+}
+
+async fn signatures(t: &mut Trial<'_>) -> Outcome {
+    use a2a_core::integrity::{self, MessageParts};
+    let signed: Vec<Exchange> = agent_exchanges(t)
+        .into_iter()
+        .filter(|e| e.response.as_ref().is_some_and(|r| r.header("a2a-signature").is_some()))
+        .collect();
+    if signed.is_empty() {
+        return Err(Stop::Skip("the agent signs no responses".into()));
+    }
+    let did = t.ctx.disc.agent_did.clone().ok_or_else(|| Stop::Blocked("DISCOVER gave no A2A-Sender-ID".into()))?;
+    let parsed = a2a_core::did::Did::parse(&did).map_err(|e| Stop::Blocked(e.to_string()))?;
+    let url = parsed
+        .document_url(&a2a_core::did::ResolveOptions::with_http_loopback())
+        .map_err(|e| Stop::Blocked(e.to_string()))?;
+    let r = t.setup(format!("GET {url} (the agent's keys)"), crate::http::Req::new("GET", url.to_string())).await?;
+    let doc = a2a_core::did::DidDocument::parse(&r.body, &parsed);
+    t.require(doc.is_ok(), "the agent's DID document", r.summary())?;
+    let doc = doc.map_err(|e| Stop::Blocked(e.to_string()))?;
+    t.step(format!("{} signed responses", signed.len()));
+    let mut nonces = std::collections::HashSet::new();
+    for e in signed.iter().take(50) {
+        let Some(resp) = &e.response else { continue };
+        let token = resp.header("a2a-signature").unwrap_or("").to_owned();
+        let target = crate::http::Req::new(&e.method, e.url.clone()).target();
+        let headers: Vec<(&str, &str)> = resp.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        let aud = e.request_headers.iter().find(|(n, _)| n == "a2a-sender-id").map_or("", |(_, v)| v.as_str());
+        let parts = MessageParts { method: &e.method, target: &target, headers: &headers, body: &resp.body, status: Some(resp.status) };
+        let verdict = integrity::prepare(&token, &parts, aud, crate::identity::unix_now()).and_then(|p| {
+            let jwk = doc.find_signing_jwk(p.key_id()).map_err(|e| integrity::IntegrityError::Malformed(e.to_string()))?;
+            let key = a2a_core::keys::VerifyingKey::from_jwk(jwk)?;
+            p.finish(&key, &parts)
+        });
+        t.check(verdict.is_ok(), format!("a valid signature of {} {} ({})", e.method, e.url, resp.status), match verdict {
+            Ok(_) => "verified".to_owned(),
+            Err(err) => format!("{} ({})", err, err.code()),
+        });
+        if let Some(sig) = token.rsplit('.').next().and_then(|s| a2a_core::jws::base64url_decode(s).ok()) {
+            let r = sig.get(..32).map(<[u8]>::to_vec).unwrap_or_default();
+            t.check(nonces.insert(r), "a fresh ECDSA nonce (r) for every signature", format!("r repeated in the response to {} {}", e.method, e.url));
+        }
+    }
     Ok(())
 }

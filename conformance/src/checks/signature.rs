@@ -67,7 +67,7 @@ pub(super) fn checks() -> Vec<Check> {
         check!("signature/python-recipe-refused", ["JCS-23", "INT-12"], Must, SIGNED,
             "a payload_hash digest computed with the seed's json.dumps(sort_keys=True) recipe instead of RFC 8785 is refused (integrity_mismatch)",
             python_recipe),
-        check!("signature/non-json-body", ["JCS-11"], Must, SIGNED,
+        check!("signature/non-json-body", ["JCS-11", "JCS-3", "JCS-8"], Must, SIGNED,
             "a payload_hash-signed body that cannot be canonicalised is 400 invalid_json, never integrity_mismatch or signature_invalid",
             non_json_body),
         check!("signature/non-json-reason", ["JCS-12"], Should, SIGNED,
@@ -610,6 +610,15 @@ async fn non_json_body(t: &mut Trial<'_>) -> Outcome {
     resolvable(t, &plan).await?;
     let r = non_json_request(t, &plan).await?;
     t.expect_error(&r, 400, "invalid_json");
+    for (what, body) in [
+        ("a number with a leading zero", format!("{{\"target_capability\":{},\"proposed_schema\":{{\"type\":\"object\",\"default\":01}}}}", serde_json::to_string(&plan.decl.name).unwrap_or_default())),
+        ("arrays nested 129 deep", format!("{{\"target_capability\":{},\"proposed_schema\":{{\"type\":\"object\",\"default\":{}{}}}}}", serde_json::to_string(&plan.decl.name).unwrap_or_default(), "[".repeat(129), "]".repeat(129))),
+    ] {
+        let mut req = t.ctx.for_cap(&plan, "POST", "/negotiate").header("Content-Type", "application/json").body(body.into_bytes());
+        req.signing = Some(sig(&plan));
+        let r = t.send(format!("NEGOTIATE signed payload_hash over a body with {what}"), req).await?;
+        t.expect_error(&r, 400, "invalid_json");
+    }
     Ok(())
 }
 

@@ -16,7 +16,7 @@ pub(super) fn checks() -> Vec<Check> {
         check!("transport/content-type", ["TR-5"], Must, ALWAYS,
             "a POST body sent as another content type (or with none) is answered 415 unsupported_media_type; application/json with charset=utf-8 is accepted",
             content_type),
-        check!("transport/invalid-json", ["TR-7"], Must, ALWAYS,
+        check!("transport/invalid-json", ["TR-7", "JCS-2"], Must, ALWAYS,
             "a body that is not well-formed JSON is answered 400 invalid_json", invalid_json),
         check!("transport/invalid-request", ["TR-7"], Must, ALWAYS,
             "well-formed JSON that is not the expected message (a member missing or of the wrong type) is answered 400 invalid_request whose details name the member",
@@ -84,6 +84,8 @@ async fn invalid_json(t: &mut Trial<'_>) -> Outcome {
         ("/fallback", &b"{'target_capability': 'x'}"[..]),
         ("/negotiate", &b"not json at all"[..]),
         ("/confirm", &b"{\"execution_id\": \"x\",}"[..]),
+        ("/fallback", &b"{\"target_capability\": \"a_b\"} /* comment */"[..]),
+        ("/fallback", &b"{\"target_capability\": \"a_b\"} {}"[..]),
     ] {
         let req = t.ctx.request("POST", path).header("Content-Type", "application/json").body(body.to_vec());
         let r = t.send(format!("POST /a2a{path} with {:?}", String::from_utf8_lossy(body)), req).await?;
