@@ -255,7 +255,8 @@ impl Auth {
             body: parts.body,
             status: None,
         };
-        let refused = |e: integrity::IntegrityError| A2aError::with_message(e.code(), e.to_string()).details(e.details());
+        let refused =
+            |e: integrity::IntegrityError| A2aError::with_message(e.code(), e.to_string()).details(e.details());
         let pending = integrity::prepare(header, &message, &self.did, unix_now()).map_err(refused)?;
         let Some(resolver) = &self.resolver else {
             return Err(A2aError::with_message(

@@ -49,7 +49,9 @@ pub struct Check {
 #[doc(hidden)]
 macro_rules! run_fn {
     ($f:path) => {{
-        fn __run_check<'a, 'b>(t: &'a mut $crate::check::Trial<'b>) -> futures_util::future::BoxFuture<'a, $crate::check::Outcome> {
+        fn __run_check<'a, 'b>(
+            t: &'a mut $crate::check::Trial<'b>,
+        ) -> futures_util::future::BoxFuture<'a, $crate::check::Outcome> {
             Box::pin($f(t))
         }
         __run_check as $crate::check::RunFn
@@ -249,9 +251,10 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 /// Whether a check is selected by `--only` (comma-separated globs over the check id and its requirement ids).
 pub fn selected(check: &Check, only: Option<&str>) -> bool {
     let Some(only) = only else { return true };
-    only.split(',').map(str::trim).filter(|p| !p.is_empty()).any(|p| {
-        glob_match(p, check.id) || check.requirements.iter().any(|r| glob_match(p, r))
-    })
+    only.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .any(|p| glob_match(p, check.id) || check.requirements.iter().any(|r| glob_match(p, r)))
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use crate::http::{Req, Resp};
 mod auth;
 mod cors;
 mod discover;
-mod executions;
 mod execute;
+mod executions;
 mod fallback;
 mod headers;
 mod invariants;
@@ -56,7 +56,8 @@ pub(crate) mod applies {
     /// Always.
     pub(crate) const ALWAYS: &str = "always";
     /// Needs a capability the suite can drive.
-    pub(crate) const MAIN: &str = "the agent advertises a capability the suite can drive (auth none, or credentials given)";
+    pub(crate) const MAIN: &str =
+        "the agent advertises a capability the suite can drive (auth none, or credentials given)";
     /// Needs the `cancel` feature.
     pub(crate) const CANCEL: &str = "the agent lists \"cancel\" in features";
     /// Needs the `long_poll` feature.
@@ -68,8 +69,7 @@ pub(crate) mod applies {
     /// Needs a `did_auth` capability.
     pub(crate) const DID_AUTH: &str = "the agent advertises a did_auth capability";
     /// Needs a `did_auth` capability and a caller identity.
-    pub(crate) const SIGNED: &str =
-        "the agent advertises a did_auth capability and the run has a caller identity (--identity/--did or --serve-did)";
+    pub(crate) const SIGNED: &str = "the agent advertises a did_auth capability and the run has a caller identity (--identity/--did or --serve-did)";
     /// Needs `--serve-did`.
     pub(crate) const SERVED: &str =
         "the agent advertises a did_auth capability and resolves the suite's own DIDs (--serve-did)";
@@ -134,7 +134,12 @@ pub(crate) fn execute_req(t: &Trial<'_>, plan: &CapPlan, negotiation: &str, payl
 }
 
 /// EXECUTE `payload`, as a preparatory step.
-pub(crate) async fn execute(t: &mut Trial<'_>, plan: &CapPlan, negotiation: &str, payload: &Value) -> Result<Executed, Stop> {
+pub(crate) async fn execute(
+    t: &mut Trial<'_>,
+    plan: &CapPlan,
+    negotiation: &str,
+    payload: &Value,
+) -> Result<Executed, Stop> {
     let req = execute_req(t, plan, negotiation, payload);
     let r = t.setup(format!("EXECUTE {} (preparation)", plan.decl.name), req).await?;
     let body = r.json().unwrap_or(Value::Null);

@@ -11,7 +11,10 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     // Requirements on callers: the suite is a caller and follows them; they say nothing about the agent.
     ("TR-2", "a caller requirement (append /a2a to a URL); the suite does it for --target"),
     ("TR-9", "a caller requirement (ignore unknown response members); the suite reads responses leniently"),
-    ("CAP-16", "a caller requirement (negotiate only advertised capabilities); the suite negotiates only those, and probe_missing_capability on purpose"),
+    (
+        "CAP-16",
+        "a caller requirement (negotiate only advertised capabilities); the suite negotiates only those, and probe_missing_capability on purpose",
+    ),
     ("DISC-4", "a caller requirement (cache DISCOVER 5 minutes)"),
     ("EXE-8", "a caller requirement (send Idempotency-Key on retries)"),
     ("FB-4", "a caller requirement (how to use fallback options)"),
@@ -40,17 +43,35 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     // Internals of the agent.
     ("NEG-14", "compiling the agreed schema once is an implementation choice invisible on the wire"),
     ("ST-5", "how often a handler runs is internal; what is visible (a second CONFIRM starts nothing) is CONF-2"),
-    ("JCS-18", "idempotence of the agent's canonicalizer is internal; its output is checked in signature/canonical-json"),
-    ("EID-4", "strictly increasing timestamps hold within one process; the suite cannot tell which process of a deployment (or gateway) made an id"),
-    ("CONF-5", "the suite cannot know an unknown agent's concurrency limit or safely drive it there; any 503 seen is checked for Retry-After by responses/required-headers"),
+    (
+        "JCS-18",
+        "idempotence of the agent's canonicalizer is internal; its output is checked in signature/canonical-json",
+    ),
+    (
+        "EID-4",
+        "strictly increasing timestamps hold within one process; the suite cannot tell which process of a deployment (or gateway) made an id",
+    ),
+    (
+        "CONF-5",
+        "the suite cannot know an unknown agent's concurrency limit or safely drive it there; any 503 seen is checked for Retry-After by responses/required-headers",
+    ),
     ("AUTH-7", "depends on the agent's configured internal domains, which the suite cannot learn"),
-    ("DID-23", "a kid naming another DID than the signer's is caught earlier, as sender_mismatch (INT-6 step 4, checked in signature/sender-mismatch)"),
+    (
+        "DID-23",
+        "a kid naming another DID than the signer's is caught earlier, as sender_mismatch (INT-6 step 4, checked in signature/sender-mismatch)",
+    ),
     ("FB-5", "how a deployment shares its capability registry"),
     ("DID-32", "the optional DNS TXT variant; interoperability uses the did:web document only"),
     ("GW-5", "version translation by a gateway needs agents behind it of another version, which the suite cannot see"),
-    ("GW-1", "checked by running this whole suite against the gateway (its agent side); its caller side, towards its agents, is not visible from outside"),
+    (
+        "GW-1",
+        "checked by running this whole suite against the gateway (its agent side); its caller side, towards its agents, is not visible from outside",
+    ),
     // Observable with a set-up the suite does not make.
-    ("DID-28", "a key rotation is seen only after 30 s of cache (the rate limit of DID-28); the suite keeps runs short and does not wait"),
+    (
+        "DID-28",
+        "a key rotation is seen only after 30 s of cache (the rate limit of DID-28); the suite keeps runs short and does not wait",
+    ),
     ("DID-29", "needs a public DNS name that resolves to a private address, which an offline run cannot provide"),
 ];
 

@@ -186,19 +186,22 @@ impl Plan {
                 )
             }
         });
-        let did_auth_decl = advertised.iter().find(|d| d.auth_requirement == AuthRequirement::DidAuth).map(|d| (*d).clone());
+        let did_auth_decl =
+            advertised.iter().find(|d| d.auth_requirement == AuthRequirement::DidAuth).map(|d| (*d).clone());
         let did_auth = match (&did_auth_decl, identity) {
             (None, _) => Err("the agent advertises no did_auth capability".to_owned()),
-            (Some(_), None) => Err(
-                "the agent has a did_auth capability but the run has no caller identity: give --identity KEYFILE \
+            (Some(_), None) => {
+                Err("the agent has a did_auth capability but the run has no caller identity: give --identity KEYFILE \
                  --did DID, or --serve-did"
-                    .to_owned(),
-            ),
+                    .to_owned())
+            }
             (Some(_), Some(_)) => advertised
                 .iter()
                 .filter(|d| d.auth_requirement == AuthRequirement::DidAuth)
                 .find_map(|d| plan_of(d))
-                .ok_or_else(|| "no did_auth capability has an input_schema the suite can make a payload for".to_owned()),
+                .ok_or_else(|| {
+                    "no did_auth capability has an input_schema the suite can make a payload for".to_owned()
+                }),
         };
         let restricted = if advertised.iter().any(|d| !d.region_restriction.is_empty()) {
             advertised
@@ -292,7 +295,10 @@ impl Ctx {
     /// A request to a step about `plan`'s capability, authenticated as the plan says: sender, region, API key,
     /// signature (`payload_hash` for requests with a body, `header_only` for RESULT).
     pub fn for_cap(&self, plan: &CapPlan, method: &str, path: &str) -> Req {
-        let mut req = self.bare(method, path).header("A2A-Version", a2a_core::PROTOCOL_VERSION).header("A2A-Sender-ID", plan.sender());
+        let mut req = self
+            .bare(method, path)
+            .header("A2A-Version", a2a_core::PROTOCOL_VERSION)
+            .header("A2A-Sender-ID", plan.sender());
         if let Some(r) = &plan.region {
             req = req.header("A2A-Region", r.clone());
         }

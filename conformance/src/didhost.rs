@@ -279,7 +279,11 @@ fn fault_document(name: &str, id: &Identity, did: &Did, mut doc: Value, path: &s
             }
         }
         "missing" => {
-            return Served { status: 404, headers: vec![("content-type", "text/plain".to_owned())], body: b"not found".to_vec() };
+            return Served {
+                status: 404,
+                headers: vec![("content-type", "text/plain".to_owned())],
+                body: b"not found".to_vec(),
+            };
         }
         "redirect" => {
             let _ = path;

@@ -90,7 +90,14 @@ pub struct Req {
 impl Req {
     /// A request with no headers.
     pub fn new(method: &str, url: impl Into<String>) -> Req {
-        Req { method: method.to_owned(), url: url.into(), headers: Vec::new(), body: None, signing: None, timeout: None }
+        Req {
+            method: method.to_owned(),
+            url: url.into(),
+            headers: Vec::new(),
+            body: None,
+            signing: None,
+            timeout: None,
+        }
     }
 
     /// Adds a header (another value for a name already present is a second header line).
@@ -266,7 +273,7 @@ impl Resp {
 fn excerpt(body: Option<&[u8]>) -> (Option<String>, usize, bool) {
     match body {
         None => (None, 0, false),
-        Some(b) if b.is_empty() => (None, 0, false),
+        Some([]) => (None, 0, false),
         Some(b) => {
             let cut = &b[..b.len().min(EXCERPT)];
             (Some(String::from_utf8_lossy(cut).into_owned()), b.len(), b.len() > EXCERPT)

@@ -63,7 +63,8 @@ pub fn apply_signing(req: &mut Req, agent_did: &str) -> Result<(), String> {
     let mut claims = {
         let headers: Vec<(&str, &str)> = req.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         let parts = MessageParts { method: &req.method, target: &target, headers: &headers, body: &body, status: None };
-        let build = |coverage| integrity::build_claims(&id.key_id, &id.did, &audience, coverage, &parts, unix_now(), 60);
+        let build =
+            |coverage| integrity::build_claims(&id.key_id, &id.did, &audience, coverage, &parts, unix_now(), 60);
         match build(signing.coverage) {
             Ok(c) => c,
             // A payload_hash signature over a body that is not JSON (JCS-11 checks): the digest of the raw bytes stands

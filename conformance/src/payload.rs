@@ -195,8 +195,9 @@ fn string(obj: &Map<String, Value>, i: usize) -> Option<Value> {
     let suffixes: Vec<String> = if i == 0 {
         vec![String::new()]
     } else {
-        let letters: String =
-            std::iter::successors(Some(i), |n| (*n >= 26).then(|| n / 26)).map(|n| char::from(b'a' + (n % 26) as u8)).collect();
+        let letters: String = std::iter::successors(Some(i), |n| (*n >= 26).then(|| n / 26))
+            .map(|n| char::from(b'a' + (n % 26) as u8))
+            .collect();
         vec![letters, i.to_string()]
     };
     for suffix in &suffixes {
@@ -230,9 +231,11 @@ fn number(obj: &Map<String, Value>, i: usize) -> Option<Value> {
     }
     let sub = Value::Object(obj.clone());
     let validator = AgreedSchema::compile(&sub).ok()?;
-    candidates.into_iter().filter(|n| n.is_finite()).map(|n| {
-        if n.fract() == 0.0 && n.abs() < 9.0e15 { json!(n as i64) } else { json!(n) }
-    }).find(|v| validator.is_valid(v))
+    candidates
+        .into_iter()
+        .filter(|n| n.is_finite())
+        .map(|n| if n.fract() == 0.0 && n.abs() < 9.0e15 { json!(n as i64) } else { json!(n) })
+        .find(|v| validator.is_valid(v))
 }
 
 #[cfg(test)]

@@ -48,12 +48,21 @@ fn text(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "a2a-conformance {} (A2A protocol {})", r.run.suite_version, r.run.protocol_version);
     let _ = writeln!(s, "target    {}  ({})", r.run.endpoint, r.run.agent_did.as_deref().unwrap_or("no A2A-Sender-ID"));
-    let _ = writeln!(s, "caller    {}", r.run.caller_did.as_deref().unwrap_or("unsigned only (no --identity or --serve-did)"));
+    let _ = writeln!(
+        s,
+        "caller    {}",
+        r.run.caller_did.as_deref().unwrap_or("unsigned only (no --identity or --serve-did)")
+    );
     let _ = writeln!(s, "advertised {} capabilities: {}", r.run.capabilities.len(), r.run.capabilities.join(", "));
-    let _ = writeln!(s, "features  {}", if r.run.features.is_empty() { "none".to_owned() } else { r.run.features.join(", ") });
+    let _ = writeln!(
+        s,
+        "features  {}",
+        if r.run.features.is_empty() { "none".to_owned() } else { r.run.features.join(", ") }
+    );
     s.push('\n');
     for c in &r.checks {
-        let _ = writeln!(s, "{:<5} {:<6} {:<42} {}", label(c.status), c.level.as_str(), c.id, c.requirements.join(", "));
+        let _ =
+            writeln!(s, "{:<5} {:<6} {:<42} {}", label(c.status), c.level.as_str(), c.id, c.requirements.join(", "));
         match c.status {
             Status::Fail => {
                 let _ = writeln!(s, "      {}", c.title);
@@ -141,7 +150,12 @@ fn junit(r: &Report) -> String {
         let cs: Vec<&CheckReport> = r.checks.iter().filter(|c| c.id.split('/').next() == Some(area)).collect();
         let fails = cs.iter().filter(|c| c.status == Status::Fail).count();
         let skips = cs.iter().filter(|c| matches!(c.status, Status::Skip | Status::Blocked)).count();
-        let _ = writeln!(s, "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{fails}\" skipped=\"{skips}\">", xml(area), cs.len());
+        let _ = writeln!(
+            s,
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{fails}\" skipped=\"{skips}\">",
+            xml(area),
+            cs.len()
+        );
         for c in cs {
             let _ = write!(
                 s,

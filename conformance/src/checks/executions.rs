@@ -5,46 +5,125 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::applies::{CANCEL, LONG_POLL, MAIN};
-use super::{confirm, execution_ref, executed, is_terminal, main_plan, rank, result_req, show, wait_terminal};
+use super::{confirm, executed, execution_ref, is_terminal, main_plan, rank, result_req, show, wait_terminal};
 use crate::check;
 use crate::check::{Check, Outcome, Stop, Trial};
 use crate::ctx::{CallerAuth, SENDER_B};
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
-        check!("confirm/first", ["CONF-1"], Must, MAIN,
+        check!(
+            "confirm/first",
+            ["CONF-1"],
+            Must,
+            MAIN,
             "the first CONFIRM of a received execution is answered 202 {execution_id, status: accepted} with A2A-Execution-ID",
-            first),
-        check!("confirm/again", ["CONF-2"], Must, MAIN,
+            first
+        ),
+        check!(
+            "confirm/again",
+            ["CONF-2"],
+            Must,
+            MAIN,
             "confirming again starts nothing: 200 with already_confirmed true and the current status, however many times",
-            again),
-        check!("confirm/concurrent", ["CONF-2"], Must, MAIN,
-            "four concurrent first CONFIRMs of one execution: exactly one 202, the others 200 already_confirmed", concurrent),
-        check!("confirm/unknown", ["CONF-4", "EID-9", "EID-10"], Must, MAIN,
-            "CONFIRM of an unknown execution, or of another sender's, is 404 unknown_execution", confirm_unknown),
-        check!("result/happy-path", ["RES-1", "ST-1", "ST-4", "GW-2"], Must, MAIN,
+            again
+        ),
+        check!(
+            "confirm/concurrent",
+            ["CONF-2"],
+            Must,
+            MAIN,
+            "four concurrent first CONFIRMs of one execution: exactly one 202, the others 200 already_confirmed",
+            concurrent
+        ),
+        check!(
+            "confirm/unknown",
+            ["CONF-4", "EID-9", "EID-10"],
+            Must,
+            MAIN,
+            "CONFIRM of an unknown execution, or of another sender's, is 404 unknown_execution",
+            confirm_unknown
+        ),
+        check!(
+            "result/happy-path",
+            ["RES-1", "ST-1", "ST-4", "GW-2"],
+            Must,
+            MAIN,
             "after CONFIRM, RESULT answers 200 ResultResponses whose status only moves forward to a terminal state, with result exactly when succeeded and error exactly when failed, timed_out or canceled",
-            result_happy_path),
-        check!("result/other-sender", ["RES-1", "EID-10"], Must, MAIN,
-            "RESULT of another sender's execution is 404 unknown_execution", other_sender),
-        check!("result/deadline", ["ST-3"], Must, MAIN,
-            "an accepted execution has a deadline: its acceptance time plus the negotiation's timeout_ms", deadline),
-        check!("result/timeout", ["ST-3", "ST-4"], Must, MAIN,
-            "with timeout_ms 1 the execution ends timed_out (error.code timed_out) unless its handler is faster", timeout),
-        check!("result/terminal-stays-readable", ["RES-3", "ST-2"], Must, MAIN,
-            "a terminal execution stays readable and unchanged", terminal_stays),
-        check!("result/long-poll", ["RES-2"], Must, LONG_POLL,
+            result_happy_path
+        ),
+        check!(
+            "result/other-sender",
+            ["RES-1", "EID-10"],
+            Must,
+            MAIN,
+            "RESULT of another sender's execution is 404 unknown_execution",
+            other_sender
+        ),
+        check!(
+            "result/deadline",
+            ["ST-3"],
+            Must,
+            MAIN,
+            "an accepted execution has a deadline: its acceptance time plus the negotiation's timeout_ms",
+            deadline
+        ),
+        check!(
+            "result/timeout",
+            ["ST-3", "ST-4"],
+            Must,
+            MAIN,
+            "with timeout_ms 1 the execution ends timed_out (error.code timed_out) unless its handler is faster",
+            timeout
+        ),
+        check!(
+            "result/terminal-stays-readable",
+            ["RES-3", "ST-2"],
+            Must,
+            MAIN,
+            "a terminal execution stays readable and unchanged",
+            terminal_stays
+        ),
+        check!(
+            "result/long-poll",
+            ["RES-2"],
+            Must,
+            LONG_POLL,
             "RESULT with wait_ms holds until the execution is terminal or wait_ms has passed; wait_ms that is not a decimal integer is 400 invalid_request",
-            long_poll),
-        check!("cancel/received", ["CAN-1"], Must, CANCEL,
-            "CANCEL of a received execution is answered 200 with a ResultResponse canceled (error.code canceled)", cancel_received),
-        check!("cancel/terminal", ["CAN-2"], Must, CANCEL,
+            long_poll
+        ),
+        check!(
+            "cancel/received",
+            ["CAN-1"],
+            Must,
+            CANCEL,
+            "CANCEL of a received execution is answered 200 with a ResultResponse canceled (error.code canceled)",
+            cancel_received
+        ),
+        check!(
+            "cancel/terminal",
+            ["CAN-2"],
+            Must,
+            CANCEL,
             "CANCEL of a terminal execution is 409 invalid_state with details.status; of an unknown one, 404 unknown_execution",
-            cancel_terminal),
-        check!("cancel/confirm-after-cancel", ["CONF-3"], Must, CANCEL,
-            "CONFIRM of an execution canceled before it ran is 409 invalid_state with details.status canceled", confirm_after_cancel),
-        check!("cancel/final-state", ["ST-2", "ST-1"], Must, CANCEL,
-            "the first terminal state is final: a canceled execution stays canceled", cancel_final),
+            cancel_terminal
+        ),
+        check!(
+            "cancel/confirm-after-cancel",
+            ["CONF-3"],
+            Must,
+            CANCEL,
+            "CONFIRM of an execution canceled before it ran is 409 invalid_state with details.status canceled",
+            confirm_after_cancel
+        ),
+        check!(
+            "cancel/final-state",
+            ["ST-2", "ST-1"],
+            Must,
+            CANCEL,
+            "the first terminal state is final: a canceled execution stays canceled",
+            cancel_final
+        ),
     ]
 }
 
@@ -54,8 +133,16 @@ async fn first(t: &mut Trial<'_>) -> Outcome {
     let r = t.send("CONFIRM", t.ctx.for_cap(&plan, "POST", "/confirm").json(&execution_ref(&exe.id))).await?;
     t.expect_status(&r, 202);
     let b = r.json().unwrap_or(Value::Null);
-    t.check(b["execution_id"] == exe.id.as_str() && b["status"] == "accepted", format!("{{\"execution_id\": {:?}, \"status\": \"accepted\"}}", exe.id), show(&b));
-    t.check(r.header("a2a-execution-id") == Some(exe.id.as_str()), "A2A-Execution-ID", format!("{:?}", r.header("a2a-execution-id")));
+    t.check(
+        b["execution_id"] == exe.id.as_str() && b["status"] == "accepted",
+        format!("{{\"execution_id\": {:?}, \"status\": \"accepted\"}}", exe.id),
+        show(&b),
+    );
+    t.check(
+        r.header("a2a-execution-id") == Some(exe.id.as_str()),
+        "A2A-Execution-ID",
+        format!("{:?}", r.header("a2a-execution-id")),
+    );
     Ok(())
 }
 
@@ -64,12 +151,18 @@ async fn again(t: &mut Trial<'_>) -> Outcome {
     let (_, exe) = executed(t, &plan).await?;
     confirm(t, &plan, &exe.id).await?;
     for i in 2..=3 {
-        let r = t.send(format!("CONFIRM #{i}"), t.ctx.for_cap(&plan, "POST", "/confirm").json(&execution_ref(&exe.id))).await?;
+        let r = t
+            .send(format!("CONFIRM #{i}"), t.ctx.for_cap(&plan, "POST", "/confirm").json(&execution_ref(&exe.id)))
+            .await?;
         t.expect_status(&r, 200);
         let b = r.json().unwrap_or(Value::Null);
         t.check(b["already_confirmed"] == true, "already_confirmed: true", show(&b));
         let s = b["status"].as_str().unwrap_or("");
-        t.check(matches!(s, "accepted" | "running") || is_terminal(s), "the current status (accepted, running or terminal)", s.to_owned());
+        t.check(
+            matches!(s, "accepted" | "running") || is_terminal(s),
+            "the current status (accepted, running or terminal)",
+            s.to_owned(),
+        );
     }
     Ok(())
 }
@@ -111,7 +204,12 @@ async fn concurrent(t: &mut Trial<'_>) -> Outcome {
 async fn confirm_unknown(t: &mut Trial<'_>) -> Outcome {
     let plan = main_plan(t)?;
     let unknown = format!("{}_1719000000000000001_h6fgdqwzjyd3liod5hyci3mlc4", plan.sender());
-    let r = t.send("CONFIRM of an unknown (well-formed) id", t.ctx.for_cap(&plan, "POST", "/confirm").json(&execution_ref(&unknown))).await?;
+    let r = t
+        .send(
+            "CONFIRM of an unknown (well-formed) id",
+            t.ctx.for_cap(&plan, "POST", "/confirm").json(&execution_ref(&unknown)),
+        )
+        .await?;
     t.expect_error(&r, 404, "unknown_execution");
     if matches!(plan.auth, CallerAuth::None) {
         let (_, exe) = executed(t, &plan).await?;
@@ -147,11 +245,19 @@ async fn result_happy_path(t: &mut Trial<'_>) -> Outcome {
         t.expect_status(&r, 200);
         let b = r.json().unwrap_or(Value::Null);
         let parsed: Result<a2a_core::wire::ResultResponse, _> = serde_json::from_value(b.clone());
-        t.check(parsed.is_ok(), "a ResultResponse", match &parsed {
-            Ok(_) => "a ResultResponse".into(),
-            Err(e) => format!("{e}: {}", show(&b)),
-        });
-        t.check(r.header("a2a-execution-id") == Some(exe.id.as_str()), "A2A-Execution-ID", format!("{:?}", r.header("a2a-execution-id")));
+        t.check(
+            parsed.is_ok(),
+            "a ResultResponse",
+            match &parsed {
+                Ok(_) => "a ResultResponse".into(),
+                Err(e) => format!("{e}: {}", show(&b)),
+            },
+        );
+        t.check(
+            r.header("a2a-execution-id") == Some(exe.id.as_str()),
+            "A2A-Execution-ID",
+            format!("{:?}", r.header("a2a-execution-id")),
+        );
         st4(t, &b);
         let s = b["status"].as_str().unwrap_or("").to_owned();
         statuses.push(s.clone());
@@ -166,7 +272,11 @@ async fn result_happy_path(t: &mut Trial<'_>) -> Outcome {
     }
     t.step("the statuses seen");
     let forward = statuses.windows(2).all(|w| rank(&w[0]) <= rank(&w[1]) && !(is_terminal(&w[0]) && w[0] != w[1]));
-    t.check(forward && statuses.first().is_some_and(|s| s != "received"), "statuses that only move forward from accepted", format!("{statuses:?}"));
+    t.check(
+        forward && statuses.first().is_some_and(|s| s != "received"),
+        "statuses that only move forward from accepted",
+        format!("{statuses:?}"),
+    );
     Ok(())
 }
 
@@ -176,7 +286,9 @@ async fn other_sender(t: &mut Trial<'_>) -> Outcome {
         return Err(Stop::Skip("the only drivable capability needs credentials bound to one sender".into()));
     }
     let (_, exe) = executed(t, &plan).await?;
-    let r = t.send(format!("RESULT as {SENDER_B}"), result_req(t, &plan, &exe.id, None).set("A2A-Sender-ID", SENDER_B)).await?;
+    let r = t
+        .send(format!("RESULT as {SENDER_B}"), result_req(t, &plan, &exe.id, None).set("A2A-Sender-ID", SENDER_B))
+        .await?;
     t.expect_error(&r, 404, "unknown_execution");
     Ok(())
 }
@@ -222,7 +334,11 @@ async fn timeout(t: &mut Trial<'_>) -> Outcome {
     if s == "timed_out" {
         t.check(last["error"]["code"] == "timed_out", "error.code timed_out", show(&last["error"]));
     } else {
-        t.check(matches!(s, "succeeded" | "failed"), "timed_out (or succeeded/failed for a handler faster than 1 ms)", s.to_owned());
+        t.check(
+            matches!(s, "succeeded" | "failed"),
+            "timed_out (or succeeded/failed for a handler faster than 1 ms)",
+            s.to_owned(),
+        );
     }
     st4(t, &last);
     Ok(())
@@ -237,8 +353,13 @@ async fn terminal_stays(t: &mut Trial<'_>) -> Outcome {
     let r = t.send("RESULT again, 500 ms after the terminal state", result_req(t, &plan, &exe.id, None)).await?;
     t.expect_status(&r, 200);
     let b = r.json().unwrap_or(Value::Null);
-    t.check(b["status"] == last["status"] && super::same_json(&b["result"], &last["result"]) && b["error"]["code"] == last["error"]["code"],
-        format!("the same terminal state {}", last["status"]), show(&b));
+    t.check(
+        b["status"] == last["status"]
+            && super::same_json(&b["result"], &last["result"])
+            && b["error"]["code"] == last["error"]["code"],
+        format!("the same terminal state {}", last["status"]),
+        show(&b),
+    );
     Ok(())
 }
 
@@ -248,20 +369,34 @@ async fn long_poll(t: &mut Trial<'_>) -> Outcome {
     }
     let plan = main_plan(t)?;
     let (_, exe) = executed(t, &plan).await?;
-    let r = t.send("RESULT with wait_ms=abc of a real execution", t.ctx.for_cap(&plan, "GET", &format!("{}?wait_ms=abc", super::result_path(&exe.id)))).await?;
+    let r = t
+        .send(
+            "RESULT with wait_ms=abc of a real execution",
+            t.ctx.for_cap(&plan, "GET", &format!("{}?wait_ms=abc", super::result_path(&exe.id))),
+        )
+        .await?;
     t.expect_error(&r, 400, "invalid_request");
-    let r = t.send("RESULT with wait_ms=1000 of an unconfirmed execution", result_req(t, &plan, &exe.id, Some(1000))).await?;
+    let r = t
+        .send("RESULT with wait_ms=1000 of an unconfirmed execution", result_req(t, &plan, &exe.id, Some(1000)))
+        .await?;
     t.expect_status(&r, 200);
     let b = r.json().unwrap_or(Value::Null);
-    t.check(b["status"] == "received" && r.elapsed >= Duration::from_millis(900),
-        "status received, answered after about 1 000 ms (it cannot become terminal)", format!("{} after {} ms", b["status"], r.elapsed.as_millis()));
+    t.check(
+        b["status"] == "received" && r.elapsed >= Duration::from_millis(900),
+        "status received, answered after about 1 000 ms (it cannot become terminal)",
+        format!("{} after {} ms", b["status"], r.elapsed.as_millis()),
+    );
     confirm(t, &plan, &exe.id).await?;
     let wait = t.ctx.disc.limits.as_ref().map_or(10_000, |l| l.max_wait_ms.clamp(1, 10_000));
-    let r = t.send(format!("RESULT with wait_ms={wait} after CONFIRM"), result_req(t, &plan, &exe.id, Some(wait))).await?;
+    let r =
+        t.send(format!("RESULT with wait_ms={wait} after CONFIRM"), result_req(t, &plan, &exe.id, Some(wait))).await?;
     let b = r.json().unwrap_or(Value::Null);
     let s = b["status"].as_str().unwrap_or("");
-    t.check(is_terminal(s) || r.elapsed >= Duration::from_millis(wait.saturating_sub(100)),
-        format!("a terminal state, or the current one after {wait} ms"), format!("{s} after {} ms", r.elapsed.as_millis()));
+    t.check(
+        is_terminal(s) || r.elapsed >= Duration::from_millis(wait.saturating_sub(100)),
+        format!("a terminal state, or the current one after {wait} ms"),
+        format!("{s} after {} ms", r.elapsed.as_millis()),
+    );
     Ok(())
 }
 
@@ -280,7 +415,11 @@ async fn cancel_received(t: &mut Trial<'_>) -> Outcome {
     let r = t.send("CANCEL a received execution", cancel_req(t, &plan, &exe.id)).await?;
     t.expect_status(&r, 200);
     let b = r.json().unwrap_or(Value::Null);
-    t.check(b["status"] == "canceled" && b["error"]["code"] == "canceled", "a ResultResponse with status canceled and error.code canceled", show(&b));
+    t.check(
+        b["status"] == "canceled" && b["error"]["code"] == "canceled",
+        "a ResultResponse with status canceled and error.code canceled",
+        show(&b),
+    );
     let r = t.send("RESULT after CANCEL", result_req(t, &plan, &exe.id, None)).await?;
     let b = r.json().unwrap_or(Value::Null);
     t.check(b["status"] == "canceled", "status canceled", format!("{}", b["status"]));
@@ -309,7 +448,9 @@ async fn confirm_after_cancel(t: &mut Trial<'_>) -> Outcome {
     let (_, exe) = executed(t, &plan).await?;
     let r = t.setup("CANCEL (preparation)", cancel_req(t, &plan, &exe.id)).await?;
     t.require(r.status == 200, "200", r.summary())?;
-    let r = t.send("CONFIRM the canceled execution", t.ctx.for_cap(&plan, "POST", "/confirm").json(&execution_ref(&exe.id))).await?;
+    let r = t
+        .send("CONFIRM the canceled execution", t.ctx.for_cap(&plan, "POST", "/confirm").json(&execution_ref(&exe.id)))
+        .await?;
     t.expect_error(&r, 409, "invalid_state");
     let d = r.error_details();
     t.check(d["status"] == "canceled", "details.status \"canceled\"", show(&d));
@@ -333,6 +474,10 @@ async fn cancel_final(t: &mut Trial<'_>) -> Outcome {
     tokio::time::sleep(Duration::from_millis(700)).await;
     let r = t.send("RESULT 700 ms later", result_req(t, &plan, &exe.id, None)).await?;
     let b = r.json().unwrap_or(Value::Null);
-    t.check(b["status"] == state.as_str(), format!("still {state}: the first terminal state is final"), format!("{}", b["status"]));
+    t.check(
+        b["status"] == state.as_str(),
+        format!("still {state}: the first terminal state is final"),
+        format!("{}", b["status"]),
+    );
     Ok(())
 }

@@ -12,31 +12,86 @@ use crate::http::Req;
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
-        check!("version/missing", ["HDR-4", "HDR-3"], Must, ALWAYS,
-            "a request without A2A-Version is answered 400 version_required", missing_version),
-        check!("version/unsupported", ["HDR-4", "HDR-5"], Must, ALWAYS,
+        check!(
+            "version/missing",
+            ["HDR-4", "HDR-3"],
+            Must,
+            ALWAYS,
+            "a request without A2A-Version is answered 400 version_required",
+            missing_version
+        ),
+        check!(
+            "version/unsupported",
+            ["HDR-4", "HDR-5"],
+            Must,
+            ALWAYS,
             "a request for another version is answered 400 unsupported_version with details.supported_versions listing \"0.3\"",
-            unsupported_version),
-        check!("version/syntax", ["HDR-5"], Must, ALWAYS,
+            unsupported_version
+        ),
+        check!(
+            "version/syntax",
+            ["HDR-5"],
+            Must,
+            ALWAYS,
             "blanks around the version are ignored; anything but exactly 0.3 (00.3, 0.03, 0.3.0, v0.3) is unsupported_version",
-            version_syntax),
-        check!("sender/missing", ["HDR-6"], Must, ALWAYS,
-            "a request without A2A-Sender-ID is answered 400 sender_required", missing_sender),
-        check!("sender/invalid-dids",
-            ["HDR-6", "DID-1", "DID-2", "DID-3", "DID-4", "DID-5", "DID-6", "DID-7", "DID-8", "DID-11"], Must, ALWAYS,
+            version_syntax
+        ),
+        check!(
+            "sender/missing",
+            ["HDR-6"],
+            Must,
+            ALWAYS,
+            "a request without A2A-Sender-ID is answered 400 sender_required",
+            missing_sender
+        ),
+        check!(
+            "sender/invalid-dids",
+            ["HDR-6", "DID-1", "DID-2", "DID-3", "DID-4", "DID-5", "DID-6", "DID-7", "DID-8", "DID-11"],
+            Must,
+            ALWAYS,
             "an A2A-Sender-ID that is not a valid did:web DID (another method, upper case, non-ASCII, an IP address, a single label, %3a, a leading-zero port, `..`, another escape, blanks, over 512 bytes) is answered 400 invalid_sender",
-            invalid_dids),
-        check!("sender/valid-dids", ["DID-2", "DID-7"], Must, ALWAYS,
-            "valid did:web DIDs (a port, path segments, punycode, a numeric path segment) are accepted as senders", valid_dids),
-        check!("sender/compared-byte-for-byte", ["DID-9", "NEG-4"], Must, MAIN,
-            "DIDs are compared byte for byte: did:web:X%3A443 is not did:web:X, and cannot use its negotiation", byte_for_byte),
-        check!("headers/malformed-negotiation-id", ["HDR-1"], Must, ALWAYS,
+            invalid_dids
+        ),
+        check!(
+            "sender/valid-dids",
+            ["DID-2", "DID-7"],
+            Must,
+            ALWAYS,
+            "valid did:web DIDs (a port, path segments, punycode, a numeric path segment) are accepted as senders",
+            valid_dids
+        ),
+        check!(
+            "sender/compared-byte-for-byte",
+            ["DID-9", "NEG-4"],
+            Must,
+            MAIN,
+            "DIDs are compared byte for byte: did:web:X%3A443 is not did:web:X, and cannot use its negotiation",
+            byte_for_byte
+        ),
+        check!(
+            "headers/malformed-negotiation-id",
+            ["HDR-1"],
+            Must,
+            ALWAYS,
             "a malformed A2A-Negotiation-ID (a blank, a forbidden character, 129 characters) is answered 400 invalid_header naming the header",
-            malformed_negotiation_id),
-        check!("headers/malformed-idempotency-key", ["HDR-1"], Must, IDEMPOTENCY,
-            "a malformed Idempotency-Key is answered 400 invalid_header naming the header", malformed_idempotency_key),
-        check!("headers/trace-context", ["HDR-9"], Should, ALWAYS,
-            "requests carrying W3C traceparent and tracestate are accepted", trace_context),
+            malformed_negotiation_id
+        ),
+        check!(
+            "headers/malformed-idempotency-key",
+            ["HDR-1"],
+            Must,
+            IDEMPOTENCY,
+            "a malformed Idempotency-Key is answered 400 invalid_header naming the header",
+            malformed_idempotency_key
+        ),
+        check!(
+            "headers/trace-context",
+            ["HDR-9"],
+            Should,
+            ALWAYS,
+            "requests carrying W3C traceparent and tracestate are accepted",
+            trace_context
+        ),
     ]
 }
 
@@ -48,10 +103,15 @@ fn fallback(t: &Trial<'_>) -> Req {
 async fn missing_version(t: &mut Trial<'_>) -> Outcome {
     let r = t.send("FALLBACK without A2A-Version", fallback(t).without("a2a-version")).await?;
     t.expect_error(&r, 400, "version_required");
-    let req = t.ctx.request("GET", "/result/did:web:conformance.example_1_aaaaaaaaaaaaaaaaaaaaaaaaaa").without("a2a-version");
+    let req =
+        t.ctx.request("GET", "/result/did:web:conformance.example_1_aaaaaaaaaaaaaaaaaaaaaaaaaa").without("a2a-version");
     let r = t.send("RESULT without A2A-Version", req).await?;
     t.expect_error(&r, 400, "version_required");
-    let req = t.ctx.request("POST", "/negotiate").without("a2a-version").json(&json!({"target_capability": MISSING_CAPABILITY, "proposed_schema": {"type": "object"}}));
+    let req = t
+        .ctx
+        .request("POST", "/negotiate")
+        .without("a2a-version")
+        .json(&json!({"target_capability": MISSING_CAPABILITY, "proposed_schema": {"type": "object"}}));
     let r = t.send("NEGOTIATE without A2A-Version", req).await?;
     t.expect_error(&r, 400, "version_required");
     Ok(())
@@ -86,7 +146,10 @@ async fn version_syntax(t: &mut Trial<'_>) -> Outcome {
 async fn missing_sender(t: &mut Trial<'_>) -> Outcome {
     let r = t.send("FALLBACK without A2A-Sender-ID", fallback(t).without("a2a-sender-id")).await?;
     t.expect_error(&r, 400, "sender_required");
-    let req = t.ctx.request("GET", "/result/did:web:conformance.example_1_aaaaaaaaaaaaaaaaaaaaaaaaaa").without("a2a-sender-id");
+    let req = t
+        .ctx
+        .request("GET", "/result/did:web:conformance.example_1_aaaaaaaaaaaaaaaaaaaaaaaaaa")
+        .without("a2a-sender-id");
     let r = t.send("RESULT without A2A-Sender-ID", req).await?;
     t.expect_error(&r, 400, "sender_required");
     Ok(())
@@ -145,12 +208,18 @@ async fn byte_for_byte(t: &mut Trial<'_>) -> Outcome {
 }
 
 async fn malformed_negotiation_id(t: &mut Trial<'_>) -> Outcome {
-    for (what, id) in [("a blank", "n 1".to_owned()), ("a slash", "n/1".to_owned()), ("129 characters", "n".repeat(129))] {
+    for (what, id) in
+        [("a blank", "n 1".to_owned()), ("a slash", "n/1".to_owned()), ("129 characters", "n".repeat(129))]
+    {
         let req = t.ctx.request("POST", "/execute").header("A2A-Negotiation-ID", id).json(&json!({}));
         let r = t.send(format!("EXECUTE with an A2A-Negotiation-ID of {what}"), req).await?;
         t.expect_error(&r, 400, "invalid_header");
         let named = r.error_details()["header"].as_str().map(str::to_ascii_lowercase);
-        t.check(named.as_deref() == Some("a2a-negotiation-id"), "details.header: A2A-Negotiation-ID", format!("{:?}", r.error_details()["header"]));
+        t.check(
+            named.as_deref() == Some("a2a-negotiation-id"),
+            "details.header: A2A-Negotiation-ID",
+            format!("{:?}", r.error_details()["header"]),
+        );
     }
     Ok(())
 }
@@ -166,7 +235,11 @@ async fn malformed_idempotency_key(t: &mut Trial<'_>) -> Outcome {
         let r = t.send(format!("EXECUTE with an Idempotency-Key of {what}"), req).await?;
         t.expect_error(&r, 400, "invalid_header");
         let named = r.error_details()["header"].as_str().map(str::to_ascii_lowercase);
-        t.check(named.as_deref() == Some("idempotency-key"), "details.header: Idempotency-Key", format!("{:?}", r.error_details()["header"]));
+        t.check(
+            named.as_deref() == Some("idempotency-key"),
+            "details.header: Idempotency-Key",
+            format!("{:?}", r.error_details()["header"]),
+        );
     }
     Ok(())
 }

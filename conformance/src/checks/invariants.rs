@@ -25,28 +25,69 @@ macro_rules! after_all {
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
-        after_all!("responses/a2a-version", ["HDR-2"], Must,
-            "every response of the run (errors, DISCOVER and preflights included) carries A2A-Version: 0.3", version),
-        after_all!("responses/a2a-sender-id", ["HDR-7"], Must,
-            "every response of the run carries A2A-Sender-ID with the agent's DID", sender),
-        after_all!("responses/json", ["TR-6"], Must,
+        after_all!(
+            "responses/a2a-version",
+            ["HDR-2"],
+            Must,
+            "every response of the run (errors, DISCOVER and preflights included) carries A2A-Version: 0.3",
+            version
+        ),
+        after_all!(
+            "responses/a2a-sender-id",
+            ["HDR-7"],
+            Must,
+            "every response of the run carries A2A-Sender-ID with the agent's DID",
+            sender
+        ),
+        after_all!(
+            "responses/json",
+            ["TR-6"],
+            Must,
             "every response body of the run is JSON sent as Content-Type: application/json (DISCOVER and preflights have no body)",
-            json_bodies),
-        after_all!("responses/error-bodies", ["ERR-1", "ERR-4"], Must,
+            json_bodies
+        ),
+        after_all!(
+            "responses/error-bodies",
+            ["ERR-1", "ERR-4"],
+            Must,
             "every error response of the run is an ErrorBody {error: {code, message, details?}, fallback_options?} with the HTTP status of the error table for its code",
-            error_bodies),
-        after_all!("responses/required-headers", ["ERR-3"], Must,
-            "every 405 of the run carries Allow, every 429 and 503 Retry-After", required_headers),
-        after_all!("responses/result-shape", ["ST-4"], Must,
+            error_bodies
+        ),
+        after_all!(
+            "responses/required-headers",
+            ["ERR-3"],
+            Must,
+            "every 405 of the run carries Allow, every 429 and 503 Retry-After",
+            required_headers
+        ),
+        after_all!(
+            "responses/result-shape",
+            ["ST-4"],
+            Must,
             "every ResultResponse of the run has result exactly when succeeded and error (with an execution code) exactly when failed, timed_out or canceled",
-            result_shape),
-        after_all!("responses/clock", ["INT-11"], Should,
-            "the agent's clock (its Date headers) is within 30 s of the suite's", clock),
-        after_all!("responses/signatures", ["INT-10", "KEY-8"], Must,
+            result_shape
+        ),
+        after_all!(
+            "responses/clock",
+            ["INT-11"],
+            Should,
+            "the agent's clock (its Date headers) is within 30 s of the suite's",
+            clock
+        ),
+        after_all!(
+            "responses/signatures",
+            ["INT-10", "KEY-8"],
+            Must,
             "every signed response of the run verifies (iss the agent, aud the requester, htm/htu of its request, sts its status) with a key of the agent's DID document, and no two signatures share a nonce",
-            signatures),
-        after_all!("limits/still-alive", ["LIM-2"], Must,
-            "after every malformed, oversize and hostile input of the run the agent still answers DISCOVER", still_alive),
+            signatures
+        ),
+        after_all!(
+            "limits/still-alive",
+            ["LIM-2"],
+            Must,
+            "after every malformed, oversize and hostile input of the run the agent still answers DISCOVER",
+            still_alive
+        ),
     ]
 }
 
@@ -56,7 +97,11 @@ fn agent_exchanges(t: &Trial<'_>) -> Vec<Exchange> {
     t.ctx
         .transcript()
         .into_iter()
-        .filter(|e| e.url == endpoint || e.url.starts_with(&format!("{endpoint}/")) || e.url.starts_with(&format!("{endpoint}?")))
+        .filter(|e| {
+            e.url == endpoint
+                || e.url.starts_with(&format!("{endpoint}/"))
+                || e.url.starts_with(&format!("{endpoint}?"))
+        })
         .filter(|e| e.response.is_some())
         .collect()
 }
@@ -85,7 +130,8 @@ fn scan(t: &mut Trial<'_>, expected: &str, mut bad: impl FnMut(&Exchange) -> Opt
 async fn version(t: &mut Trial<'_>) -> Outcome {
     scan(t, "A2A-Version: 0.3", |e| {
         let r = e.response.as_ref()?;
-        (r.header("a2a-version").map(str::trim) != Some("0.3")).then(|| format!("{} with A2A-Version {:?}", r.status, r.header("a2a-version")))
+        (r.header("a2a-version").map(str::trim) != Some("0.3"))
+            .then(|| format!("{} with A2A-Version {:?}", r.status, r.header("a2a-version")))
     });
     Ok(())
 }
@@ -94,7 +140,8 @@ async fn sender(t: &mut Trial<'_>) -> Outcome {
     let did = t.ctx.disc.agent_did.clone().ok_or_else(|| Stop::Blocked("DISCOVER gave no A2A-Sender-ID".into()))?;
     scan(t, &format!("A2A-Sender-ID: {did}"), |e| {
         let r = e.response.as_ref()?;
-        (r.header("a2a-sender-id").map(str::trim) != Some(did.as_str())).then(|| format!("{} with A2A-Sender-ID {:?}", r.status, r.header("a2a-sender-id")))
+        (r.header("a2a-sender-id").map(str::trim) != Some(did.as_str()))
+            .then(|| format!("{} with A2A-Sender-ID {:?}", r.status, r.header("a2a-sender-id")))
     });
     Ok(())
 }
@@ -128,7 +175,9 @@ fn error_body_problem(status: u16, v: &Value) -> Option<String> {
     }
     let known = ErrorCode(code.to_owned().into());
     match known.entry().map(|e| e.kind) {
-        Some(ErrorKind::Http(s)) if s != status => Some(format!("{code} answered with {status}; the error table says {s}")),
+        Some(ErrorKind::Http(s)) if s != status => {
+            Some(format!("{code} answered with {status}; the error table says {s}"))
+        }
         Some(ErrorKind::Execution) => Some(format!("{code} is an execution error code, not an HTTP error")),
         _ => None,
     }
@@ -142,7 +191,11 @@ async fn error_bodies(t: &mut Trial<'_>) -> Outcome {
         }
         match r.json() {
             Some(v) => error_body_problem(r.status, &v),
-            None => Some(format!("{} with a body that is not JSON: {:?}", r.status, String::from_utf8_lossy(&r.body[..r.body.len().min(120)]))),
+            None => Some(format!(
+                "{} with a body that is not JSON: {:?}",
+                r.status,
+                String::from_utf8_lossy(&r.body[..r.body.len().min(120)])
+            )),
         }
     });
     Ok(())
@@ -161,10 +214,12 @@ async fn required_headers(t: &mut Trial<'_>) -> Outcome {
 }
 
 async fn result_shape(t: &mut Trial<'_>) -> Outcome {
-    const EXECUTION_CODES: [&str; 5] = ["handler_failed", "timed_out", "canceled", "confirm_window_elapsed", "output_invalid"];
+    const EXECUTION_CODES: [&str; 5] =
+        ["handler_failed", "timed_out", "canceled", "confirm_window_elapsed", "output_invalid"];
     scan(t, "result only when succeeded; error with an execution code only when failed, timed_out or canceled", |e| {
         let r = e.response.as_ref()?;
-        let is_result = (e.method == "GET" && e.url.contains("/result/")) || (e.method == "POST" && e.url.ends_with("/cancel"));
+        let is_result =
+            (e.method == "GET" && e.url.contains("/result/")) || (e.method == "POST" && e.url.ends_with("/cancel"));
         if !is_result || r.status != 200 {
             return None;
         }
@@ -192,7 +247,9 @@ async fn clock(t: &mut Trial<'_>) -> Outcome {
     for e in &exchanges {
         let Some(r) = &e.response else { continue };
         let Some(date) = r.header("date") else { continue };
-        let Ok(at) = time::OffsetDateTime::parse(date, &time::format_description::well_known::Rfc2822) else { continue };
+        let Ok(at) = time::OffsetDateTime::parse(date, &time::format_description::well_known::Rfc2822) else {
+            continue;
+        };
         let skew = (at.unix_timestamp() - crate::identity::unix_now()).abs();
         if worst.as_ref().is_none_or(|(w, _)| skew > *w) {
             worst = Some((skew, date.to_owned()));
@@ -239,19 +296,34 @@ async fn signatures(t: &mut Trial<'_>) -> Outcome {
         let target = crate::http::Req::new(&e.method, e.url.clone()).target();
         let headers: Vec<(&str, &str)> = resp.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         let aud = e.request_headers.iter().find(|(n, _)| n == "a2a-sender-id").map_or("", |(_, v)| v.as_str());
-        let parts = MessageParts { method: &e.method, target: &target, headers: &headers, body: &resp.body, status: Some(resp.status) };
+        let parts = MessageParts {
+            method: &e.method,
+            target: &target,
+            headers: &headers,
+            body: &resp.body,
+            status: Some(resp.status),
+        };
         let verdict = integrity::prepare(&token, &parts, aud, crate::identity::unix_now()).and_then(|p| {
-            let jwk = doc.find_signing_jwk(p.key_id()).map_err(|e| integrity::IntegrityError::Malformed(e.to_string()))?;
+            let jwk =
+                doc.find_signing_jwk(p.key_id()).map_err(|e| integrity::IntegrityError::Malformed(e.to_string()))?;
             let key = a2a_core::keys::VerifyingKey::from_jwk(jwk)?;
             p.finish(&key, &parts)
         });
-        t.check(verdict.is_ok(), format!("a valid signature of {} {} ({})", e.method, e.url, resp.status), match verdict {
-            Ok(_) => "verified".to_owned(),
-            Err(err) => format!("{} ({})", err, err.code()),
-        });
+        t.check(
+            verdict.is_ok(),
+            format!("a valid signature of {} {} ({})", e.method, e.url, resp.status),
+            match verdict {
+                Ok(_) => "verified".to_owned(),
+                Err(err) => format!("{} ({})", err, err.code()),
+            },
+        );
         if let Some(sig) = token.rsplit('.').next().and_then(|s| a2a_core::jws::base64url_decode(s).ok()) {
             let r = sig.get(..32).map(<[u8]>::to_vec).unwrap_or_default();
-            t.check(nonces.insert(r), "a fresh ECDSA nonce (r) for every signature", format!("r repeated in the response to {} {}", e.method, e.url));
+            t.check(
+                nonces.insert(r),
+                "a fresh ECDSA nonce (r) for every signature",
+                format!("r repeated in the response to {} {}", e.method, e.url),
+            );
         }
     }
     Ok(())

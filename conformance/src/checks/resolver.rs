@@ -35,47 +35,158 @@ macro_rules! fault {
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
-        check!("identity/agent-document", ["DID-14", "KEY-1", "DID-12"], Must, ALWAYS,
+        check!(
+            "identity/agent-document",
+            ["DID-14", "KEY-1", "DID-12"],
+            Must,
+            ALWAYS,
             "the agent publishes, where did:web maps its DID, a DID document whose id is its DID and whose keys are public P-256 JsonWebKey2020 methods referenced from authentication and assertionMethod",
-            agent_document),
-        check!("identity/agent-document-context", ["DID-15"], Should, ALWAYS,
-            "the agent's DID document includes @context", agent_document_context),
-        check!("identity/agent-document-headers", ["DID-16"], Should, ALWAYS,
-            "the agent's DID document is served with Access-Control-Allow-Origin: * and a Cache-Control max-age", agent_document_headers),
-        check!("did-resolver/document-url", ["DID-12", "DID-13"], Must, SERVED,
+            agent_document
+        ),
+        check!(
+            "identity/agent-document-context",
+            ["DID-15"],
+            Should,
+            ALWAYS,
+            "the agent's DID document includes @context",
+            agent_document_context
+        ),
+        check!(
+            "identity/agent-document-headers",
+            ["DID-16"],
+            Should,
+            ALWAYS,
+            "the agent's DID document is served with Access-Control-Allow-Origin: * and a Cache-Control max-age",
+            agent_document_headers
+        ),
+        check!(
+            "did-resolver/document-url",
+            ["DID-12", "DID-13"],
+            Must,
+            SERVED,
             "the agent fetches a caller's document from the URL did:web maps it to (/.well-known/did.json, or the path segments then /did.json)",
-            document_url),
-        check!("did-resolver/cache", ["DID-27"], Should, SERVED,
+            document_url
+        ),
+        check!(
+            "did-resolver/cache",
+            ["DID-27"],
+            Should,
+            SERVED,
             "the agent caches a caller's DID document (served with max-age=300): three signed requests fetch it at most once",
-            cache),
-        fault!("did-resolver/rsa-key", ["DID-26", "KEY-1", "KEY-2"], "rsa", 401, "unsupported_key_type",
-            "a caller whose DID document publishes an RSA key is refused with 401 unsupported_key_type"),
-        fault!("did-resolver/private-key", ["DID-26", "KEY-3"], "private", 401, "unsupported_key_type",
-            "a caller whose DID document publishes its private key (d) is refused with 401 unsupported_key_type"),
-        fault!("did-resolver/off-curve", ["KEY-3", "DID-26"], "offcurve", 401, "unsupported_key_type",
-            "a caller whose key is not a point of P-256 is refused with 401 unsupported_key_type"),
-        fault!("did-resolver/es384-alg", ["DID-26"], "es384", 401, "unsupported_key_type",
-            "a caller whose JWK says alg ES384 is refused with 401 unsupported_key_type"),
-        fault!("did-resolver/key-agreement-only", ["DID-25"], "keyagreement", 401, "unknown_key",
-            "a key listed only in keyAgreement cannot sign: 401 unknown_key"),
-        fault!("did-resolver/id-mismatch", ["DID-19", "DID-31"], "mismatch", 401, "did_resolution_failed",
-            "a document whose id is another DID is refused: 401 did_resolution_failed"),
-        fault!("did-resolver/not-json", ["DID-18", "DID-31"], "notjson", 401, "did_resolution_failed",
-            "a document that is not a JSON object is refused: 401 did_resolution_failed"),
-        fault!("did-resolver/too-large", ["DID-17"], "huge", 401, "did_resolution_failed",
-            "a document over 65 536 bytes is refused: 401 did_resolution_failed"),
-        fault!("did-resolver/too-many-methods", ["DID-20"], "toomany", 401, "did_resolution_failed",
-            "a document with 65 verification methods is refused: 401 did_resolution_failed"),
-        fault!("did-resolver/bad-method", ["DID-21"], "badmethod", 401, "did_resolution_failed",
-            "a verification method without type is refused: 401 did_resolution_failed"),
-        fault!("did-resolver/not-found", ["DID-30", "DID-31"], "missing", 401, "did_resolution_failed",
-            "a document answered 404 is a failure: 401 did_resolution_failed"),
-        fault!("did-resolver/redirect", ["DID-30"], "redirect", 401, "did_resolution_failed",
-            "the resolver follows no redirect: a 302 is a failure (401 did_resolution_failed) and its target is never fetched"),
-        fault!("did-resolver/unused-members", ["DID-22"], "extras", 200, "",
-            "members the protocol does not use (service, alsoKnownAs, controller) are ignored: the signature is accepted"),
-        fault!("did-resolver/relative-ids", ["DID-21"], "relative", 200, "",
-            "verification methods with relative ids (#key-1) are accepted"),
+            cache
+        ),
+        fault!(
+            "did-resolver/rsa-key",
+            ["DID-26", "KEY-1", "KEY-2"],
+            "rsa",
+            401,
+            "unsupported_key_type",
+            "a caller whose DID document publishes an RSA key is refused with 401 unsupported_key_type"
+        ),
+        fault!(
+            "did-resolver/private-key",
+            ["DID-26", "KEY-3"],
+            "private",
+            401,
+            "unsupported_key_type",
+            "a caller whose DID document publishes its private key (d) is refused with 401 unsupported_key_type"
+        ),
+        fault!(
+            "did-resolver/off-curve",
+            ["KEY-3", "DID-26"],
+            "offcurve",
+            401,
+            "unsupported_key_type",
+            "a caller whose key is not a point of P-256 is refused with 401 unsupported_key_type"
+        ),
+        fault!(
+            "did-resolver/es384-alg",
+            ["DID-26"],
+            "es384",
+            401,
+            "unsupported_key_type",
+            "a caller whose JWK says alg ES384 is refused with 401 unsupported_key_type"
+        ),
+        fault!(
+            "did-resolver/key-agreement-only",
+            ["DID-25"],
+            "keyagreement",
+            401,
+            "unknown_key",
+            "a key listed only in keyAgreement cannot sign: 401 unknown_key"
+        ),
+        fault!(
+            "did-resolver/id-mismatch",
+            ["DID-19", "DID-31"],
+            "mismatch",
+            401,
+            "did_resolution_failed",
+            "a document whose id is another DID is refused: 401 did_resolution_failed"
+        ),
+        fault!(
+            "did-resolver/not-json",
+            ["DID-18", "DID-31"],
+            "notjson",
+            401,
+            "did_resolution_failed",
+            "a document that is not a JSON object is refused: 401 did_resolution_failed"
+        ),
+        fault!(
+            "did-resolver/too-large",
+            ["DID-17"],
+            "huge",
+            401,
+            "did_resolution_failed",
+            "a document over 65 536 bytes is refused: 401 did_resolution_failed"
+        ),
+        fault!(
+            "did-resolver/too-many-methods",
+            ["DID-20"],
+            "toomany",
+            401,
+            "did_resolution_failed",
+            "a document with 65 verification methods is refused: 401 did_resolution_failed"
+        ),
+        fault!(
+            "did-resolver/bad-method",
+            ["DID-21"],
+            "badmethod",
+            401,
+            "did_resolution_failed",
+            "a verification method without type is refused: 401 did_resolution_failed"
+        ),
+        fault!(
+            "did-resolver/not-found",
+            ["DID-30", "DID-31"],
+            "missing",
+            401,
+            "did_resolution_failed",
+            "a document answered 404 is a failure: 401 did_resolution_failed"
+        ),
+        fault!(
+            "did-resolver/redirect",
+            ["DID-30"],
+            "redirect",
+            401,
+            "did_resolution_failed",
+            "the resolver follows no redirect: a 302 is a failure (401 did_resolution_failed) and its target is never fetched"
+        ),
+        fault!(
+            "did-resolver/unused-members",
+            ["DID-22"],
+            "extras",
+            200,
+            "",
+            "members the protocol does not use (service, alsoKnownAs, controller) are ignored: the signature is accepted"
+        ),
+        fault!(
+            "did-resolver/relative-ids",
+            ["DID-21"],
+            "relative",
+            200,
+            "",
+            "verification methods with relative ids (#key-1) are accepted"
+        ),
     ]
 }
 
@@ -118,7 +229,12 @@ async fn agent_document(t: &mut Trial<'_>) -> Outcome {
                     },
                 );
                 let both = ["authentication", "assertionMethod"].iter().all(|rel| {
-                    doc[*rel].as_array().is_some_and(|a| a.iter().any(|x| x.as_str().is_some_and(|s| s.ends_with(&format!("#{frag}"))) || x["id"].as_str().is_some_and(|s| s.ends_with(&format!("#{frag}")))))
+                    doc[*rel].as_array().is_some_and(|a| {
+                        a.iter().any(|x| {
+                            x.as_str().is_some_and(|s| s.ends_with(&format!("#{frag}")))
+                                || x["id"].as_str().is_some_and(|s| s.ends_with(&format!("#{frag}")))
+                        })
+                    })
                 });
                 t.check(both, format!("{} referenced from both authentication and assertionMethod", m.id), show(&doc));
             }
@@ -144,7 +260,11 @@ async fn agent_document_context(t: &mut Trial<'_>) -> Outcome {
 
 async fn agent_document_headers(t: &mut Trial<'_>) -> Outcome {
     let (r, _) = fetch_agent_document(t).await?;
-    t.check(r.header("access-control-allow-origin") == Some("*"), "Access-Control-Allow-Origin: *", format!("{:?}", r.header("access-control-allow-origin")));
+    t.check(
+        r.header("access-control-allow-origin") == Some("*"),
+        "Access-Control-Allow-Origin: *",
+        format!("{:?}", r.header("access-control-allow-origin")),
+    );
     let cc = r.header("cache-control").unwrap_or("");
     t.check(cc.to_ascii_lowercase().contains("max-age"), "Cache-Control with max-age", cc.to_owned());
     Ok(())
@@ -186,7 +306,8 @@ async fn cache(t: &mut Trial<'_>) -> Outcome {
     let path = DidHost::path_of(&super::signature::identity_of(&plan).did);
     let before = host(t)?.hits(&path);
     for i in 1..=3 {
-        let r = t.send(format!("signed NEGOTIATE #{i}"), negotiate_signed(t, &plan, super::signature::sig(&plan))).await?;
+        let r =
+            t.send(format!("signed NEGOTIATE #{i}"), negotiate_signed(t, &plan, super::signature::sig(&plan))).await?;
         t.expect_status(&r, 200);
     }
     let after = host(t)?.hits(&path);

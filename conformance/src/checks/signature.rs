@@ -18,70 +18,198 @@ use crate::identity::{self, Identity, raw_token, unix_now};
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
-        check!("did-auth/unsigned-refused", ["AUTH-1", "AUTH-4", "HDR-8", "NEG-1"], Must, DID_AUTH,
+        check!(
+            "did-auth/unsigned-refused",
+            ["AUTH-1", "AUTH-4", "HDR-8", "NEG-1"],
+            Must,
+            DID_AUTH,
             "a did_auth capability refuses unsigned requests with 401 signature_required, before looking at the schema",
-            unsigned_refused),
-        check!("did-auth/handshake", ["AUTH-4", "INT-1", "INT-5", "INT-6", "INT-8", "AUTH-8", "GW-3"], Must, SIGNED,
+            unsigned_refused
+        ),
+        check!(
+            "did-auth/handshake",
+            ["AUTH-4", "INT-1", "INT-5", "INT-6", "INT-8", "AUTH-8", "GW-3"],
+            Must,
+            SIGNED,
             "every step signed by the caller (payload_hash for bodies, header_only for RESULT), addressed to the agent's DID, is accepted and the execution completes",
-            handshake),
-        check!("did-auth/body-coverage", ["AUTH-5"], Must, SIGNED,
+            handshake
+        ),
+        check!(
+            "did-auth/body-coverage",
+            ["AUTH-5"],
+            Must,
+            SIGNED,
             "under did_auth a request with a body signed header_only is 401 integrity_mismatch; header_only is enough for RESULT",
-            body_coverage),
-        check!("signature/expired", ["JWS-5", "INT-6"], Must, SIGNED,
-            "a signature whose exp is more than 30 s in the past is 401 signature_expired", expired),
-        check!("signature/not-yet-valid", ["JWS-5", "INT-6"], Must, SIGNED,
-            "a signature whose iat or nbf is more than 30 s in the future is 401 signature_not_yet_valid", not_yet_valid),
-        check!("signature/skew-tolerated", ["JWS-5", "GW-4"], Must, SIGNED,
+            body_coverage
+        ),
+        check!(
+            "signature/expired",
+            ["JWS-5", "INT-6"],
+            Must,
+            SIGNED,
+            "a signature whose exp is more than 30 s in the past is 401 signature_expired",
+            expired
+        ),
+        check!(
+            "signature/not-yet-valid",
+            ["JWS-5", "INT-6"],
+            Must,
+            SIGNED,
+            "a signature whose iat or nbf is more than 30 s in the future is 401 signature_not_yet_valid",
+            not_yet_valid
+        ),
+        check!(
+            "signature/skew-tolerated",
+            ["JWS-5", "GW-4"],
+            Must,
+            SIGNED,
             "signatures within the 30 s leeway are accepted: exp 15 s ago, iat 10 s ahead (a gateway may refuse skew beyond its own bound with clock_skew)",
-            skew_tolerated),
-        check!("signature/lifetime", ["INT-2", "JWS-5"], Must, SIGNED,
-            "a signature whose exp - iat exceeds 300 s is 401 signature_lifetime_exceeded", lifetime),
-        check!("signature/replay", ["INT-9", "JWS-4"], Must, SIGNED,
+            skew_tolerated
+        ),
+        check!(
+            "signature/lifetime",
+            ["INT-2", "JWS-5"],
+            Must,
+            SIGNED,
+            "a signature whose exp - iat exceeds 300 s is 401 signature_lifetime_exceeded",
+            lifetime
+        ),
+        check!(
+            "signature/replay",
+            ["INT-9", "JWS-4"],
+            Must,
+            SIGNED,
             "a signed request sent twice is refused the second time with 401 replayed_request, also when its signature is re-encoded as (r, n-s)",
-            replay),
-        check!("signature/high-s-accepted", ["JWS-4"], Must, SIGNED,
-            "a valid signature is accepted whether s is below or above n/2", high_s),
-        check!("signature/invalid", ["INT-6", "JWS-1"], Must, SIGNED,
+            replay
+        ),
+        check!(
+            "signature/high-s-accepted",
+            ["JWS-4"],
+            Must,
+            SIGNED,
+            "a valid signature is accepted whether s is below or above n/2",
+            high_s
+        ),
+        check!(
+            "signature/invalid",
+            ["INT-6", "JWS-1"],
+            Must,
+            SIGNED,
             "a signature that does not verify (a flipped bit, another key under the same kid) is 401 signature_invalid; a DER-encoded signature is signature_malformed",
-            invalid),
-        check!("signature/malformed", ["JWS-3", "INT-1", "INT-2", "INT-6", "DID-10", "KEY-9"], Must, SIGNED,
+            invalid
+        ),
+        check!(
+            "signature/malformed",
+            ["JWS-3", "INT-1", "INT-2", "INT-6", "DID-10", "KEY-9"],
+            Must,
+            SIGNED,
             "tokens that break the compact-JWS or claim rules (segments, padding, typ, kid, crit, an embedded jwk, jti, unknown message_integrity members, non-integer times, two A2A-Signature headers, over 8 KiB) are 401 signature_malformed",
-            malformed),
-        check!("signature/algorithm", ["JWS-3"], Must, SIGNED,
-            "alg other than exactly ES256 (HS256, none, es256, ES384) is 401 unsupported_algorithm", algorithm),
-        check!("signature/sender-mismatch", ["INT-2", "INT-6"], Must, SIGNED,
-            "iss, the DID of kid and A2A-Sender-ID must agree, else 401 sender_mismatch", sender_mismatch),
-        check!("signature/audience", ["INT-6", "JWS-6"], Must, SIGNED,
-            "a signature addressed to another DID (compared exactly) is 401 audience_mismatch", audience),
-        check!("signature/integrity", ["INT-3", "INT-4", "INT-7"], Must, SIGNED,
+            malformed
+        ),
+        check!(
+            "signature/algorithm",
+            ["JWS-3"],
+            Must,
+            SIGNED,
+            "alg other than exactly ES256 (HS256, none, es256, ES384) is 401 unsupported_algorithm",
+            algorithm
+        ),
+        check!(
+            "signature/sender-mismatch",
+            ["INT-2", "INT-6"],
+            Must,
+            SIGNED,
+            "iss, the DID of kid and A2A-Sender-ID must agree, else 401 sender_mismatch",
+            sender_mismatch
+        ),
+        check!(
+            "signature/audience",
+            ["INT-6", "JWS-6"],
+            Must,
+            SIGNED,
+            "a signature addressed to another DID (compared exactly) is 401 audience_mismatch",
+            audience
+        ),
+        check!(
+            "signature/integrity",
+            ["INT-3", "INT-4", "INT-7"],
+            Must,
+            SIGNED,
             "a request that differs from what was signed (body, an unsigned or a missing A2A header, the target, the method) is 401 integrity_mismatch naming the part in details.mismatch",
-            integrity),
-        check!("signature/reserialized-body", ["INT-3", "JCS-19", "JCS-22"], Must, SIGNED,
+            integrity
+        ),
+        check!(
+            "signature/reserialized-body",
+            ["INT-3", "JCS-19", "JCS-22"],
+            Must,
+            SIGNED,
             "payload_hash survives re-serialisation: the signed value sent with other whitespace, member order, escapes and number spellings is accepted; full_payload of the exact bytes is accepted too",
-            reserialized),
-        check!("signature/canonical-json",
+            reserialized
+        ),
+        check!(
+            "signature/canonical-json",
             ["JCS-1", "JCS-4", "JCS-5", "JCS-6", "JCS-9", "JCS-10", "JCS-13", "JCS-14", "JCS-15", "JCS-16", "JCS-17"],
-            Must, SIGNED,
+            Must,
+            SIGNED,
             "the agent's RFC 8785 canonical form agrees with the suite's on hard inputs (number spellings, 1e21, -0, subnormals, escapes, surrogate pairs, noncharacters, U+2028, unnormalised text, UTF-16 member order)",
-            canonical_json),
-        check!("signature/python-recipe-refused", ["JCS-23", "INT-12"], Must, SIGNED,
+            canonical_json
+        ),
+        check!(
+            "signature/python-recipe-refused",
+            ["JCS-23", "INT-12"],
+            Must,
+            SIGNED,
             "a payload_hash digest computed with the seed's json.dumps(sort_keys=True) recipe instead of RFC 8785 is refused (integrity_mismatch)",
-            python_recipe),
-        check!("signature/non-json-body", ["JCS-11", "JCS-3", "JCS-8"], Must, SIGNED,
+            python_recipe
+        ),
+        check!(
+            "signature/non-json-body",
+            ["JCS-11", "JCS-3", "JCS-8"],
+            Must,
+            SIGNED,
             "a payload_hash-signed body that cannot be canonicalised is 400 invalid_json, never integrity_mismatch or signature_invalid",
-            non_json_body),
-        check!("signature/non-json-reason", ["JCS-12"], Should, SIGNED,
+            non_json_body
+        ),
+        check!(
+            "signature/non-json-reason",
+            ["JCS-12"],
+            Should,
+            SIGNED,
             "the invalid_json answer for a signed body that cannot be canonicalised gives details.reason and details.offset",
-            non_json_reason),
-        check!("signature/duplicate-member", ["JCS-7", "JCS-11"], Must, SIGNED,
-            "a payload_hash-signed EXECUTE body with a member name given twice is 400 invalid_json", duplicate_member),
-        check!("signature/non-canonical-token", ["JWS-2", "JCS-21"], Must, SIGNED,
-            "a token whose header and claims are valid but not in canonical form (member order, blanks) is accepted", non_canonical_token),
-        check!("signature/unknown-key", ["INT-8", "DID-24"], Must, SIGNED,
-            "a kid naming a key the sender's DID document does not have is 401 unknown_key", unknown_key),
-        check!("signature/optional-verification", ["AUTH-6"], May, "the run has a caller identity",
+            non_json_reason
+        ),
+        check!(
+            "signature/duplicate-member",
+            ["JCS-7", "JCS-11"],
+            Must,
+            SIGNED,
+            "a payload_hash-signed EXECUTE body with a member name given twice is 400 invalid_json",
+            duplicate_member
+        ),
+        check!(
+            "signature/non-canonical-token",
+            ["JWS-2", "JCS-21"],
+            Must,
+            SIGNED,
+            "a token whose header and claims are valid but not in canonical form (member order, blanks) is accepted",
+            non_canonical_token
+        ),
+        check!(
+            "signature/unknown-key",
+            ["INT-8", "DID-24"],
+            Must,
+            SIGNED,
+            "a kid naming a key the sender's DID document does not have is 401 unknown_key",
+            unknown_key
+        ),
+        check!(
+            "signature/optional-verification",
+            ["AUTH-6"],
+            May,
+            "the run has a caller identity",
             "an agent that verifies signatures on requests that need none refuses a bad one with its code (signature_invalid)",
-            optional_verification),
+            optional_verification
+        ),
     ]
 }
 
@@ -109,7 +237,8 @@ fn unreachable_key() -> SigningKey {
 
 /// A NEGOTIATE of the plan's capability with its own schema, signed as `s` says.
 pub(super) fn negotiate_signed(t: &Trial<'_>, plan: &CapPlan, s: Signing) -> Req {
-    let mut req = t.ctx.for_cap(plan, "POST", "/negotiate").json(&negotiate_body(&plan.decl.name, &plan.decl.input_schema));
+    let mut req =
+        t.ctx.for_cap(plan, "POST", "/negotiate").json(&negotiate_body(&plan.decl.name, &plan.decl.input_schema));
     req.signing = Some(s);
     req
 }
@@ -146,16 +275,26 @@ async fn refused(t: &mut Trial<'_>, plan: &CapPlan, what: &str, s: Signing, stat
 }
 
 async fn unsigned_refused(t: &mut Trial<'_>) -> Outcome {
-    let decl = t.ctx.plan.did_auth_decl.clone().ok_or_else(|| Stop::Skip("the agent advertises no did_auth capability".into()))?;
+    let decl = t
+        .ctx
+        .plan
+        .did_auth_decl
+        .clone()
+        .ok_or_else(|| Stop::Skip("the agent advertises no did_auth capability".into()))?;
     let sender = t.ctx.identity.as_ref().map_or(SENDER_A.to_owned(), |i| i.did.clone());
-    let mut req = t.ctx.request("POST", "/negotiate").set("A2A-Sender-ID", sender.clone()).json(&negotiate_body(&decl.name, &decl.input_schema));
+    let mut req = t
+        .ctx
+        .request("POST", "/negotiate")
+        .set("A2A-Sender-ID", sender.clone())
+        .json(&negotiate_body(&decl.name, &decl.input_schema));
     if let Some(r) = decl.region_restriction.first() {
         req = req.header("A2A-Region", r.clone());
     }
     let r = t.send(format!("NEGOTIATE {} unsigned, as {sender}", decl.name), req).await?;
     t.expect_error(&r, 401, "signature_required");
     let bad = json!({"type": "object", "properties": {"x": {"type": "integer"}}});
-    let mut req = t.ctx.request("POST", "/negotiate").set("A2A-Sender-ID", sender).json(&negotiate_body(&decl.name, &bad));
+    let mut req =
+        t.ctx.request("POST", "/negotiate").set("A2A-Sender-ID", sender).json(&negotiate_body(&decl.name, &bad));
     if let Some(r) = decl.region_restriction.first() {
         req = req.header("A2A-Region", r.clone());
     }
@@ -182,14 +321,20 @@ async fn handshake(t: &mut Trial<'_>) -> Outcome {
     let r = t.send("EXECUTE, signed (payload_hash)", super::execute_req(t, &plan, &neg, &plan.payload)).await?;
     t.expect_status(&r, 201);
     let exe = r.json().and_then(|b| b["execution_id"].as_str().map(str::to_owned)).unwrap_or_default();
-    let r = t.send("CONFIRM, signed (payload_hash)", t.ctx.for_cap(&plan, "POST", "/confirm").json(&execution_ref(&exe))).await?;
+    let r = t
+        .send("CONFIRM, signed (payload_hash)", t.ctx.for_cap(&plan, "POST", "/confirm").json(&execution_ref(&exe)))
+        .await?;
     t.expect_status(&r, 202);
     if t.failed() {
         return Ok(());
     }
     let (_, last) = super::wait_terminal(t, &plan, &exe).await?;
     t.step("the execution's end");
-    t.check(super::is_terminal(last["status"].as_str().unwrap_or("")), "a terminal state, reached with signed RESULT requests (header_only)", show(&last));
+    t.check(
+        super::is_terminal(last["status"].as_str().unwrap_or("")),
+        "a terminal state, reached with signed RESULT requests (header_only)",
+        show(&last),
+    );
     Ok(())
 }
 
@@ -238,7 +383,11 @@ async fn skew_tolerated(t: &mut Trial<'_>) -> Outcome {
             c.exp = exp;
         });
         let r = t.send(format!("NEGOTIATE signed with {what}"), negotiate_signed(t, &plan, s)).await?;
-        t.check(r.status == 200 || r.error_code().as_deref() == Some("clock_skew"), "200 (within the 30 s leeway), or a gateway's 401 clock_skew", r.summary());
+        t.check(
+            r.status == 200 || r.error_code().as_deref() == Some("clock_skew"),
+            "200 (within the 30 s leeway), or a gateway's 401 clock_skew",
+            r.summary(),
+        );
     }
     Ok(())
 }
@@ -266,7 +415,9 @@ async fn replay(t: &mut Trial<'_>) -> Outcome {
     let r = t.send("the same request again (same token)", again.copy()).await?;
     t.expect_error(&r, 401, "replayed_request");
     if let Some(twin) = identity::twin_signature(&token) {
-        let r = t.send("the same claims with the signature re-encoded as (r, n-s)", again.set("A2A-Signature", twin)).await?;
+        let r = t
+            .send("the same claims with the signature re-encoded as (r, n-s)", again.set("A2A-Signature", twin))
+            .await?;
         t.expect_error(&r, 401, "replayed_request");
     }
     Ok(())
@@ -308,11 +459,12 @@ fn custom(id: &Identity, header: &Value, claims: &Value) -> String {
 }
 
 type Tweak = fn(&Identity, &mut Value, &mut Value);
+type MakeRaw = fn(&Identity, &a2a_core::integrity::SignatureClaims) -> String;
 
 async fn malformed(t: &mut Trial<'_>) -> Outcome {
     let plan = signed_plan(t)?;
     resolvable(t, &plan).await?;
-    let tokens: Vec<(&str, fn(&Identity, &a2a_core::integrity::SignatureClaims) -> String)> = vec![
+    let tokens: Vec<(&str, MakeRaw)> = vec![
         ("a token that is not a JWS", |_, _| "abc".into()),
         ("two segments", |id, c| sign_with(id, c).rsplit_once('.').map(|(a, _)| a.to_owned()).unwrap_or_default()),
         ("= padding", |id, c| format!("{}==", sign_with(id, c))),
@@ -394,7 +546,15 @@ async fn sender_mismatch(t: &mut Trial<'_>) -> Outcome {
 async fn audience(t: &mut Trial<'_>) -> Outcome {
     let plan = signed_plan(t)?;
     resolvable(t, &plan).await?;
-    refused(t, &plan, "aud did:web:other-agent.example", sig(&plan).audience("did:web:other-agent.example"), 401, "audience_mismatch").await?;
+    refused(
+        t,
+        &plan,
+        "aud did:web:other-agent.example",
+        sig(&plan).audience("did:web:other-agent.example"),
+        401,
+        "audience_mismatch",
+    )
+    .await?;
     let upper = t.ctx.agent_did().to_ascii_uppercase();
     refused(t, &plan, "aud in upper case", sig(&plan).audience(upper), 401, "audience_mismatch").await
 }
@@ -404,28 +564,44 @@ async fn integrity(t: &mut Trial<'_>) -> Outcome {
     resolvable(t, &plan).await?;
     let name = plan.decl.name.clone();
     let cases: Vec<(&str, Signing, &str)> = vec![
-        ("the body changed after signing", sig(&plan).then(move |req| {
-            let b = json!({"target_capability": name, "proposed_schema": {"type": "object", "title": "changed"}});
-            req.body = serde_json::to_vec(&b).ok();
-        }), "body"),
-        ("an A2A header added after signing", sig(&plan).then(|req| req.set_header("A2A-Conformance-Probe", "1")), "header"),
-        ("a signed A2A header removed", {
-            let mut s = sig(&plan).then(|req| {
-                req.headers.retain(|(n, _)| n != "a2a-conformance-probe");
-            });
-            s.edit_claims = Some(Box::new(|c| {
-                c.message_integrity.headers.insert("a2a-conformance-probe".into(), "1".into());
-            }));
-            s
-        }, "header"),
+        (
+            "the body changed after signing",
+            sig(&plan).then(move |req| {
+                let b = json!({"target_capability": name, "proposed_schema": {"type": "object", "title": "changed"}});
+                req.body = serde_json::to_vec(&b).ok();
+            }),
+            "body",
+        ),
+        (
+            "an A2A header added after signing",
+            sig(&plan).then(|req| req.set_header("A2A-Conformance-Probe", "1")),
+            "header",
+        ),
+        (
+            "a signed A2A header removed",
+            {
+                let mut s = sig(&plan).then(|req| {
+                    req.headers.retain(|(n, _)| n != "a2a-conformance-probe");
+                });
+                s.edit_claims = Some(Box::new(|c| {
+                    c.message_integrity.headers.insert("a2a-conformance-probe".into(), "1".into());
+                }));
+                s
+            },
+            "header",
+        ),
         ("a query added to the target", sig(&plan).then(|req| req.url.push_str("?probe=1")), "target"),
         ("htm PUT", sig(&plan).claims(|c| c.htm = "PUT".into()), "method"),
         ("sts (a response's status) in the request's claims", sig(&plan).claims(|c| c.sts = Some(200)), "status"),
-        ("full_payload, then a blank added to the body", Signing::new(identity_of(&plan), Coverage::FullPayload).then(|req| {
-            if let Some(b) = &mut req.body {
-                b.push(b' ');
-            }
-        }), "body"),
+        (
+            "full_payload, then a blank added to the body",
+            Signing::new(identity_of(&plan), Coverage::FullPayload).then(|req| {
+                if let Some(b) = &mut req.body {
+                    b.push(b' ');
+                }
+            }),
+            "body",
+        ),
     ];
     for (what, s, part) in cases {
         let r = t.send(format!("NEGOTIATE signed, then {what}"), negotiate_signed(t, &plan, s)).await?;
@@ -447,12 +623,19 @@ async fn reserialized(t: &mut Trial<'_>) -> Outcome {
     let mut chars = plan.decl.name.chars();
     let first = chars.next().map_or(0, u32::from);
     let name = format!("\"\\u{first:04x}{}\"", chars.as_str());
-    let pretty = format!("{{\n  \"proposed_schema\" : {schema},\n  \"\\u0074arget_capability\" : {name},\n  \"timeout_ms\" : 1000\n}}\n");
-    let compact = serde_json::to_vec(&json!({"target_capability": plan.decl.name, "proposed_schema": plan.decl.input_schema, "timeout_ms": 1000})).unwrap_or_default();
+    let pretty = format!(
+        "{{\n  \"proposed_schema\" : {schema},\n  \"\\u0074arget_capability\" : {name},\n  \"timeout_ms\" : 1000\n}}\n"
+    );
+    let compact = serde_json::to_vec(
+        &json!({"target_capability": plan.decl.name, "proposed_schema": plan.decl.input_schema, "timeout_ms": 1000}),
+    )
+    .unwrap_or_default();
     let s = sig(&plan).then(move |req| req.body = Some(pretty.clone().into_bytes()));
-    let mut req = t.ctx.for_cap(&plan, "POST", "/negotiate").header("Content-Type", "application/json").body(compact.clone());
+    let mut req =
+        t.ctx.for_cap(&plan, "POST", "/negotiate").header("Content-Type", "application/json").body(compact.clone());
     req.signing = Some(s);
-    let r = t.send("NEGOTIATE signed payload_hash over the compact body, sent pretty-printed and reordered", req).await?;
+    let r =
+        t.send("NEGOTIATE signed payload_hash over the compact body, sent pretty-printed and reordered", req).await?;
     t.check(r.status == 200, "200 (the canonical forms are equal)", r.summary());
     let mut req = t.ctx.for_cap(&plan, "POST", "/negotiate").header("Content-Type", "application/json").body(compact);
     req.signing = Some(Signing::new(identity_of(&plan), Coverage::FullPayload));
@@ -479,16 +662,32 @@ async fn canonical_json(t: &mut Trial<'_>) -> Outcome {
     let plan = signed_plan(t)?;
     resolvable(t, &plan).await?;
     let cases = [
-        ("numbers", r#""numbers""#, r#"[{"a":1.0,"b":1E2,"c":100e-2,"d":-0.0,"e":1e21,"f":1e20,"g":1e-7,"h":1e-6,"i":5e-324,"j":0.30000000000000004,"k":333333333.33333329,"l":1.7976931348623157e308}]"#),
-        ("escapes and surrogates", r#""Zo\u00eb \ud83d\ude00 \u2028\u2029 \u007f \/ \t e\u0301""#, r#"[{"s":"\u0000\u001f\"\\","t":"\uFDD0\uFFFE"}]"#),
-        ("member order (UTF-16 code units)", r#""order""#, r#"[{"\ue000":1,"\ud800\udc00":2,"b":3,"a":4,"€":5,"\r":6,"1":7,"ö":8}]"#),
+        (
+            "numbers",
+            r#""numbers""#,
+            r#"[{"a":1.0,"b":1E2,"c":100e-2,"d":-0.0,"e":1e21,"f":1e20,"g":1e-7,"h":1e-6,"i":5e-324,"j":0.30000000000000004,"k":333333333.33333329,"l":1.7976931348623157e308}]"#,
+        ),
+        (
+            "escapes and surrogates",
+            r#""Zo\u00eb \ud83d\ude00 \u2028\u2029 \u007f \/ \t e\u0301""#,
+            r#"[{"s":"\u0000\u001f\"\\","t":"\uFDD0\uFFFE"}]"#,
+        ),
+        (
+            "member order (UTF-16 code units)",
+            r#""order""#,
+            r#"[{"\ue000":1,"\ud800\udc00":2,"b":3,"a":4,"€":5,"\r":6,"1":7,"ö":8}]"#,
+        ),
         ("nesting", r#""nesting""#, r#"[[[[[[[[[[{"deep":[true,false,null,{}]}]]]]]]]]]]"#),
     ];
     for (what, description, examples) in cases {
         let Some(body) = annotated_body(&plan, description, examples) else {
             return Err(Stop::Blocked("the capability's input_schema is not an object".into()));
         };
-        let mut req = t.ctx.for_cap(&plan, "POST", "/negotiate").header("Content-Type", "application/json").body(body.into_bytes());
+        let mut req = t
+            .ctx
+            .for_cap(&plan, "POST", "/negotiate")
+            .header("Content-Type", "application/json")
+            .body(body.into_bytes());
         req.signing = Some(sig(&plan));
         let r = t.send(format!("NEGOTIATE signed payload_hash, with annotations of hard JSON: {what}"), req).await?;
         t.expect_status(&r, 200);
@@ -588,11 +787,16 @@ async fn python_recipe(t: &mut Trial<'_>) -> Outcome {
     t.step("the recipe's bytes differ from the canonical form");
     t.check(recipe.as_bytes() != canonical.as_slice(), "different bytes (non-ASCII text and floats)", recipe.clone());
     let digest = a2a_core::jws::base64url_encode(<sha2::Sha256 as sha2::Digest>::digest(recipe.as_bytes()));
-    let mut req = t.ctx.for_cap(&plan, "POST", "/negotiate").header("Content-Type", "application/json").body(body.clone().into_bytes());
+    let mut req = t
+        .ctx
+        .for_cap(&plan, "POST", "/negotiate")
+        .header("Content-Type", "application/json")
+        .body(body.clone().into_bytes());
     req.signing = Some(sig(&plan).claims(move |c| c.message_integrity.body = Some(digest)));
     let r = t.send("NEGOTIATE signed payload_hash with the Python recipe's digest", req).await?;
     t.expect_error(&r, 401, "integrity_mismatch");
-    let mut req = t.ctx.for_cap(&plan, "POST", "/negotiate").header("Content-Type", "application/json").body(body.into_bytes());
+    let mut req =
+        t.ctx.for_cap(&plan, "POST", "/negotiate").header("Content-Type", "application/json").body(body.into_bytes());
     req.signing = Some(sig(&plan));
     let r = t.send("the same body signed with the RFC 8785 digest", req).await?;
     t.expect_status(&r, 200);
@@ -600,7 +804,11 @@ async fn python_recipe(t: &mut Trial<'_>) -> Outcome {
 }
 
 async fn non_json_request(t: &mut Trial<'_>, plan: &CapPlan) -> Result<crate::http::Resp, Stop> {
-    let mut req = t.ctx.for_cap(plan, "POST", "/negotiate").header("Content-Type", "application/json").body(b"{\"target_capability\": NaN}".to_vec());
+    let mut req = t
+        .ctx
+        .for_cap(plan, "POST", "/negotiate")
+        .header("Content-Type", "application/json")
+        .body(b"{\"target_capability\": NaN}".to_vec());
     req.signing = Some(sig(plan));
     t.send("NEGOTIATE signed payload_hash over a body that is not JSON", req).await
 }
@@ -611,10 +819,28 @@ async fn non_json_body(t: &mut Trial<'_>) -> Outcome {
     let r = non_json_request(t, &plan).await?;
     t.expect_error(&r, 400, "invalid_json");
     for (what, body) in [
-        ("a number with a leading zero", format!("{{\"target_capability\":{},\"proposed_schema\":{{\"type\":\"object\",\"default\":01}}}}", serde_json::to_string(&plan.decl.name).unwrap_or_default())),
-        ("arrays nested 129 deep", format!("{{\"target_capability\":{},\"proposed_schema\":{{\"type\":\"object\",\"default\":{}{}}}}}", serde_json::to_string(&plan.decl.name).unwrap_or_default(), "[".repeat(129), "]".repeat(129))),
+        (
+            "a number with a leading zero",
+            format!(
+                "{{\"target_capability\":{},\"proposed_schema\":{{\"type\":\"object\",\"default\":01}}}}",
+                serde_json::to_string(&plan.decl.name).unwrap_or_default()
+            ),
+        ),
+        (
+            "arrays nested 129 deep",
+            format!(
+                "{{\"target_capability\":{},\"proposed_schema\":{{\"type\":\"object\",\"default\":{}{}}}}}",
+                serde_json::to_string(&plan.decl.name).unwrap_or_default(),
+                "[".repeat(129),
+                "]".repeat(129)
+            ),
+        ),
     ] {
-        let mut req = t.ctx.for_cap(&plan, "POST", "/negotiate").header("Content-Type", "application/json").body(body.into_bytes());
+        let mut req = t
+            .ctx
+            .for_cap(&plan, "POST", "/negotiate")
+            .header("Content-Type", "application/json")
+            .body(body.into_bytes());
         req.signing = Some(sig(&plan));
         let r = t.send(format!("NEGOTIATE signed payload_hash over a body with {what}"), req).await?;
         t.expect_error(&r, 400, "invalid_json");
@@ -627,7 +853,11 @@ async fn non_json_reason(t: &mut Trial<'_>) -> Outcome {
     resolvable(t, &plan).await?;
     let r = duplicate_member_request(t, &plan).await?;
     let d = r.error_details();
-    t.check(d["reason"] == "duplicate_key" && d["offset"].is_u64(), "details {\"reason\": \"duplicate_key\", \"offset\": n}", show(&d));
+    t.check(
+        d["reason"] == "duplicate_key" && d["offset"].is_u64(),
+        "details {\"reason\": \"duplicate_key\", \"offset\": n}",
+        show(&d),
+    );
     Ok(())
 }
 
@@ -683,10 +913,16 @@ async fn optional_verification(t: &mut Trial<'_>) -> Outcome {
     };
     let body = json!({"target_capability": super::MISSING_CAPABILITY});
     let mut req = t.ctx.request("POST", "/fallback").set("A2A-Sender-ID", id.did.clone()).json(&body);
-    req.signing = Some(Signing::new(id, Coverage::PayloadHash).token(|id, c| identity::corrupt_signature(&sign_with(id, c)).unwrap_or_default()));
+    req.signing = Some(
+        Signing::new(id, Coverage::PayloadHash)
+            .token(|id, c| identity::corrupt_signature(&sign_with(id, c)).unwrap_or_default()),
+    );
     let r = t.send("FALLBACK (no capability auth) with a signature that does not verify", req).await?;
-    t.check(r.status == 200 || (r.status == 401 && r.error_code().as_deref() == Some("signature_invalid")),
-        "200 (signatures not verified where not required), or 401 signature_invalid", r.summary());
+    t.check(
+        r.status == 200 || (r.status == 401 && r.error_code().as_deref() == Some("signature_invalid")),
+        "200 (signatures not verified where not required), or 401 signature_invalid",
+        r.summary(),
+    );
     Ok(())
 }
 
@@ -696,7 +932,9 @@ mod tests {
 
     #[test]
     fn python_recipe_matches_pythons_output() {
-        let v: serde_json::Value = serde_json::from_str(r#"{"weight":1e-7,"title":"Zoë 😀","ratio":100.0,"n":3,"big":1e16,"s":0.5}"#).unwrap_or_default();
+        let v: serde_json::Value =
+            serde_json::from_str(r#"{"weight":1e-7,"title":"Zoë 😀","ratio":100.0,"n":3,"big":1e16,"s":0.5}"#)
+                .unwrap_or_default();
         let mut s = String::new();
         python_dumps(&v, &mut s);
         assert_eq!(s, r#"{"big":1e+16,"n":3,"ratio":100.0,"s":0.5,"title":"Zo\u00eb \ud83d\ude00","weight":1e-07}"#);

@@ -2,39 +2,86 @@
 
 use serde_json::{Value, json};
 
-use super::applies::ALWAYS;
 use super::MISSING_CAPABILITY;
+use super::applies::ALWAYS;
 use crate::check;
 use crate::check::{Check, Outcome, Stop, Trial};
 use crate::http::Req;
 
 pub(super) fn checks() -> Vec<Check> {
     vec![
-        check!("transport/endpoints-served", ["TR-1"], Must, ALWAYS,
+        check!(
+            "transport/endpoints-served",
+            ["TR-1"],
+            Must,
+            ALWAYS,
             "every endpoint of §2 (capabilities, negotiate, execute, confirm, result, fallback) is served: none answers not_found or method_not_allowed to its own method",
-            endpoints_served),
-        check!("transport/content-type", ["TR-5"], Must, ALWAYS,
+            endpoints_served
+        ),
+        check!(
+            "transport/content-type",
+            ["TR-5"],
+            Must,
+            ALWAYS,
             "a POST body sent as another content type (or with none) is answered 415 unsupported_media_type; application/json with charset=utf-8 is accepted",
-            content_type),
-        check!("transport/invalid-json", ["TR-7", "JCS-2"], Must, ALWAYS,
-            "a body that is not well-formed JSON is answered 400 invalid_json", invalid_json),
-        check!("transport/invalid-request", ["TR-7"], Must, ALWAYS,
+            content_type
+        ),
+        check!(
+            "transport/invalid-json",
+            ["TR-7", "JCS-2"],
+            Must,
+            ALWAYS,
+            "a body that is not well-formed JSON is answered 400 invalid_json",
+            invalid_json
+        ),
+        check!(
+            "transport/invalid-request",
+            ["TR-7"],
+            Must,
+            ALWAYS,
             "well-formed JSON that is not the expected message (a member missing or of the wrong type) is answered 400 invalid_request whose details name the member",
-            invalid_request),
-        check!("transport/unknown-members", ["TR-8"], Must, ALWAYS,
+            invalid_request
+        ),
+        check!(
+            "transport/unknown-members",
+            ["TR-8"],
+            Must,
+            ALWAYS,
             "NegotiateRequest, ExecutionRef and FallbackRequest with an unknown member are answered 400 invalid_request",
-            unknown_members),
-        check!("errors/unknown-path", ["ERR-4", "ERR-1"], Must, ALWAYS,
+            unknown_members
+        ),
+        check!(
+            "errors/unknown-path",
+            ["ERR-4", "ERR-1"],
+            Must,
+            ALWAYS,
             "an unknown path under the endpoint is answered 404 not_found with an ErrorBody (no HTML or plain-text page)",
-            unknown_path),
-        check!("errors/method-not-allowed", ["ERR-3", "ERR-4"], Must, ALWAYS,
+            unknown_path
+        ),
+        check!(
+            "errors/method-not-allowed",
+            ["ERR-3", "ERR-4"],
+            Must,
+            ALWAYS,
             "a wrong method on an endpoint is answered 405 method_not_allowed with an Allow header and an ErrorBody",
-            method_not_allowed),
-        check!("limits/oversize-body", ["LIM-1", "ERR-4"], Must, ALWAYS,
+            method_not_allowed
+        ),
+        check!(
+            "limits/oversize-body",
+            ["LIM-1", "ERR-4"],
+            Must,
+            ALWAYS,
             "a body one byte over the announced max_body_bytes is answered 413 payload_too_large with details.limit_bytes",
-            oversize_body),
-        check!("limits/oversize-headers", ["LIM-1"], Must, ALWAYS,
-            "80 request headers of 256 bytes (20 KiB) are answered 431 headers_too_large", oversize_headers),
+            oversize_body
+        ),
+        check!(
+            "limits/oversize-headers",
+            ["LIM-1"],
+            Must,
+            ALWAYS,
+            "80 request headers of 256 bytes (20 KiB) are answered 431 headers_too_large",
+            oversize_headers
+        ),
     ]
 }
 
@@ -44,8 +91,14 @@ async fn endpoints_served(t: &mut Trial<'_>) -> Outcome {
         ("POST /a2a/negotiate", t.ctx.request("POST", "/negotiate").json(&json!({}))),
         ("POST /a2a/execute", t.ctx.request("POST", "/execute").json(&json!({}))),
         ("POST /a2a/confirm", t.ctx.request("POST", "/confirm").json(&json!({}))),
-        ("GET /a2a/result/{id}", t.ctx.request("GET", "/result/did:web:conformance.example_1_aaaaaaaaaaaaaaaaaaaaaaaaaa")),
-        ("POST /a2a/fallback", t.ctx.request("POST", "/fallback").json(&json!({"target_capability": MISSING_CAPABILITY}))),
+        (
+            "GET /a2a/result/{id}",
+            t.ctx.request("GET", "/result/did:web:conformance.example_1_aaaaaaaaaaaaaaaaaaaaaaaaaa"),
+        ),
+        (
+            "POST /a2a/fallback",
+            t.ctx.request("POST", "/fallback").json(&json!({"target_capability": MISSING_CAPABILITY})),
+        ),
     ];
     for (title, req) in cases {
         let r = t.send(title, req).await?;
@@ -72,7 +125,11 @@ async fn content_type(t: &mut Trial<'_>) -> Outcome {
         let r = t.send(format!("FALLBACK with Content-Type {ct:?}"), req).await?;
         t.expect_error(&r, 415, "unsupported_media_type");
     }
-    let req = t.ctx.request("POST", "/fallback").header("Content-Type", "application/json; charset=utf-8").body(fallback_body());
+    let req = t
+        .ctx
+        .request("POST", "/fallback")
+        .header("Content-Type", "application/json; charset=utf-8")
+        .body(fallback_body());
     let r = t.send("FALLBACK with Content-Type: application/json; charset=utf-8", req).await?;
     t.expect_status(&r, 200);
     Ok(())
@@ -120,15 +177,23 @@ async fn invalid_request(t: &mut Trial<'_>) -> Outcome {
 
 async fn unknown_members(t: &mut Trial<'_>) -> Outcome {
     for (path, body) in [
-        ("/negotiate", json!({"target_capability": MISSING_CAPABILITY, "proposed_schema": {"type": "object"}, "probe_unknown": 1})),
-        ("/confirm", json!({"execution_id": "did:web:conformance.example_1_aaaaaaaaaaaaaaaaaaaaaaaaaa", "probe_unknown": 1})),
+        (
+            "/negotiate",
+            json!({"target_capability": MISSING_CAPABILITY, "proposed_schema": {"type": "object"}, "probe_unknown": 1}),
+        ),
+        (
+            "/confirm",
+            json!({"execution_id": "did:web:conformance.example_1_aaaaaaaaaaaaaaaaaaaaaaaaaa", "probe_unknown": 1}),
+        ),
         ("/fallback", json!({"target_capability": MISSING_CAPABILITY, "probe_unknown": 1})),
     ] {
-        let r = t.send(format!("POST /a2a{path} with an unknown member"), t.ctx.request("POST", path).json(&body)).await?;
+        let r =
+            t.send(format!("POST /a2a{path} with an unknown member"), t.ctx.request("POST", path).json(&body)).await?;
         t.expect_error(&r, 400, "invalid_request");
     }
     if t.ctx.disc.has_feature("cancel") {
-        let body = json!({"execution_id": "did:web:conformance.example_1_aaaaaaaaaaaaaaaaaaaaaaaaaa", "probe_unknown": 1});
+        let body =
+            json!({"execution_id": "did:web:conformance.example_1_aaaaaaaaaaaaaaaaaaaaaaaaaa", "probe_unknown": 1});
         let r = t.send("POST /a2a/cancel with an unknown member", t.ctx.request("POST", "/cancel").json(&body)).await?;
         t.expect_error(&r, 400, "invalid_request");
     }
@@ -153,11 +218,17 @@ async fn unknown_path(t: &mut Trial<'_>) -> Outcome {
 }
 
 async fn method_not_allowed(t: &mut Trial<'_>) -> Outcome {
-    for (method, path, needs) in [("GET", "/negotiate", "POST"), ("DELETE", "/capabilities", "GET"), ("PUT", "/confirm", "POST")] {
+    for (method, path, needs) in
+        [("GET", "/negotiate", "POST"), ("DELETE", "/capabilities", "GET"), ("PUT", "/confirm", "POST")]
+    {
         let r = t.send(format!("{method} /a2a{path}"), t.ctx.request(method, path)).await?;
         t.expect_error(&r, 405, "method_not_allowed");
         let allow = r.header("allow");
-        t.check(allow.is_some_and(|a| a.to_ascii_uppercase().contains(needs)), format!("an Allow header listing {needs}"), format!("{allow:?}"));
+        t.check(
+            allow.is_some_and(|a| a.to_ascii_uppercase().contains(needs)),
+            format!("an Allow header listing {needs}"),
+            format!("{allow:?}"),
+        );
     }
     Ok(())
 }
@@ -197,7 +268,11 @@ async fn oversize_headers(t: &mut Trial<'_>) -> Outcome {
         Ok(r) => {
             t.expect_status(&r, 431);
             if !r.body.is_empty() {
-                t.check(r.error_code().as_deref() == Some("headers_too_large"), "error.code \"headers_too_large\"", r.summary());
+                t.check(
+                    r.error_code().as_deref() == Some("headers_too_large"),
+                    "error.code \"headers_too_large\"",
+                    r.summary(),
+                );
             }
         }
         Err(e) => {

@@ -84,7 +84,13 @@ enum Resign {
     Unsigned,
 }
 
-fn resign(req: &mut Request<Body>, body: &[u8], caller: &a2a_conformance::identity::Identity, agent_did: &str, policy: Resign) {
+fn resign(
+    req: &mut Request<Body>,
+    body: &[u8],
+    caller: &a2a_conformance::identity::Identity,
+    agent_did: &str,
+    policy: Resign,
+) {
     let now = a2a_conformance::identity::unix_now();
     let token = header(req.headers(), "a2a-signature").map(str::to_owned);
     let new = match (token, policy) {
@@ -94,8 +100,11 @@ fn resign(req: &mut Request<Body>, body: &[u8], caller: &a2a_conformance::identi
             }
             let target = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
             let method = req.method().as_str().to_owned();
-            let headers: Vec<(String, String)> =
-                req.headers().iter().filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_owned(), v.to_owned()))).collect();
+            let headers: Vec<(String, String)> = req
+                .headers()
+                .iter()
+                .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_owned(), v.to_owned())))
+                .collect();
             let hs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
             let parts = MessageParts { method: &method, target: &target, headers: &hs, body, status: None };
             let coverage = if method == "GET" { Coverage::HeaderOnly } else { Coverage::PayloadHash };
@@ -113,12 +122,16 @@ fn resign(req: &mut Request<Body>, body: &[u8], caller: &a2a_conformance::identi
             // of INT-6 with the caller's key, as the correct agent would.
             let target = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
             let method = req.method().as_str().to_owned();
-            let headers: Vec<(String, String)> =
-                req.headers().iter().filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_owned(), v.to_owned()))).collect();
+            let headers: Vec<(String, String)> = req
+                .headers()
+                .iter()
+                .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_owned(), v.to_owned())))
+                .collect();
             let hs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
             let parts = MessageParts { method: &method, target: &target, headers: &hs, body, status: None };
             let at = if policy == Resign::Expired { jws.claims().iat } else { now };
-            let checked = integrity::prepare(&token, &parts, agent_did, at).and_then(|p| p.finish(caller.key.verifying_key(), &parts));
+            let checked = integrity::prepare(&token, &parts, agent_did, at)
+                .and_then(|p| p.finish(caller.key.verifying_key(), &parts));
             if checked.is_err() {
                 return;
             }
@@ -217,7 +230,12 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
                         work(rec.id, rec.payload);
                     });
                 }
-                let mut out = Response::from_parts(parts, Body::from(serde_json::to_vec(&json!({"execution_id": id, "status": "accepted"})).unwrap_or_default()));
+                let mut out = Response::from_parts(
+                    parts,
+                    Body::from(
+                        serde_json::to_vec(&json!({"execution_id": id, "status": "accepted"})).unwrap_or_default(),
+                    ),
+                );
                 *out.status_mut() = StatusCode::ACCEPTED;
                 out.headers_mut().remove("content-length");
                 return out;
@@ -245,11 +263,13 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             let resp = next.run(Request::from_parts(parts, Body::from(bytes.clone()))).await;
             let (rparts, rbody) = resp.into_parts();
             let rbytes = body_bytes(rbody).await;
-            let code = serde_json::from_slice::<Value>(&rbytes).ok().and_then(|v| v["error"]["code"].as_str().map(str::to_owned));
-            if code.as_deref() == Some("payload_invalid") {
-                if let Some(r) = accept_anyway(&state, &headers, &bytes).await {
-                    return r;
-                }
+            let code = serde_json::from_slice::<Value>(&rbytes)
+                .ok()
+                .and_then(|v| v["error"]["code"].as_str().map(str::to_owned));
+            if code.as_deref() == Some("payload_invalid")
+                && let Some(r) = accept_anyway(&state, &headers, &bytes).await
+            {
+                return r;
             }
             Response::from_parts(rparts, Body::from(rbytes))
         }
@@ -262,7 +282,9 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             let resp = next.run(req).await;
             let (mut parts, body) = resp.into_parts();
             let bytes = body_bytes(body).await;
-            let code = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| v["error"]["code"].as_str().map(str::to_owned));
+            let code = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| v["error"]["code"].as_str().map(str::to_owned));
             if code.as_deref() == Some("not_found") {
                 parts.headers.insert("content-type", HeaderValue::from_static("text/html"));
                 parts.headers.remove("content-length");
@@ -349,7 +371,8 @@ async fn accept_anyway(state: &State, headers: &HeaderMap, body: &[u8]) -> Optio
 pub async fn start(fault: Fault) -> Broken {
     let (l, port) = common::listener().await;
     let runs: Runs = Arc::new(Mutex::new(HashMap::new()));
-    let needs_caller = matches!(fault, Fault::AcceptsExpiredSignatures | Fault::NoReplayProtection | Fault::AcceptsUnsigned);
+    let needs_caller =
+        matches!(fault, Fault::AcceptsExpiredSignatures | Fault::NoReplayProtection | Fault::AcceptsUnsigned);
     let caller = if needs_caller { Some(common::caller().await) } else { None };
     let mut work: Option<Arc<dyn Fn(String, Value) -> Value + Send + Sync>> = None;
     let parts = if fault == Fault::ConfirmRunsTwice {
@@ -384,7 +407,10 @@ pub async fn start(fault: Fault) -> Broken {
         store: parts.store.clone(),
         work,
     });
-    let app = parts.app.clone().layer(axum::middleware::from_fn(move |req: Request<Body>, next: Next| breaker(state.clone(), req, next)));
+    let app = parts
+        .app
+        .clone()
+        .layer(axum::middleware::from_fn(move |req: Request<Body>, next: Next| breaker(state.clone(), req, next)));
     let running = common::serve(l, port, parts, app);
     Broken { running, caller, runs }
 }
@@ -396,7 +422,12 @@ async fn caught_by(fault: Fault, expected: &[&str]) -> Broken {
     let report = common::run(opts).await;
     let mut want: Vec<String> = expected.iter().map(|s| (*s).to_owned()).collect();
     want.sort();
-    assert_eq!(common::failed(&report), want, "{fault:?} must be caught by exactly these checks:\n{}", common::explain(&report));
+    assert_eq!(
+        common::failed(&report),
+        want,
+        "{fault:?} must be caught by exactly these checks:\n{}",
+        common::explain(&report)
+    );
     agent
 }
 
@@ -447,7 +478,11 @@ async fn accepting_unsigned_requests_to_a_did_auth_capability_is_caught() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepting_payloads_that_break_the_agreed_schema_is_caught() {
-    caught_by(Fault::AcceptsInvalidPayloads, &["execute/formats-asserted", "execute/payload-invalid", "schema-rules/no-fetch"]).await;
+    caught_by(
+        Fault::AcceptsInvalidPayloads,
+        &["execute/formats-asserted", "execute/payload-invalid", "schema-rules/no-fetch"],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -477,5 +512,6 @@ async fn announcing_a_body_limit_that_is_not_enforced_is_caught() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn not_enforcing_a_region_restriction_is_caught() {
-    caught_by(Fault::IgnoresRegion, &["execute/auth-before-payload", "negotiate/region-order", "region/enforced"]).await;
+    caught_by(Fault::IgnoresRegion, &["execute/auth-before-payload", "negotiate/region-order", "region/enforced"])
+        .await;
 }

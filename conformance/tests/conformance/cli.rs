@@ -30,7 +30,10 @@ fn an_unreachable_target_exits_2_with_advice() {
     assert!(err.contains("did not answer DISCOVER") && err.contains("--target"), "{err}");
     let out = bin().args(["--target", "ftp://example.com"]).output().expect("runs");
     assert_eq!(out.status.code(), Some(2));
-    let out = bin().args(["--target", "http://127.0.0.1:1", "--identity", "/nonexistent.pem", "--did", "did:web:example.com"]).output().expect("runs");
+    let out = bin()
+        .args(["--target", "http://127.0.0.1:1", "--identity", "/nonexistent.pem", "--did", "did:web:example.com"])
+        .output()
+        .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.pem"));
 }
@@ -47,22 +50,41 @@ async fn the_binary_passes_the_demo_with_exit_0_and_writes_json_and_junit() {
     std::fs::create_dir_all(&dir).expect("dir");
     let json = dir.join("report.json");
     let args = |format: &str, out: &std::path::Path| {
-        vec!["--target".into(), demo.base.clone(), "--serve-did".into(), "--api-key".into(), a2a_server::demo::DEMO_API_KEY.into(),
-             "--format".into(), format.into(), "--out".into(), out.display().to_string()]
+        vec![
+            "--target".into(),
+            demo.base.clone(),
+            "--serve-did".into(),
+            "--api-key".into(),
+            a2a_server::demo::DEMO_API_KEY.into(),
+            "--format".into(),
+            format.into(),
+            "--out".into(),
+            out.display().to_string(),
+        ]
     };
     let out = run_bin(args("json", &json)).await;
     let text = std::fs::read_to_string(&json).unwrap_or_default();
     let failures: Vec<String> = serde_json::from_str::<a2a_conformance::Report>(&text)
-        .map(|r| r.checks.iter().filter(|c| c.status == a2a_conformance::Status::Fail).map(|c| format!("{}: {:?}", c.id, c.message)).collect())
+        .map(|r| {
+            r.checks
+                .iter()
+                .filter(|c| c.status == a2a_conformance::Status::Fail)
+                .map(|c| format!("{}: {:?}", c.id, c.message))
+                .collect()
+        })
         .unwrap_or_default();
     assert_eq!(out.status.code(), Some(0), "{}\n{failures:?}", String::from_utf8_lossy(&out.stderr));
-    let report: a2a_conformance::Report = serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("a report");
+    let report: a2a_conformance::Report =
+        serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("a report");
     assert!(!report.must_failed());
     let junit = dir.join("report.xml");
     let out = run_bin(args("junit", &junit)).await;
     assert_eq!(out.status.code(), Some(0));
     let xml = std::fs::read_to_string(&junit).expect("junit");
-    assert!(xml.starts_with("<?xml") && xml.contains("<testsuite name=\"signature\"") && xml.contains("<skipped"), "{xml}");
+    assert!(
+        xml.starts_with("<?xml") && xml.contains("<testsuite name=\"signature\"") && xml.contains("<skipped"),
+        "{xml}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -44,13 +44,17 @@ pub fn demo_parts_with(port: u16, caps: impl FnOnce(AgentBuilder) -> AgentBuilde
     let key = a2a_core::keys::SigningKey::generate().expect("key");
     let doc = DidDocument::generate(&did, &[("key-1".to_owned(), key.verifying_key().to_jwk())]);
     let store = Arc::new(MemoryStore::new(MemoryLimits::default()));
-    let resolver = a2a_core::resolver::HttpResolver::new(a2a_core::resolver::ResolverOptions::loopback()).expect("resolver");
+    let resolver =
+        a2a_core::resolver::HttpResolver::new(a2a_core::resolver::ResolverOptions::loopback()).expect("resolver");
     let agent = caps(AgentBuilder::new(did.to_string()).name("A2A demo agent"))
         .store(store.clone())
         .resolver(Arc::new(resolver))
         .build()
         .expect("demo agent builds");
-    let app = a2a_server::app::app_router(&agent, Some(("/.well-known/did.json".into(), serde_json::to_value(&doc).expect("doc"))));
+    let app = a2a_server::app::app_router(
+        &agent,
+        Some(("/.well-known/did.json".into(), serde_json::to_value(&doc).expect("doc"))),
+    );
     DemoParts { agent, app, store }
 }
 
@@ -104,15 +108,20 @@ pub async fn caller() -> Caller {
     let parsed = Did::parse(&did).expect("did");
     let doc = DidDocument::generate(&parsed, &[("key-1".to_owned(), identity.key.verifying_key().to_jwk())]);
     let doc = serde_json::to_value(&doc).expect("doc");
-    let app = Router::new().route("/.well-known/did.json", axum::routing::get(move || {
-        let doc = doc.clone();
-        async move { axum::Json(doc) }
-    }));
+    let app = Router::new().route(
+        "/.well-known/did.json",
+        axum::routing::get(move || {
+            let doc = doc.clone();
+            async move { axum::Json(doc) }
+        }),
+    );
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
-        let _ = axum::serve(l, app).with_graceful_shutdown(async {
-            let _ = rx.await;
-        }).await;
+        let _ = axum::serve(l, app)
+            .with_graceful_shutdown(async {
+                let _ = rx.await;
+            })
+            .await;
     });
     Caller { identity, shutdown: Some(tx) }
 }

@@ -11,7 +11,10 @@ fn requirements() -> BTreeMap<String, String> {
     const LEVELS: [&str; 5] = ["MUST NOT", "MUST", "SHOULD NOT", "SHOULD", "MAY"];
     let is_id = |s: &str| {
         s.split_once('-').is_some_and(|(p, n)| {
-            !p.is_empty() && p.bytes().all(|b| b.is_ascii_uppercase()) && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+            !p.is_empty()
+                && p.bytes().all(|b| b.is_ascii_uppercase())
+                && !n.is_empty()
+                && n.bytes().all(|b| b.is_ascii_digit())
         })
     };
     let mut out = BTreeMap::new();
@@ -64,11 +67,17 @@ fn checks_name_only_real_requirements_and_carry_their_strongest_level() {
     let mut ids = BTreeSet::new();
     for c in a2a_conformance::checks::all() {
         assert!(ids.insert(c.id), "check id {} used twice", c.id);
-        assert!(c.id.contains('/') && c.id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'/' || b == b'-'), "{}", c.id);
+        assert!(
+            c.id.contains('/')
+                && c.id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'/' || b == b'-'),
+            "{}",
+            c.id
+        );
         assert!(!c.requirements.is_empty(), "{} names no requirement", c.id);
         let mut strongest = a2a_conformance::Level::May;
         for r in c.requirements {
-            let level = reqs.get(*r).unwrap_or_else(|| panic!("{} names {r}, which spec/PROTOCOL.md does not have", c.id));
+            let level =
+                reqs.get(*r).unwrap_or_else(|| panic!("{} names {r}, which spec/PROTOCOL.md does not have", c.id));
             let l = match level.as_str() {
                 "MUST" | "MUST NOT" => a2a_conformance::Level::Must,
                 "SHOULD" | "SHOULD NOT" => a2a_conformance::Level::Should,

@@ -22,11 +22,16 @@ async fn demo_agent_passes_every_check_that_applies_with_a_served_did() {
     let mut skipped: Vec<&str> = report.ids_with(Status::Skip);
     skipped.sort();
     // The demo has no oauth2 capability, a confirm window (60 s) longer than the suite waits, and signs no responses.
-    assert_eq!(skipped, ["auth/oauth2", "auth/oauth2-algorithms", "execute/confirm-window-elapses", "responses/signatures"]);
+    assert_eq!(
+        skipped,
+        ["auth/oauth2", "auth/oauth2-algorithms", "execute/confirm-window-elapses", "responses/signatures"]
+    );
     assert_eq!(report.compliance, Compliance::Full);
     assert!(report.checks.len() > 140, "{} checks", report.checks.len());
     // The signed checks ran: the demo resolved the suite's DID document over loopback HTTP.
-    for id in ["did-auth/handshake", "signature/replay", "signature/expired", "did-resolver/rsa-key", "did-resolver/redirect"] {
+    for id in
+        ["did-auth/handshake", "signature/replay", "signature/expired", "did-resolver/rsa-key", "did-resolver/redirect"]
+    {
         let c = report.checks.iter().find(|c| c.id == id).expect("check present");
         assert_eq!(c.status, Status::Pass, "{id}");
     }

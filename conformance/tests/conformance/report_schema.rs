@@ -19,7 +19,10 @@ fn committed_report_schema_matches_the_report_types() {
         return;
     }
     let committed = std::fs::read_to_string(PATH).unwrap_or_default();
-    assert!(committed == text, "{PATH} differs from the report types (run UPDATE_SCHEMAS=1 cargo test -p a2a-conformance --test conformance)");
+    assert!(
+        committed == text,
+        "{PATH} differs from the report types (run UPDATE_SCHEMAS=1 cargo test -p a2a-conformance --test conformance)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
