@@ -277,6 +277,17 @@ impl Ctx {
         self.disc.agent_did.as_deref().unwrap_or("")
     }
 
+    /// Whether the agent is on this machine (its endpoint's host is a loopback name or address), so that it can reach
+    /// the suite's own loopback listener.
+    pub fn target_is_loopback(&self) -> bool {
+        url::Url::parse(&self.endpoint).ok().and_then(|u| u.host().map(|h| h.to_owned())).is_some_and(|host| match host
+        {
+            url::Host::Domain(d) => d == "localhost" || d.ends_with(".localhost"),
+            url::Host::Ipv4(ip) => ip.is_loopback(),
+            url::Host::Ipv6(ip) => ip.is_loopback(),
+        })
+    }
+
     /// The URL of a path below the endpoint (`"/negotiate"`; `""` is the endpoint itself).
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.endpoint)

@@ -300,13 +300,8 @@ async fn limits(t: &mut Trial<'_>) -> Outcome {
 
 async fn https(t: &mut Trial<'_>) -> Outcome {
     t.step("the endpoint's scheme");
-    let url = url::Url::parse(&t.ctx.endpoint).ok();
-    let scheme = url.as_ref().map_or("", |u| u.scheme());
-    let loopback = url.as_ref().and_then(|u| u.host()).is_some_and(|host| match host {
-        url::Host::Domain(d) => d == "localhost" || d.ends_with(".localhost"),
-        url::Host::Ipv4(ip) => ip.is_loopback(),
-        url::Host::Ipv6(ip) => ip.is_loopback(),
-    });
+    let scheme = url::Url::parse(&t.ctx.endpoint).map(|u| u.scheme().to_owned()).unwrap_or_default();
+    let loopback = t.ctx.target_is_loopback();
     t.check(scheme == "https" || loopback, "https (or plain http on loopback)", t.ctx.endpoint.clone());
     Ok(())
 }

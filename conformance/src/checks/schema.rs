@@ -4,7 +4,10 @@
 use a2a_core::schema_rules;
 use serde_json::{Value, json};
 
-use super::applies::{MAIN, SERVED};
+use super::applies::MAIN;
+
+const LOOPBACK: &str =
+    "the agent runs on this machine and the run has --serve-did (the suite's listener is the canary)";
 use super::{main_plan, negotiate_body, show};
 use crate::check;
 use crate::check::{Check, Outcome, Stop, Trial};
@@ -111,7 +114,7 @@ pub(super) fn checks() -> Vec<Check> {
             "schema-rules/no-fetch",
             ["SCH-14", "NEG-41"],
             Must,
-            SERVED,
+            LOOPBACK,
             "an agent never fetches what a schema or a payload names (a $ref and a uri to the suite's canary are never requested)",
             no_fetch
         ),
@@ -346,6 +349,11 @@ async fn no_fetch(t: &mut Trial<'_>) -> Outcome {
     let Some(host) = &t.ctx.didhost else {
         return Err(Stop::Skip("needs --serve-did (the suite's loopback listener is the canary)".into()));
     };
+    if !t.ctx.target_is_loopback() {
+        return Err(Stop::Skip(
+            "the agent is not on this machine: it could not reach the loopback canary anyway".into(),
+        ));
+    }
     let canary = host.canary_url("schema-ref");
     let uri_canary = host.canary_url("payload-uri");
     let before = host.hits_under("/canary/").len();
