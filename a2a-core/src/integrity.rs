@@ -374,9 +374,11 @@ impl IntegrityError {
     }
 
     /// Machine-readable details for the error response: `{"mismatch": "header", "header": "a2a-negotiation-id"}` for an
-    /// integrity mismatch, `{"reason": ...}` otherwise.
+    /// integrity mismatch (INT-7), `{"reason": "duplicate_key", "offset": 13}` for a body without a canonical form
+    /// (JCS-11, JCS-12), `{"reason": ...}` otherwise.
     pub fn details(&self) -> Value {
         match self {
+            IntegrityError::BodyNotJson(e) => json!({"reason": e.reason.as_str(), "offset": e.offset}),
             IntegrityError::Mismatch(m) => match m {
                 Mismatch::HeaderValue { name }
                 | Mismatch::HeaderMissing { name }

@@ -51,15 +51,26 @@ fn base_url(listener: &TcpListener) -> Result<(String, u16), String> {
     Ok((format!("http://{host}:{}", addr.port()), addr.port()))
 }
 
-/// The router the binary serves: the agent, `/metrics`, and the DID document when there is one.
+/// The router the binary serves: the agent, `/metrics`, and the DID document when there is one (served as
+/// `application/did+json`, readable from a browser and cacheable for 5 minutes: DID-16).
 pub fn app_router(agent: &Agent, did_document: Option<(String, Value)>) -> Router {
     let mut app = agent.router().merge(agent.metrics_router());
     if let Some((path, doc)) = did_document {
+        let body = serde_json::to_vec(&doc).unwrap_or_default();
         app = app.route(
             &path,
             axum::routing::get(move || {
-                let doc = doc.clone();
-                async move { axum::Json(doc) }
+                let body = body.clone();
+                async move {
+                    (
+                        [
+                            (axum::http::header::CONTENT_TYPE, "application/did+json"),
+                            (axum::http::header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+                            (axum::http::header::CACHE_CONTROL, "max-age=300"),
+                        ],
+                        body,
+                    )
+                }
             }),
         );
     }
@@ -104,10 +115,10 @@ fn document_path(did: &Did) -> String {
     if segs.is_empty() { "/.well-known/did.json".to_owned() } else { format!("/{}/did.json", segs.join("/")) }
 }
 
-/// `a2a-server --demo`.
-pub async fn run_demo(listen: Option<&str>) -> Result<(), String> {
-    let listener = bind(listen.unwrap_or("127.0.0.1:8080")).await?;
-    let (base, port) = base_url(&listener)?;
+/// The demo agent for a listener bound on `port`: its DID `did:web:localhost%3A<port>`, a fresh key, the demo
+/// capabilities, a resolver of `did:web:localhost` DIDs over plain HTTP, and the router serving it all (what
+/// `a2a-server --demo` serves; tests and the conformance suite run it in-process).
+pub fn demo_app(port: u16) -> Result<(Agent, Router), String> {
     let did = Did::for_host_port("localhost", Some(port), &[]).map_err(|e| e.to_string())?;
     let key = SigningKey::generate().map_err(|e| e.to_string())?;
     let doc = DidDocument::generate(&did, &[("key-1".to_owned(), key.verifying_key().to_jwk())]);
@@ -118,7 +129,16 @@ pub async fn run_demo(listen: Option<&str>) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let doc_json = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
     let app = app_router(&agent, Some((document_path(&did), doc_json)));
-    println!("{}", demo::banner(did.as_ref(), &base));
+    Ok((agent, app))
+}
+
+/// `a2a-server --demo`.
+pub async fn run_demo(listen: Option<&str>) -> Result<(), String> {
+    let listener = bind(listen.unwrap_or("127.0.0.1:8080")).await?;
+    let (base, port) = base_url(&listener)?;
+    let (agent, app) = demo_app(port)?;
+    let did = agent.did().to_owned();
+    println!("{}", demo::banner(&did, &base));
     tracing::info!(did = %did, endpoint = %format!("{base}/a2a"), "demo agent listening");
     run(agent, listener, app).await
 }

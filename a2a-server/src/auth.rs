@@ -255,8 +255,9 @@ impl Auth {
             body: parts.body,
             status: None,
         };
-        let pending = integrity::prepare(header, &message, &self.did, unix_now())
-            .map_err(|e| A2aError::with_message(e.code(), e.to_string()))?;
+        let refused =
+            |e: integrity::IntegrityError| A2aError::with_message(e.code(), e.to_string()).details(e.details());
+        let pending = integrity::prepare(header, &message, &self.did, unix_now()).map_err(refused)?;
         let Some(resolver) = &self.resolver else {
             return Err(A2aError::with_message(
                 ErrorCode::DID_RESOLUTION_FAILED,
@@ -264,7 +265,7 @@ impl Auth {
             ));
         };
         let key = resolver.resolve_key(pending.did(), pending.key_id()).await?;
-        let verified = pending.finish(&key, &message).map_err(|e| A2aError::with_message(e.code(), e.to_string()))?;
+        let verified = pending.finish(&key, &message).map_err(refused)?;
         if need_body && verified.coverage() == Coverage::HeaderOnly {
             return Err(A2aError::with_message(
                 ErrorCode::INTEGRITY_MISMATCH,

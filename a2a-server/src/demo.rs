@@ -87,6 +87,13 @@ pub fn capabilities(builder: AgentBuilder) -> AgentBuilder {
                    "required": ["amount", "currency"]}),
         )
     };
+    let notarize = decl(
+        "notarize_message",
+        "Countersigns a message with the caller's verified DID. Callers must sign every request (did_auth); the demo \
+         resolves did:web:localhost DIDs over plain HTTP.",
+        AuthRequirement::DidAuth,
+        json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
+    );
     builder
         .capability(echo, crate::handlers::echo())
         .capability(report, |ctx: ExecutionContext, p: Value| async move {
@@ -115,6 +122,10 @@ pub fn capabilities(builder: AgentBuilder) -> AgentBuilder {
         .capability(pay, |ctx: ExecutionContext, p: Value| async move {
             Ok(json!({"charged": false, "amount": p["amount"], "currency": p["currency"], "execution_id": ctx.execution_id,
                       "note": "demo agent: nothing was charged"}))
+        })
+        .capability(notarize, |ctx: ExecutionContext, p: Value| async move {
+            Ok(json!({"message": p["message"], "signed_by": ctx.sender, "verified": ctx.sender_verified,
+                      "execution_id": ctx.execution_id}))
         })
         .api_key(ApiKey::new(DEMO_API_KEY))
 }

@@ -206,6 +206,14 @@ impl Engine {
         req: NegotiateRequest,
     ) -> Result<NegotiateResponse, A2aError> {
         self.check_region(cap, caller).await?;
+        // NEG-2: an integer from 1 to 2^53 - 1 (the integers every JSON peer reads exactly).
+        if req.timeout_ms.is_some_and(|t| t > (1u64 << 53) - 1) {
+            return Err(A2aError::with_message(
+                ErrorCode::INVALID_REQUEST,
+                "timeout_ms must be at most 2^53 - 1 (9007199254740991) milliseconds",
+            )
+            .details(json!({"member": "timeout_ms"})));
+        }
         let timeout_ms = req.timeout_ms.unwrap_or(self.limits.default_timeout_ms).min(self.limits.max_timeout_ms);
         if timeout_ms == 0 {
             return Err(A2aError::with_message(ErrorCode::INVALID_REQUEST, "timeout_ms must be at least 1")

@@ -341,7 +341,21 @@ fn check_version(headers: &HeaderMap, required: bool) -> Result<(), A2aError> {
 /// The common prelude of every step with a sender: version, sender (HDR-6), region and trace headers.
 fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
     check_version(headers, true)?;
-    let sender = header_str(headers, h::A2A_SENDER_ID)?.ok_or_else(|| A2aError::new(ErrorCode::SENDER_REQUIRED))?;
+    // A sender that is not visible ASCII cannot be a did:web DID (DID-6: hosts are written in punycode): HDR-6 and
+    // DID-11 answer it invalid_sender, not invalid_header.
+    let sender = match headers.get(h::A2A_SENDER_ID) {
+        None => return Err(A2aError::new(ErrorCode::SENDER_REQUIRED)),
+        Some(v) => v.to_str().map_err(|_| {
+            A2aError::with_message(
+                ErrorCode::INVALID_SENDER,
+                format!(
+                    "A2A-Sender-ID {:?} is not a valid did:web DID: it has non-ASCII characters; write the host in \
+                     punycode (xn--...)",
+                    String::from_utf8_lossy(v.as_bytes())
+                ),
+            )
+        })?,
+    };
     let sender = sender.trim();
     Did::parse(sender).map_err(|e| {
         A2aError::with_message(
@@ -402,23 +416,46 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
     }
 }
 
-/// Parses a JSON request message: syntax errors are `invalid_json`, shape errors `invalid_request` (TR-7).
+/// Parses a JSON request message: syntax errors are `invalid_json`, shape errors `invalid_request` whose
+/// `details.member` names the offending member (TR-7).
 fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        use serde_json::error::Category;
-        match e.classify() {
-            Category::Syntax | Category::Eof | Category::Io => A2aError::with_message(
-                ErrorCode::INVALID_JSON,
-                format!("the request body is not well-formed JSON: {e}"),
-            )
-            .details(json!({"line": e.line(), "column": e.column()})),
-            Category::Data => A2aError::with_message(
-                ErrorCode::INVALID_REQUEST,
-                format!("the request body is not the expected message: {e}"),
-            )
-            .details(json!({"line": e.line(), "column": e.column()})),
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        json_error(&path, &e.into_inner())
+    })?;
+    // Trailing data after the message is a syntax error, as serde_json::from_slice reports it.
+    de.end().map_err(|e| json_error(".", &e))?;
+    Ok(value)
+}
+
+/// The protocol error for a serde_json error at `path` (`.` is the root).
+fn json_error(path: &str, e: &serde_json::Error) -> A2aError {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Syntax | Category::Eof | Category::Io => {
+            A2aError::with_message(ErrorCode::INVALID_JSON, format!("the request body is not well-formed JSON: {e}"))
+                .details(json!({"line": e.line(), "column": e.column()}))
         }
-    })
+        Category::Data => {
+            // A missing or unknown member is reported at its parent; the serde message names it in backticks.
+            let text = e.to_string();
+            let named = text
+                .split('`')
+                .nth(1)
+                .filter(|_| text.starts_with("missing field") || text.starts_with("unknown field"));
+            let member = match (path, named) {
+                (".", Some(n)) => n.to_owned(),
+                (p, Some(n)) => format!("{p}.{n}"),
+                (p, None) => p.to_owned(),
+            };
+            A2aError::with_message(
+                ErrorCode::INVALID_REQUEST,
+                format!("the request body is not the expected message: member `{member}`: {e}"),
+            )
+            .details(json!({"member": member, "line": e.line(), "column": e.column()}))
+        }
+    }
 }
 
 fn signed_parts<'a>(method: &'a str, uri: &'a OriginalUri, headers: &'a HeaderMap, body: &'a [u8]) -> SignedParts<'a> {

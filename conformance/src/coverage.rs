@@ -1,0 +1,81 @@
+//! Which requirements of `spec/PROTOCOL.md` the suite checks, and why the others are not checked.
+//!
+//! A test (`conformance/tests/conformance/coverage.rs`) parses the specification and fails when a requirement is neither a
+//! requirement of some check nor listed here with a reason, and when an entry here is stale (the id is checked, or
+//! no longer in the specification).
+
+/// Requirements the suite does not check, with the reason. Most bind a caller, a tool or the agent's internals, which
+/// a party that only talks to the agent over HTTP cannot see; a few are observable only with set-ups the suite does
+/// not make (a public DNS name, a 30 s wait), and say so.
+pub const NOT_CHECKED: &[(&str, &str)] = &[
+    // Requirements on callers: the suite is a caller and follows them; they say nothing about the agent.
+    ("TR-2", "a caller requirement (append /a2a to a URL); the suite does it for --target"),
+    ("TR-9", "a caller requirement (ignore unknown response members); the suite reads responses leniently"),
+    (
+        "CAP-16",
+        "a caller requirement (negotiate only advertised capabilities); the suite negotiates only those, and probe_missing_capability on purpose",
+    ),
+    ("DISC-4", "a caller requirement (cache DISCOVER 5 minutes)"),
+    ("EXE-8", "a caller requirement (send Idempotency-Key on retries)"),
+    ("FB-4", "a caller requirement (how to use fallback options)"),
+    ("ERR-2", "a caller requirement (handle unknown codes by status)"),
+    ("CLI-1", "a caller requirement (caching, pre-warming)"),
+    ("CLI-2", "a caller requirement (long-poll or backoff); the suite polls that way"),
+    ("CLI-3", "a caller requirement (retry only safe steps)"),
+    ("CLI-4", "a caller requirement (timeouts and deadlines per step)"),
+    ("CLI-5", "a caller requirement (refuse another version); the suite reports A2A-Version in discover/headers"),
+    ("JCS-20", "a sender recommendation (send the canonical form); the suite's own bodies"),
+    ("JCS-24", "a recommendation to Python senders"),
+    // Tooling: declaration loaders, converters, key tools. Not on the wire.
+    ("CAP-21", "tooling (YAML authoring of declarations)"),
+    ("CAP-22", "tooling (the YAML to JSON converter)"),
+    ("SCH-19", "tooling (a client SDK or CLI offering the nullable conversion)"),
+    ("SCH-20", "tooling (how the nullable conversion works)"),
+    ("SCH-21", "tooling (the nullable conversion is idempotent)"),
+    ("KEY-4", "key material at rest (private JWKs); never sent to the agent"),
+    ("KEY-5", "key files (PEM forms); never sent to the agent"),
+    ("KEY-6", "tooling (a key check command)"),
+    ("KEY-7", "the JWK thumbprint; not on the wire"),
+    // Judgements of prose.
+    ("CAP-4", "says what a description should say: a judgement of prose, for a reviewer"),
+    ("CAP-6", "names should be verb phrases: a judgement of English, for a reviewer"),
+    ("CAP-15", "whether a composite capability is offered whole is a fact about the agent's business, not its answers"),
+    // Internals of the agent.
+    ("NEG-14", "compiling the agreed schema once is an implementation choice invisible on the wire"),
+    ("ST-5", "how often a handler runs is internal; what is visible (a second CONFIRM starts nothing) is CONF-2"),
+    (
+        "JCS-18",
+        "idempotence of the agent's canonicalizer is internal; its output is checked in signature/canonical-json",
+    ),
+    (
+        "EID-4",
+        "strictly increasing timestamps hold within one process; the suite cannot tell which process of a deployment (or gateway) made an id",
+    ),
+    (
+        "CONF-5",
+        "the suite cannot know an unknown agent's concurrency limit or safely drive it there; any 503 seen is checked for Retry-After by responses/required-headers",
+    ),
+    ("AUTH-7", "depends on the agent's configured internal domains, which the suite cannot learn"),
+    (
+        "DID-23",
+        "a kid naming another DID than the signer's is caught earlier, as sender_mismatch (INT-6 step 4, checked in signature/sender-mismatch)",
+    ),
+    ("FB-5", "how a deployment shares its capability registry"),
+    ("DID-32", "the optional DNS TXT variant; interoperability uses the did:web document only"),
+    ("GW-5", "version translation by a gateway needs agents behind it of another version, which the suite cannot see"),
+    (
+        "GW-1",
+        "checked by running this whole suite against the gateway (its agent side); its caller side, towards its agents, is not visible from outside",
+    ),
+    // Observable with a set-up the suite does not make.
+    (
+        "DID-28",
+        "a key rotation is seen only after 30 s of cache (the rate limit of DID-28); the suite keeps runs short and does not wait",
+    ),
+    ("DID-29", "needs a public DNS name that resolves to a private address, which an offline run cannot provide"),
+];
+
+/// The reason a requirement is not checked, if it is listed.
+pub fn reason(id: &str) -> Option<&'static str> {
+    NOT_CHECKED.iter().find(|(i, _)| *i == id).map(|(_, r)| *r)
+}

@@ -1,0 +1,517 @@
+//! The suite proves it can fail: deliberately broken agents, each the demo agent (the `a2a-server` library, real HTTP
+//! on loopback) wrong in exactly one way on the wire, and for each the set of failed checks is exactly the expected
+//! one. A middleware in front of the correct agent does the breaking; where the fault is "accepts what it must
+//! refuse", the middleware re-signs with the caller's key or writes the execution to the agent's store, so that the
+//! agent really accepts it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use a2a_core::execution_id::ExecutionId;
+use a2a_core::integrity::{self, Coverage, MessageParts, SignatureClaims};
+use a2a_core::jws;
+use a2a_server::handler::ExecutionContext;
+use a2a_server::store::{ExecutionRecord, Store};
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::common::{self, Caller, Running};
+
+/// One fault each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Error responses lack A2A-Version.
+    ErrorsWithoutVersion,
+    /// Preflights below /a2a lack Access-Control-Allow-Headers (a browser cannot send the A2A headers).
+    PreflightWithoutAllowHeaders,
+    /// NEGOTIATE accepts `nullable` (the agent drops it from the proposal instead of refusing it).
+    AcceptsNullable,
+    /// A repeated CONFIRM is answered as a first one and runs the work again.
+    ConfirmRunsTwice,
+    /// Expired signatures are accepted.
+    AcceptsExpiredSignatures,
+    /// A replayed signed request is accepted.
+    NoReplayProtection,
+    /// Unsigned requests to the did_auth capability are accepted.
+    AcceptsUnsigned,
+    /// Payloads that do not match the agreed schema are accepted.
+    AcceptsInvalidPayloads,
+    /// EXECUTE responses lack A2A-Execution-ID.
+    NoExecutionHeader,
+    /// Unknown paths get an HTML page.
+    HtmlNotFound,
+    /// Any A2A-Version is taken as 0.3.
+    LenientVersion,
+    /// idempotency is advertised but Idempotency-Key is ignored.
+    IgnoresIdempotencyKey,
+    /// limits.max_body_bytes announces less than the agent enforces.
+    UnderstatesBodyLimit,
+    /// The region restriction is not enforced.
+    IgnoresRegion,
+}
+
+/// A broken agent, running.
+pub struct Broken {
+    pub running: Running,
+    /// The caller identity whose key the middleware uses, for the signature faults.
+    pub caller: Option<Caller>,
+    /// Runs of the handler per execution id (ConfirmRunsTwice).
+    pub runs: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+type Runs = Arc<Mutex<HashMap<String, usize>>>;
+
+async fn body_bytes(body: Body) -> Vec<u8> {
+    axum::body::to_bytes(body, 64 * 1024 * 1024).await.map(|b| b.to_vec()).unwrap_or_default()
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Re-signs (or signs) a request with the caller's key, as a broken agent's "verification" lets it through.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resign {
+    /// An expired but otherwise valid signature is renewed.
+    Expired,
+    /// Every valid signature gets a fresh jti (so that replays look new).
+    FreshJti,
+    /// Unsigned requests from the caller are signed.
+    Unsigned,
+}
+
+fn resign(
+    req: &mut Request<Body>,
+    body: &[u8],
+    caller: &a2a_conformance::identity::Identity,
+    agent_did: &str,
+    policy: Resign,
+) {
+    let now = a2a_conformance::identity::unix_now();
+    let token = header(req.headers(), "a2a-signature").map(str::to_owned);
+    let new = match (token, policy) {
+        (None, Resign::Unsigned) => {
+            if header(req.headers(), "a2a-sender-id") != Some(caller.did.as_str()) {
+                return;
+            }
+            let target = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
+            let method = req.method().as_str().to_owned();
+            let headers: Vec<(String, String)> = req
+                .headers()
+                .iter()
+                .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_owned(), v.to_owned())))
+                .collect();
+            let hs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+            let parts = MessageParts { method: &method, target: &target, headers: &hs, body, status: None };
+            let coverage = if method == "GET" { Coverage::HeaderOnly } else { Coverage::PayloadHash };
+            match integrity::sign(&caller.key, &caller.key_id, &caller.did, agent_did, coverage, &parts, now, 60) {
+                Ok(t) => t,
+                Err(_) => return,
+            }
+        }
+        (Some(token), Resign::Expired | Resign::FreshJti) => {
+            let Ok(jws) = jws::decode_typed::<SignatureClaims>(&token) else { return };
+            if jws.kid() != Some(caller.kid().as_str()) || jws.verify(caller.key.verifying_key()).is_err() {
+                return;
+            }
+            // Everything but the time (Expired) or the memory of jtis (FreshJti) is still checked: steps 1-5 and 7-8
+            // of INT-6 with the caller's key, as the correct agent would.
+            let target = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
+            let method = req.method().as_str().to_owned();
+            let headers: Vec<(String, String)> = req
+                .headers()
+                .iter()
+                .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_owned(), v.to_owned())))
+                .collect();
+            let hs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+            let parts = MessageParts { method: &method, target: &target, headers: &hs, body, status: None };
+            let at = if policy == Resign::Expired { jws.claims().iat } else { now };
+            let checked = integrity::prepare(&token, &parts, agent_did, at)
+                .and_then(|p| p.finish(caller.key.verifying_key(), &parts));
+            if checked.is_err() {
+                return;
+            }
+            let mut claims = jws.claims().clone();
+            match policy {
+                Resign::Expired if claims.exp + 30 < now => {
+                    claims.iat = now;
+                    claims.exp = now + 60;
+                }
+                Resign::FreshJti => claims.jti = integrity::new_jti().unwrap_or_default(),
+                _ => return,
+            }
+            match integrity::sign_claims(&caller.key, &claims) {
+                Ok(t) => t,
+                Err(_) => return,
+            }
+        }
+        _ => return,
+    };
+    if let Ok(v) = HeaderValue::from_str(&new) {
+        req.headers_mut().insert("a2a-signature", v);
+    }
+}
+
+fn strip_nullable(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            o.remove("nullable");
+            o.values_mut().for_each(strip_nullable);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_nullable),
+        _ => {}
+    }
+}
+
+/// The counting echo handler of the ConfirmRunsTwice agent.
+fn counting_echo(runs: Runs) -> impl Fn(String, Value) -> Value + Clone + Send + Sync + 'static {
+    move |id: String, payload: Value| {
+        *runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(id).or_insert(0) += 1;
+        json!({"echo": payload})
+    }
+}
+
+struct State {
+    fault: Fault,
+    agent_did: String,
+    caller: Option<a2a_conformance::identity::Identity>,
+    store: Arc<a2a_server::store::MemoryStore>,
+    work: Option<Arc<dyn Fn(String, Value) -> Value + Send + Sync>>,
+}
+
+async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response {
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    match state.fault {
+        Fault::ErrorsWithoutVersion => {
+            let mut resp = next.run(req).await;
+            if resp.status().as_u16() >= 400 {
+                resp.headers_mut().remove("a2a-version");
+            }
+            resp
+        }
+        Fault::PreflightWithoutAllowHeaders => {
+            let mut resp = next.run(req).await;
+            if method == Method::OPTIONS && path != "/a2a" {
+                resp.headers_mut().remove("access-control-allow-headers");
+            }
+            resp
+        }
+        Fault::AcceptsNullable if method == Method::POST && path == "/a2a/negotiate" => {
+            let (parts, body) = req.into_parts();
+            let mut bytes = body_bytes(body).await;
+            if let Ok(mut v) = serde_json::from_slice::<Value>(&bytes)
+                && let Some(schema) = v.get_mut("proposed_schema")
+            {
+                let before = schema.clone();
+                strip_nullable(schema);
+                if *schema != before {
+                    bytes = serde_json::to_vec(&v).unwrap_or(bytes);
+                }
+            }
+            let mut parts = parts;
+            parts.headers.remove("content-length");
+            next.run(Request::from_parts(parts, Body::from(bytes))).await
+        }
+        Fault::ConfirmRunsTwice if method == Method::POST && path == "/a2a/confirm" => {
+            let resp = next.run(req).await;
+            let (parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            if parts.status == StatusCode::OK && v["already_confirmed"] == true {
+                let id = v["execution_id"].as_str().unwrap_or("").to_owned();
+                if let (Ok(Some(rec)), Some(work)) = (state.store.get_execution(&id).await, state.work.clone()) {
+                    // The work runs again, as for a first CONFIRM.
+                    tokio::spawn(async move {
+                        work(rec.id, rec.payload);
+                    });
+                }
+                let mut out = Response::from_parts(
+                    parts,
+                    Body::from(
+                        serde_json::to_vec(&json!({"execution_id": id, "status": "accepted"})).unwrap_or_default(),
+                    ),
+                );
+                *out.status_mut() = StatusCode::ACCEPTED;
+                out.headers_mut().remove("content-length");
+                return out;
+            }
+            Response::from_parts(parts, Body::from(bytes))
+        }
+        Fault::AcceptsExpiredSignatures | Fault::NoReplayProtection | Fault::AcceptsUnsigned => {
+            let policy = match state.fault {
+                Fault::AcceptsExpiredSignatures => Resign::Expired,
+                Fault::NoReplayProtection => Resign::FreshJti,
+                _ => Resign::Unsigned,
+            };
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let mut req = Request::from_parts(parts, Body::from(bytes.clone()));
+            if let Some(caller) = &state.caller {
+                resign(&mut req, &bytes, caller, &state.agent_did, policy);
+            }
+            next.run(req).await
+        }
+        Fault::AcceptsInvalidPayloads if method == Method::POST && path == "/a2a/execute" => {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let headers = parts.headers.clone();
+            let resp = next.run(Request::from_parts(parts, Body::from(bytes.clone()))).await;
+            let (rparts, rbody) = resp.into_parts();
+            let rbytes = body_bytes(rbody).await;
+            let code = serde_json::from_slice::<Value>(&rbytes)
+                .ok()
+                .and_then(|v| v["error"]["code"].as_str().map(str::to_owned));
+            if code.as_deref() == Some("payload_invalid")
+                && let Some(r) = accept_anyway(&state, &headers, &bytes).await
+            {
+                return r;
+            }
+            Response::from_parts(rparts, Body::from(rbytes))
+        }
+        Fault::NoExecutionHeader if method == Method::POST && path == "/a2a/execute" => {
+            let mut resp = next.run(req).await;
+            resp.headers_mut().remove("a2a-execution-id");
+            resp
+        }
+        Fault::HtmlNotFound => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let code = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| v["error"]["code"].as_str().map(str::to_owned));
+            if code.as_deref() == Some("not_found") {
+                parts.headers.insert("content-type", HeaderValue::from_static("text/html"));
+                parts.headers.remove("content-length");
+                return Response::from_parts(parts, Body::from("<html><body><h1>404 Not Found</h1></body></html>"));
+            }
+            Response::from_parts(parts, Body::from(bytes))
+        }
+        Fault::LenientVersion => {
+            let mut req = req;
+            if req.headers().contains_key("a2a-version") {
+                req.headers_mut().insert("a2a-version", HeaderValue::from_static("0.3"));
+            }
+            next.run(req).await
+        }
+        Fault::IgnoresIdempotencyKey if path == "/a2a/execute" => {
+            let mut req = req;
+            req.headers_mut().remove("idempotency-key");
+            next.run(req).await
+        }
+        Fault::UnderstatesBodyLimit if method == Method::GET && path == "/a2a/capabilities" => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let mut v: Value = serde_json::from_slice(&body_bytes(body).await).unwrap_or(Value::Null);
+            v["limits"]["max_body_bytes"] = json!(65_536);
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+        }
+        Fault::IgnoresRegion => {
+            let mut req = req;
+            if !req.headers().contains_key("a2a-region") && !req.headers().contains_key("a2a-signature") {
+                req.headers_mut().insert(HeaderName::from_static("a2a-region"), HeaderValue::from_static("eu-west-1"));
+            }
+            next.run(req).await
+        }
+        _ => next.run(req).await,
+    }
+}
+
+/// Stores the execution the agent refused, and answers as if it had been accepted.
+async fn accept_anyway(state: &State, headers: &HeaderMap, body: &[u8]) -> Option<Response> {
+    let sender = header(headers, "a2a-sender-id")?.trim().to_owned();
+    let neg = state.store.get_negotiation(header(headers, "a2a-negotiation-id")?.trim()).await.ok()??;
+    let did = a2a_core::did::Did::parse(&sender).ok()?;
+    let id = ExecutionId::generate(&did).ok()?;
+    let now = a2a_server::store::now_ms();
+    let rec = ExecutionRecord {
+        id: id.to_string(),
+        negotiation_id: neg.id.clone(),
+        sender,
+        capability: neg.capability.clone(),
+        payload: serde_json::from_slice(body).unwrap_or(Value::Null),
+        status: a2a_core::wire::ExecutionStatus::Received,
+        timeout_ms: neg.timeout_ms,
+        created_at_ms: now,
+        updated_at_ms: now,
+        confirm_by_ms: now + neg.confirm_window_ms,
+        deadline_ms: None,
+        confirmed: false,
+        attempts: 0,
+        result: None,
+        error: None,
+        retain_until_ms: now + neg.confirm_window_ms + 3_600_000,
+    };
+    state.store.create_execution(rec, None).await.ok()?;
+    let body = json!({"execution_id": id.to_string(), "negotiation_id": neg.id, "status": "received",
+                      "created_at": a2a_server::store::timestamp(now), "confirm_by": a2a_server::store::timestamp(now + neg.confirm_window_ms)});
+    let mut resp = (StatusCode::CREATED, axum::Json(body)).into_response();
+    let h = resp.headers_mut();
+    for (k, v) in [
+        ("a2a-version", "0.3".to_owned()),
+        ("a2a-sender-id", state.agent_did.clone()),
+        ("a2a-execution-id", id.to_string()),
+        ("a2a-negotiation-id", neg.id),
+        ("location", format!("/a2a/result/{}", id.to_path_segment())),
+    ] {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            h.insert(HeaderName::from_static(k), v);
+        }
+    }
+    Some(resp)
+}
+
+/// Starts the agent with `fault`.
+pub async fn start(fault: Fault) -> Broken {
+    let (l, port) = common::listener().await;
+    let runs: Runs = Arc::new(Mutex::new(HashMap::new()));
+    let needs_caller =
+        matches!(fault, Fault::AcceptsExpiredSignatures | Fault::NoReplayProtection | Fault::AcceptsUnsigned);
+    let caller = if needs_caller { Some(common::caller().await) } else { None };
+    let mut work: Option<Arc<dyn Fn(String, Value) -> Value + Send + Sync>> = None;
+    let parts = if fault == Fault::ConfirmRunsTwice {
+        // An agent whose only capability counts its runs, so that the test sees the work run twice.
+        let echo = counting_echo(runs.clone());
+        work = Some(Arc::new(echo.clone()));
+        common::demo_parts_with(port, move |b| {
+            let decl = a2a_core::capability::CapabilityDeclaration {
+                name: "echo_message".into(),
+                description: "Returns the payload it is given, counting its runs.".into(),
+                auth_requirement: a2a_core::capability::AuthRequirement::None,
+                sub_capabilities: vec![],
+                region_restriction: vec![],
+                input_schema: json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
+                output_schema: None,
+                estimated_cost: None,
+                estimated_latency_ms: None,
+                fallback_for: vec![],
+            };
+            b.capability(decl, move |ctx: ExecutionContext, p: Value| {
+                let echo = echo.clone();
+                async move { Ok(echo(ctx.execution_id.clone(), p)) }
+            })
+        })
+    } else {
+        common::demo_parts(port)
+    };
+    let state = Arc::new(State {
+        fault,
+        agent_did: parts.agent.did().to_owned(),
+        caller: caller.as_ref().map(|c| c.identity.clone()),
+        store: parts.store.clone(),
+        work,
+    });
+    let app = parts
+        .app
+        .clone()
+        .layer(axum::middleware::from_fn(move |req: Request<Body>, next: Next| breaker(state.clone(), req, next)));
+    let running = common::serve(l, port, parts, app);
+    Broken { running, caller, runs }
+}
+
+/// Runs the suite against the agent with `fault` and checks that exactly `expected` fail.
+async fn caught_by(fault: Fault, expected: &[&str]) -> Broken {
+    let agent = start(fault).await;
+    let opts = common::options(&agent.running.base, agent.caller.as_ref().map(|c| &c.identity));
+    let report = common::run(opts).await;
+    let mut want: Vec<String> = expected.iter().map(|s| (*s).to_owned()).collect();
+    want.sort();
+    assert_eq!(
+        common::failed(&report),
+        want,
+        "{fault:?} must be caught by exactly these checks:\n{}",
+        common::explain(&report)
+    );
+    agent
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_unbroken_agent_fails_no_check() {
+    let agent = common::demo().await;
+    let report = common::run(common::options(&agent.base, None)).await;
+    assert_eq!(common::failed(&report), Vec::<String>::new(), "{}", common::explain(&report));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_responses_without_a2a_version_are_caught() {
+    caught_by(Fault::ErrorsWithoutVersion, &["responses/a2a-version"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preflights_without_allow_headers_are_caught() {
+    caught_by(Fault::PreflightWithoutAllowHeaders, &["cors/preflight"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_nullable_schemas_is_caught() {
+    caught_by(Fault::AcceptsNullable, &["schema-rules/nullable", "schema-rules/worked-example"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_the_work_again_on_a_second_confirm_is_caught() {
+    let agent = caught_by(Fault::ConfirmRunsTwice, &["confirm/again", "confirm/concurrent"]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let runs = agent.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    assert!(runs.values().any(|n| *n >= 2), "the broken agent really ran an execution twice: {runs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_expired_signatures_is_caught() {
+    caught_by(Fault::AcceptsExpiredSignatures, &["signature/expired"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_replays_is_caught() {
+    caught_by(Fault::NoReplayProtection, &["signature/replay"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_unsigned_requests_to_a_did_auth_capability_is_caught() {
+    caught_by(Fault::AcceptsUnsigned, &["did-auth/unsigned-refused"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_payloads_that_break_the_agreed_schema_is_caught() {
+    caught_by(
+        Fault::AcceptsInvalidPayloads,
+        &["execute/formats-asserted", "execute/payload-invalid", "schema-rules/no-fetch"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_execution_header_is_caught() {
+    caught_by(Fault::NoExecutionHeader, &["execute/happy-path"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn html_error_pages_are_caught() {
+    caught_by(Fault::HtmlNotFound, &["errors/unknown-path", "responses/error-bodies", "responses/json"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_any_version_is_caught() {
+    caught_by(Fault::LenientVersion, &["version/syntax", "version/unsupported"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advertising_idempotency_without_honouring_it_is_caught() {
+    caught_by(Fault::IgnoresIdempotencyKey, &["execute/idempotency", "headers/malformed-idempotency-key"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn announcing_a_body_limit_that_is_not_enforced_is_caught() {
+    caught_by(Fault::UnderstatesBodyLimit, &["limits/oversize-body"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_enforcing_a_region_restriction_is_caught() {
+    caught_by(Fault::IgnoresRegion, &["execute/auth-before-payload", "negotiate/region-order", "region/enforced"])
+        .await;
+}

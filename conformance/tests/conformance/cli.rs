@@ -1,0 +1,100 @@
+//! The binary: `--list`, the formats, `--out`, and the exit status (0, 1 when a MUST fails, 2 when it cannot run).
+
+use std::process::Command;
+
+use crate::broken;
+use crate::common;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_a2a-conformance"))
+}
+
+#[test]
+fn list_prints_every_check_without_a_target() {
+    let out = bin().args(["--list"]).output().expect("runs");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("discover/status-204") && text.contains("DISC-1"), "{text}");
+    assert!(text.contains(&format!("{} checks", a2a_conformance::checks::all().len())), "{text}");
+    let out = bin().args(["--list", "--level", "must", "--only", "INT-*"]).output().expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("signature/integrity") && !text.contains("SHOULD "), "{text}");
+}
+
+#[test]
+fn an_unreachable_target_exits_2_with_advice() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let out = bin().args(["--target", &format!("http://127.0.0.1:{port}")]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did not answer DISCOVER") && err.contains("--target"), "{err}");
+    let out = bin().args(["--target", "ftp://example.com"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let out = bin()
+        .args(["--target", "http://127.0.0.1:1", "--identity", "/nonexistent.pem", "--did", "did:web:example.com"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.pem"));
+}
+
+/// Runs the binary against an agent served by this test's runtime.
+async fn run_bin(args: Vec<String>) -> std::process::Output {
+    tokio::task::spawn_blocking(move || bin().args(args).output().expect("runs")).await.expect("joins")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_passes_the_demo_with_exit_0_and_writes_json_and_junit() {
+    let demo = common::demo().await;
+    let dir = std::env::temp_dir().join(format!("a2a-conformance-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let json = dir.join("report.json");
+    let args = |format: &str, out: &std::path::Path| {
+        vec![
+            "--target".into(),
+            demo.base.clone(),
+            "--serve-did".into(),
+            "--api-key".into(),
+            a2a_server::demo::DEMO_API_KEY.into(),
+            "--format".into(),
+            format.into(),
+            "--out".into(),
+            out.display().to_string(),
+        ]
+    };
+    let out = run_bin(args("json", &json)).await;
+    let text = std::fs::read_to_string(&json).unwrap_or_default();
+    let failures: Vec<String> = serde_json::from_str::<a2a_conformance::Report>(&text)
+        .map(|r| {
+            r.checks
+                .iter()
+                .filter(|c| c.status == a2a_conformance::Status::Fail)
+                .map(|c| format!("{}: {:?}", c.id, c.message))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(out.status.code(), Some(0), "{}\n{failures:?}", String::from_utf8_lossy(&out.stderr));
+    let report: a2a_conformance::Report =
+        serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("a report");
+    assert!(!report.must_failed());
+    let junit = dir.join("report.xml");
+    let out = run_bin(args("junit", &junit)).await;
+    assert_eq!(out.status.code(), Some(0));
+    let xml = std::fs::read_to_string(&junit).expect("junit");
+    assert!(
+        xml.starts_with("<?xml") && xml.contains("<testsuite name=\"signature\"") && xml.contains("<skipped"),
+        "{xml}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_must_exits_1_and_the_text_report_says_what_was_expected_and_observed() {
+    let agent = broken::start(broken::Fault::NoExecutionHeader).await;
+    let out = run_bin(vec!["--target".into(), agent.running.base.clone(), "--only".into(), "execute/*".into()]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("FAIL  MUST   execute/happy-path"), "{text}");
+    assert!(text.contains("expected A2A-Execution-ID") && text.contains("observed None"), "{text}");
+    assert!(text.contains("compliance: none"), "{text}");
+}

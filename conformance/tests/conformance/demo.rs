@@ -1,0 +1,69 @@
+//! The suite passes against `a2a-server --demo` (built in-process with `a2a_server::app::demo_app`, the function
+//! the binary serves), and each check that is skipped says why.
+
+use a2a_conformance::report::{Compliance, Status};
+
+use crate::common::{self, Running};
+
+/// The real demo, as `a2a-server --demo` serves it.
+async fn real_demo() -> Running {
+    let (l, port) = common::listener().await;
+    let (agent, app) = a2a_server::app::demo_app(port).expect("demo app");
+    let store = std::sync::Arc::new(a2a_server::store::MemoryStore::new(Default::default()));
+    common::serve(l, port, common::DemoParts { agent, app: app.clone(), store }, app)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_agent_passes_every_check_that_applies_with_a_served_did() {
+    let demo = real_demo().await;
+    let report = common::run(common::options(&demo.base, None)).await;
+    assert_eq!(common::failed(&report), Vec::<String>::new(), "{}", common::explain(&report));
+    assert!(report.ids_with(Status::Blocked).is_empty(), "{}", common::explain(&report));
+    let mut skipped: Vec<&str> = report.ids_with(Status::Skip);
+    skipped.sort();
+    // The demo has no oauth2 capability, a confirm window (60 s) longer than the suite waits, and signs no responses.
+    assert_eq!(
+        skipped,
+        ["auth/oauth2", "auth/oauth2-algorithms", "execute/confirm-window-elapses", "responses/signatures"]
+    );
+    assert_eq!(report.compliance, Compliance::Full);
+    assert!(report.checks.len() > 140, "{} checks", report.checks.len());
+    // The signed checks ran: the demo resolved the suite's DID document over loopback HTTP.
+    for id in
+        ["did-auth/handshake", "signature/replay", "signature/expired", "did-resolver/rsa-key", "did-resolver/redirect"]
+    {
+        let c = report.checks.iter().find(|c| c.id == id).expect("check present");
+        assert_eq!(c.status, Status::Pass, "{id}");
+    }
+    assert!(report.run.caller_did.as_deref().is_some_and(|d| d.starts_with("did:web:localhost%3A")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_identity_the_signed_checks_are_skipped_with_the_reason() {
+    let demo = real_demo().await;
+    let mut opts = common::options(&demo.base, None);
+    opts.serve_did = None;
+    opts.only = Some("did-auth/*,signature/*,did-resolver/*".into());
+    let report = common::run(opts).await;
+    assert!(common::failed(&report).is_empty(), "{}", common::explain(&report));
+    let unsigned = report.checks.iter().find(|c| c.id == "did-auth/unsigned-refused").expect("check");
+    assert_eq!(unsigned.status, Status::Pass, "the unsigned check needs no identity");
+    let handshake = report.checks.iter().find(|c| c.id == "did-auth/handshake").expect("check");
+    assert_eq!(handshake.status, Status::Skip);
+    assert!(handshake.message.as_deref().is_some_and(|m| m.contains("--serve-did")), "{:?}", handshake.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn level_must_runs_only_must_checks_and_only_filters_by_requirement() {
+    let demo = real_demo().await;
+    let mut opts = common::options(&demo.base, None);
+    opts.level = a2a_conformance::Level::Must;
+    opts.only = Some("DISC-*".into());
+    let report = common::run(opts).await;
+    assert!(!report.checks.is_empty());
+    for c in &report.checks {
+        assert_eq!(c.level, a2a_conformance::Level::Must, "{}", c.id);
+        assert!(c.requirements.iter().any(|r| r.starts_with("DISC-")), "{} {:?}", c.id, c.requirements);
+    }
+    assert_eq!(report.compliance, Compliance::Must, "a MUST-only run cannot claim more");
+}
