@@ -215,6 +215,7 @@ impl AgentBuilder {
         });
         let registry = self.registry.unwrap_or_else(|| Arc::new(MemoryRegistry::default()));
         let engine = Arc::new(Engine::new(self.did.clone(), caps, store, registry, self.limits, metrics));
+        engine.start_workers();
         let mut auth = self.auth;
         auth.did = self.did.clone();
         let (discover_headers, capabilities_json) =
