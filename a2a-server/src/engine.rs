@@ -981,7 +981,7 @@ fn timed_out_error(timeout_ms: u64) -> ErrorObject {
 const CLAIM_BATCH: usize = 32;
 
 /// How long one claim waits for work; bounds how late a stop is noticed.
-const CLAIM_WAIT: Duration = Duration::from_secs(1);
+pub(crate) const CLAIM_WAIT: Duration = Duration::from_secs(1);
 
 /// One worker loop: with free worker slots, claims work of one queue partition and runs each item in its own task.
 /// Holds the engine only weakly, so that dropping the agent stops it.

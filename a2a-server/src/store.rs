@@ -26,10 +26,10 @@ use serde_json::Value;
 
 // pub mod audit;
 pub mod memory;
-// pub mod redis;
+pub mod redis;
 
 pub use memory::MemoryStore;
-// pub use redis::RedisStore;
+pub use redis::RedisStore;
 
 /// Milliseconds since the Unix epoch, the time unit of stored records.
 pub fn now_ms() -> u64 {
