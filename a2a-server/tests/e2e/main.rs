@@ -14,5 +14,7 @@ mod handlers;
 mod lifecycle;
 mod limits;
 mod protocol;
+mod redis_support;
 mod resolve;
 mod router;
+mod store_suite;
