@@ -514,7 +514,7 @@ impl Engine {
     ///
     /// The work is queued in the store (CONF-1) and run by a worker of any process serving the capability. CONF-5's
     /// limit counts the executions this process accepted and has not seen finish: a slot is held until the execution
-    /// is finished here (by a worker, CANCEL or expiry) or its deadline passes, whichever comes first.
+    /// is seen terminal (written here, or signalled by the store when another process wrote it) or its deadline passes.
     pub async fn confirm(
         self: &Arc<Self>,
         caller: &Caller,
@@ -582,14 +582,16 @@ impl Engine {
         }
     }
 
-    /// Holds an admission slot for an accepted execution until it finishes here or its deadline passes.
+    /// Holds an admission slot for an accepted execution until it is seen finishing or its deadline passes.
     fn admit(self: &Arc<Self>, rec: &ExecutionRecord, permit: OwnedSemaphorePermit) {
         self.lock_admitted().insert(rec.id.clone(), permit);
         let weak = Arc::downgrade(self);
         let id = rec.id.clone();
+        let store = self.store.clone();
         let remaining = Duration::from_millis(rec.deadline_ms.unwrap_or(0).saturating_sub(now_ms()));
+        // Released when the execution is seen terminal (wherever it ran: the store signals it) or at its deadline.
         tokio::spawn(async move {
-            tokio::time::sleep(remaining).await;
+            let _ = store.terminal_signal(&id, remaining).await;
             if let Some(engine) = weak.upgrade() {
                 engine.lock_admitted().remove(&id);
             }

@@ -13,6 +13,7 @@ mod errors;
 mod handlers;
 mod lifecycle;
 mod limits;
+mod multiprocess;
 mod protocol;
 mod redis_support;
 mod resolve;
