@@ -295,7 +295,8 @@ fn main() {
         let mut redis_store = None;
         if with_redis {
             let store = a2a_server::store::RedisStore::connect(
-                a2a_server::store::redis::RedisConfig::new(url.clone()).with_key_prefix(format!("bench{}", std::process::id())),
+                a2a_server::store::redis::RedisConfig::new(url.clone())
+                    .with_key_prefix(format!("bench{}", std::process::id())),
                 a2a_server::store::redis::AgentScope {
                     did: AGENT.into(),
                     retention: Duration::from_secs(600),
@@ -340,7 +341,8 @@ fn main() {
         println!("iterations {iterations} (sequential), {clients} concurrent clients for {seconds} s\n");
         println!("| scenario | store | signatures | p50 | p95 | p99 | HTTP requests/s at {clients} clients |");
         println!("|---|---|---|---:|---:|---:|---:|");
-        let mut runs: Vec<(Scenario, &Arc<Client>, &Arc<String>, &str, &str)> = vec![(Scenario::Echo, &echo, &plain_neg, "—", "—")];
+        type Run<'a> = (Scenario, &'a Arc<Client>, &'a Arc<String>, &'a str, &'a str);
+        let mut runs: Vec<Run<'_>> = vec![(Scenario::Echo, &echo, &plain_neg, "—", "—")];
         if with_memory {
             runs.push((Scenario::Warm, &plain, &plain_neg, "off", "memory"));
         }

@@ -264,9 +264,7 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
             max_received: cfg.limits.max_received_executions,
         };
         let store = RedisStore::connect(redis, scope).map_err(|e| format!("{}: {e}", at(&[Key("store")])))?;
-        builder = builder
-            .store(store.clone())
-            .registry(Arc::new(RedisRegistry::new(store, cfg.registry.clone())));
+        builder = builder.store(store.clone()).registry(Arc::new(RedisRegistry::new(store, cfg.registry.clone())));
     } else if !cfg.registry.is_empty() {
         builder = builder.registry(Arc::new(MemoryRegistry::new(cfg.registry.clone())));
     }

@@ -227,7 +227,14 @@ async fn a_server_killed_with_sigkill_mid_execution_loses_none_of_its_executions
     let mut a = Server::start(&cfg);
     let c = Client::new();
     // Only A runs at first: every execution is claimed by A's workers.
-    let neg = c.negotiate(&a.base, "run_slow_task", json!({"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]})).await.expect("negotiate");
+    let neg = c
+        .negotiate(
+            &a.base,
+            "run_slow_task",
+            json!({"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]}),
+        )
+        .await
+        .expect("negotiate");
     let mut ids = Vec::new();
     for n in 0..20 {
         let exe = c.execute(&a.base, &neg, &json!({"n": n})).await.expect("execute");
@@ -273,7 +280,9 @@ async fn soak_ten_thousand_executions_across_two_processes_one_killed_midway() {
         tasks.push(tokio::spawn(async move {
             let c = Client::new();
             // Each step on one process or the other; after A's death, everything on B.
-            let pick = |k: usize| if k % 2 == 0 && !a_dead.load(Ordering::SeqCst) { a_base.clone() } else { b_base.clone() };
+            let pick = |k: usize| {
+                if k.is_multiple_of(2) && !a_dead.load(Ordering::SeqCst) { a_base.clone() } else { b_base.clone() }
+            };
             let mut neg = String::new();
             loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
@@ -348,11 +357,16 @@ async fn redis_stopped_is_503_store_unavailable_within_the_deadline_and_the_agen
         .with_op_timeout(Duration::from_millis(500));
     let store = RedisStore::connect(
         cfg,
-        AgentScope { did: "did:web:agent.example.com".into(), retention: Duration::from_secs(3600), max_received: 1000 },
+        AgentScope {
+            did: "did:web:agent.example.com".into(),
+            retention: Duration::from_secs(3600),
+            max_received: 1000,
+        },
     )
     .expect("connect");
     let t = TestAgent::start(standard(Arc::new(AtomicUsize::new(0))).limits(test_limits()).store(store)).await;
-    let body = t.run("submit_report", report_schema(), json!({"title": "t", "timestamp": "2026-11-29T21:00:00Z"})).await;
+    let body =
+        t.run("submit_report", report_schema(), json!({"title": "t", "timestamp": "2026-11-29T21:00:00Z"})).await;
     assert_eq!(body["status"], json!("succeeded"), "{body}");
     let neg = t.negotiated("submit_report", report_schema()).await;
     let exe = t.executed(&neg, json!({"title": "before", "timestamp": "2026-11-29T21:00:00Z"})).await;
@@ -387,7 +401,9 @@ async fn redis_stopped_is_503_store_unavailable_within_the_deadline_and_the_agen
     // The work queue is re-created too: a new execution runs to its end.
     let until = Instant::now() + Duration::from_secs(30);
     loop {
-        let body = t.run("submit_report", report_schema(), json!({"title": "after", "timestamp": "2026-11-29T21:00:00Z"})).await;
+        let body = t
+            .run("submit_report", report_schema(), json!({"title": "after", "timestamp": "2026-11-29T21:00:00Z"}))
+            .await;
         if body["status"] == json!("succeeded") {
             break;
         }
@@ -402,7 +418,11 @@ async fn an_agent_on_a_redis_cluster_runs_the_handshake_and_shares_it_with_a_sec
     let store = |prefix: &str| {
         RedisStore::connect(
             RedisConfig::new(cluster.urls()).with_cluster(true).with_key_prefix(prefix),
-            AgentScope { did: "did:web:agent.example.com".into(), retention: Duration::from_secs(3600), max_received: 1000 },
+            AgentScope {
+                did: "did:web:agent.example.com".into(),
+                retention: Duration::from_secs(3600),
+                max_received: 1000,
+            },
         )
         .expect("connect")
     };
