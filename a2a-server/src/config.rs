@@ -116,6 +116,9 @@ pub struct StoreSection {
     /// Bound of each work stream (default 1000000).
     #[serde(default)]
     pub max_queue_len: Option<u64>,
+    /// Length of the shared audit stream, about (default 100000; `XADD MAXLEN ~`).
+    #[serde(default)]
+    pub audit_max_len: Option<u64>,
     /// Time after which a process's registry entries lapse unless its heartbeat refreshes them (default 30000 ms).
     #[serde(default)]
     pub registry_ttl_ms: Option<u64>,

@@ -70,6 +70,8 @@ pub struct Engine {
     by_name: HashMap<String, usize>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) registry: Arc<dyn Registry>,
+    /// Where one record per request goes.
+    pub(crate) audit: Arc<dyn crate::store::audit::AuditLog>,
     pub(crate) limits: Limits,
     pub(crate) metrics: Arc<Metrics>,
     schemas: moka::sync::Cache<String, Arc<AgreedSchema>>,
@@ -128,6 +130,7 @@ impl Engine {
         caps: Vec<Capability>,
         store: Arc<dyn Store>,
         registry: Arc<dyn Registry>,
+        audit: Arc<dyn crate::store::audit::AuditLog>,
         limits: Limits,
         metrics: Arc<Metrics>,
     ) -> Self {
@@ -139,6 +142,7 @@ impl Engine {
             caps,
             store,
             registry,
+            audit,
             schemas: moka::sync::Cache::builder()
                 .max_capacity(limits.max_compiled_schemas)
                 .time_to_idle(Duration::from_secs(600))
@@ -156,6 +160,16 @@ impl Engine {
             shutdown: CancellationToken::new(),
             tasks: tokio_util::task::TaskTracker::new(),
         }
+    }
+
+    /// The audit log (one record per request).
+    pub fn audit(&self) -> &Arc<dyn crate::store::audit::AuditLog> {
+        &self.audit
+    }
+
+    /// The state store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
     /// The limits the engine enforces.

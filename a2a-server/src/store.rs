@@ -24,7 +24,7 @@ use a2a_core::wire::ExecutionStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-// pub mod audit;
+pub mod audit;
 pub mod memory;
 pub mod redis;
 

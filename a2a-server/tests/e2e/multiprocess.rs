@@ -436,5 +436,11 @@ async fn an_agent_on_a_redis_cluster_runs_the_handshake_and_shares_it_with_a_sec
         let r = two.result(&exe, 10_000).await;
         assert_eq!(r.body["status"], json!("succeeded"), "{}", r.body);
         assert_eq!(r.body["result"]["filed"]["title"], json!(format!("r{i}")));
+        // One audit record per request, with the step's identifiers.
+        one.agent.engine().audit().flush().await.expect("flush");
+        let q = a2a_server::store::audit::AuditQuery { execution_id: Some(exe.clone()), ..Default::default() };
+        let steps: Vec<String> =
+            one.agent.engine().audit().query(&q).await.expect("audit").into_iter().map(|r| r.step).collect();
+        assert_eq!(steps, vec!["confirm"], "the in-memory audit of process one");
     }
 }

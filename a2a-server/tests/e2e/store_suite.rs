@@ -440,6 +440,65 @@ pub async fn registry_entries_of_dead_processes_lapse_and_deregister_removes_the
     assert_eq!(live.iter().map(|e| e.agent.as_str()).collect::<Vec<_>>(), vec!["did:web:b.example.com"]);
 }
 
+pub async fn audit_records_are_bounded_and_queryable_by_sender_negotiation_and_execution(b: Backend) {
+    use a2a_server::store::audit::{AuditLog, AuditQuery, AuditRecord, MemoryAudit, RedisAudit};
+    let max = 50;
+    let (one, two): (Arc<dyn AuditLog>, Arc<dyn AuditLog>) = match b {
+        Backend::Memory => {
+            let m: Arc<dyn AuditLog> = Arc::new(MemoryAudit::new(max));
+            (m.clone(), m)
+        }
+        _ => {
+            let cfg = redis_config(b, &unique_prefix("audit"), Duration::from_secs(30));
+            let s1 = RedisStore::connect(cfg.clone(), scope(1000)).expect("connect");
+            let s2 = RedisStore::connect(cfg, scope(1000)).expect("connect");
+            (RedisAudit::new(s1, max as u64), RedisAudit::new(s2, max as u64))
+        }
+    };
+    let rec = |i: usize| AuditRecord {
+        time_ms: now_ms(),
+        sender_id: format!("did:web:s{}.example.com", i % 3),
+        capability: Some("submit_report".into()),
+        negotiation_id: Some(format!("n_{}", i % 5)),
+        execution_id: Some(format!("e_{i}")),
+        agent: AGENT.into(),
+        step: "execute".into(),
+        outcome: "ok".into(),
+        latency_us: i as u64,
+    };
+    for i in 0..1000 {
+        if i % 2 == 0 { one.record(rec(i)) } else { two.record(rec(i)) }
+    }
+    one.flush().await.expect("flush");
+    two.flush().await.expect("flush");
+    let q = |s: Option<&str>, n: Option<&str>, e: Option<&str>, limit| AuditQuery {
+        sender_id: s.map(str::to_owned),
+        negotiation_id: n.map(str::to_owned),
+        execution_id: e.map(str::to_owned),
+        limit,
+    };
+    let newest = one.query(&q(None, None, Some("e_999"), 10)).await.expect("query");
+    assert_eq!(
+        newest,
+        vec![rec(999)]
+            .into_iter()
+            .map(|mut r| {
+                r.time_ms = newest[0].time_ms;
+                r
+            })
+            .collect::<Vec<_>>()
+    );
+    let by_sender = two.query(&q(Some("did:web:s1.example.com"), None, None, 5)).await.expect("query");
+    assert_eq!(by_sender.len(), 5);
+    assert!(by_sender.iter().all(|r| r.sender_id == "did:web:s1.example.com"));
+    let by_neg = one.query(&q(None, Some("n_3"), None, 1000)).await.expect("query");
+    assert!(!by_neg.is_empty() && by_neg.iter().all(|r| r.negotiation_id.as_deref() == Some("n_3")));
+    let all = one.query(&q(None, None, None, 100_000)).await.expect("query");
+    // Bounded: MAXLEN ~ trims whole stream nodes (about 100 entries), the memory log exactly.
+    assert!(all.len() >= max && all.len() <= max + 200, "kept {} records for a bound of {max}", all.len());
+    assert!(one.query(&q(None, None, Some("e_0"), 10)).await.expect("query").is_empty(), "the oldest were trimmed");
+}
+
 macro_rules! run_suite {
     ($($name:ident),* $(,)?) => {
         mod memory {
@@ -469,4 +528,5 @@ run_suite!(
     negotiations_are_shared_and_expire,
     long_poll_waits_are_woken_by_a_terminal_write_in_another_process,
     registry_entries_of_dead_processes_lapse_and_deregister_removes_them,
+    audit_records_are_bounded_and_queryable_by_sender_negotiation_and_execution,
 );
