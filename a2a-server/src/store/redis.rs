@@ -411,6 +411,7 @@ struct Partition {
     shards: Vec<u16>,
     reader: Connector,
     last_reclaim: tokio::sync::Mutex<Option<Instant>>,
+    reclaims: AtomicU64,
 }
 
 /// The Redis store. Cheap to share (`Arc`); every method has a deadline.
@@ -451,6 +452,7 @@ impl RedisStore {
                         shards: vec![k],
                         reader: Connector::new(&cfg, round_trips.clone(), blocking)?,
                         last_reclaim: tokio::sync::Mutex::new(None),
+                        reclaims: AtomicU64::new(0),
                     })
                 })
                 .collect::<Result<_, StoreError>>()?
@@ -459,6 +461,7 @@ impl RedisStore {
                 shards: (0..cfg.shards).collect(),
                 reader: Connector::new(&cfg, round_trips.clone(), blocking)?,
                 last_reclaim: tokio::sync::Mutex::new(None),
+                reclaims: AtomicU64::new(0),
             }]
         };
         let ns = sha_hex(&[&scope.did])[..16].to_owned();
@@ -727,6 +730,10 @@ impl RedisStore {
             .flat_map(|s| self.caps().into_iter().map(move |c| (*s, c)))
             .map(|(s, c)| self.stream_key(s, &c))
             .collect();
+        // Every tenth pass, forget consumers (processes) that are long gone and hold nothing.
+        if part.reclaims.fetch_add(1, Ordering::Relaxed) % 10 == 9 {
+            self.forget_dead_consumers(&keys).await?;
+        }
         let mut out = Vec::new();
         for key in keys {
             if out.len() >= max {
@@ -755,6 +762,37 @@ impl RedisStore {
             self.items(reply.claimed, 2, &mut out);
         }
         Ok(out)
+    }
+}
+
+impl RedisStore {
+    /// Deletes consumers that hold no work and were idle for ten visibility timeouts (at least ten minutes), so that
+    /// the consumer lists of the groups do not grow with every process ever started.
+    async fn forget_dead_consumers(&self, keys: &[String]) -> Result<(), StoreError> {
+        let idle_ms = self.cfg.visibility_timeout_ms.saturating_mul(10).max(600_000) as usize;
+        for key in keys {
+            let k = key.clone();
+            let info: redis::streams::StreamInfoConsumersReply = self
+                .run("xinfo consumers", move |mut c| async move {
+                    redis::cmd("XINFO").arg("CONSUMERS").arg(&k).arg(GROUP).query_async(&mut c).await
+                })
+                .await?;
+            for dead in info.consumers.iter().filter(|c| c.pending == 0 && c.idle > idle_ms && c.name != self.consumer)
+            {
+                let (k, name) = (key.clone(), dead.name.clone());
+                self.run("xgroup delconsumer", move |mut c| async move {
+                    redis::cmd("XGROUP")
+                        .arg("DELCONSUMER")
+                        .arg(&k)
+                        .arg(GROUP)
+                        .arg(&name)
+                        .query_async::<()>(&mut c)
+                        .await
+                })
+                .await?;
+            }
+        }
+        Ok(())
     }
 }
 
