@@ -25,7 +25,8 @@
 //! state. A conflict returns the current record and the transition is re-applied to it: no read is needed before a
 //! write when the caller has the record. Round trips of the warm path, per execution: EXECUTE 1 (the negotiation is
 //! cached), CONFIRM 2 (read, accept + queue), worker 2 + its share of one `XREADGROUP` (start, finish + release +
-//! publish), RESULT with long-poll 1–2. `docs/BENCHMARKS.md` has the measured figure.
+//! publish), RESULT with long-poll 1–2 (a terminal record is final, ST-2, so the process that wrote or read one
+//! serves later reads of it from memory). `docs/BENCHMARKS.md` has the measured figure.
 //!
 //! ## Failure
 //!
@@ -428,6 +429,9 @@ pub struct RedisStore {
     terminal: String,
     waiters: Arc<Waiters>,
     negotiations: moka::sync::Cache<String, NegotiationRecord>,
+    /// Terminal records written or read here: final (ST-2), so a read of one needs no round trip.
+    /// Weighed by the size of the record's JSON: at most [`FINALS_BYTES`] in all.
+    finals: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
     round_trips: Arc<AtomicU64>,
     _subscriber: tokio_util::sync::DropGuard,
 }
@@ -435,6 +439,9 @@ pub struct RedisStore {
 /// How long a long-poll waits for a pub/sub wake-up before it reads the record again anyway (a wake-up lost while
 /// the subscription reconnects is then late by at most this).
 const SAFETY_REREAD: Duration = Duration::from_secs(5);
+
+/// Bytes of terminal records kept in memory at most (JSON size).
+const FINALS_BYTES: u64 = 64 * 1024 * 1024;
 
 impl RedisStore {
     /// Connects (lazily: a Redis that is down makes operations fail with [`StoreError`] until it is up) and starts the
@@ -484,6 +491,11 @@ impl RedisStore {
             terminal: terminal_list(),
             waiters,
             negotiations: moka::sync::Cache::builder().max_capacity(10_000).build(),
+            finals: moka::sync::Cache::builder()
+                .max_capacity(FINALS_BYTES)
+                .weigher(|_, v: &(Arc<ExecutionRecord>, u32)| v.1)
+                .time_to_live(Duration::from_secs(60))
+                .build(),
             round_trips,
             _subscriber: stop.drop_guard(),
             cfg,
@@ -587,6 +599,7 @@ impl RedisStore {
     ) -> Result<Result<(), Option<ExecutionRecord>>, StoreError> {
         let shard = self.shard_of(&next.id);
         let json = serde_json::to_string(next).map_err(|e| StoreError(e.to_string()))?;
+        let json_len = u32::try_from(json.len()).unwrap_or(u32::MAX);
         let idem = match &next.idempotency_key {
             Some(k) => self.idem_key(shard, &next.sender, k),
             None => format!("{}:none", self.tag(shard)),
@@ -614,6 +627,7 @@ impl RedisStore {
         match reply.first().map(String::as_str) {
             Some("ok") => {
                 if next.status.is_terminal() {
+                    self.finals.insert(next.id.clone(), (Arc::new(next.clone()), json_len));
                     self.waiters.wake(&next.id);
                 }
                 Ok(Ok(()))
@@ -929,6 +943,9 @@ impl Store for RedisStore {
     }
 
     async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+        if let Some((rec, _)) = self.finals.get(id) {
+            return Ok((rec.retain_until_ms > now_ms()).then(|| (*rec).clone()));
+        }
         let key = self.exec_key(id);
         let json: Option<String> = self
             .run("get execution", move |mut c| async move {
@@ -937,6 +954,9 @@ impl Store for RedisStore {
             .await?;
         let Some(json) = json else { return Ok(None) };
         let rec = Self::decode(&json)?;
+        if rec.status.is_terminal() {
+            self.finals.insert(rec.id.clone(), (Arc::new(rec.clone()), u32::try_from(json.len()).unwrap_or(u32::MAX)));
+        }
         Ok((rec.retain_until_ms > now_ms()).then_some(rec))
     }
 
