@@ -724,9 +724,12 @@ impl Engine {
                 joined = &mut handler => break Some(joined),
                 () = &mut sleep => break None,
                 () = token.cancelled() => {
-                    // Canceled here (CANCEL wrote the state and released the work) or shutting down (the claim
-                    // stays; another worker takes it over after the visibility timeout).
+                    // Canceled or timed out here (the terminal state is written: release the work), or shutting
+                    // down (the claim stays; another worker takes it over after the visibility timeout).
                     self.lock_running().remove(&rec.id);
+                    if !self.shutdown.is_cancelled() {
+                        let _ = store.complete_work(&item, None, None).await;
+                    }
                     return;
                 }
                 _ = heartbeat.tick() => {
