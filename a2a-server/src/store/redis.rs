@@ -440,6 +440,9 @@ pub struct RedisStore {
 /// the subscription reconnects is then late by at most this).
 const SAFETY_REREAD: Duration = Duration::from_secs(5);
 
+/// How long a long-poll first waits for a wake-up before it reads the record again (see `wait_change`).
+const FIRST_SLICE: Duration = Duration::from_millis(50);
+
 /// Bytes of terminal records kept in memory at most (JSON size).
 const FINALS_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -979,11 +982,24 @@ impl Store for RedisStore {
         let notified = notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
+        // The caller has just read the record (`seen`): a wake-up within a short first slice saves reading it again
+        // before waiting; a change that slipped in between that read and this registration is caught by the read
+        // after the slice.
+        if let Some((rec, _)) = self.finals.get(id) {
+            return Ok((rec.retain_until_ms > now_ms()).then(|| (*rec).clone()));
+        }
+        let first = timeout.min(FIRST_SLICE);
+        if tokio::time::timeout(first, notified.as_mut()).await.is_ok() || first >= timeout {
+            return self.get_execution(id).await;
+        }
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
         let Some(rec) = self.get_execution(id).await? else { return Ok(None) };
         if rec.status != seen {
             return Ok(Some(rec));
         }
-        let _ = tokio::time::timeout(timeout.min(SAFETY_REREAD), notified).await;
+        let _ = tokio::time::timeout((timeout - first).min(SAFETY_REREAD), notified).await;
         self.get_execution(id).await
     }
 
