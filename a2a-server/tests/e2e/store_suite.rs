@@ -299,10 +299,11 @@ pub async fn work_of_a_lost_worker_is_taken_over_after_the_visibility_timeout(b:
     assert_eq!(held.len(), 2);
     let alive_item = held.iter().find(|i| i.execution_id == alive.id).expect("alive item").clone();
     // `a` keeps touching one item and abandons the other; `b` keeps claiming.
+    let touching = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let toucher = {
-        let a = st.a.clone();
+        let (a, touching) = (st.a.clone(), touching.clone());
         tokio::spawn(async move {
-            for _ in 0..20 {
+            while touching.load(std::sync::atomic::Ordering::SeqCst) {
                 a.touch_work(std::slice::from_ref(&alive_item)).await.expect("touch");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -315,7 +316,16 @@ pub async fn work_of_a_lost_worker_is_taken_over_after_the_visibility_timeout(b:
             taken.extend(st.b.claim_work(p, 10, Duration::from_millis(100)).await.expect("claim"));
         }
     }
+    // Keep claiming a little longer: the touched work must still not be taken over (the lost one, untouched by
+    // `b`, is taken over again: that is right).
+    let more: Vec<WorkItem> = claim_all(&*st.b, 2, Duration::from_millis(1500))
+        .await
+        .into_iter()
+        .filter(|i| i.execution_id == alive.id)
+        .collect();
+    touching.store(false, std::sync::atomic::Ordering::SeqCst);
     toucher.await.expect("toucher");
+    assert!(more.is_empty(), "touched work was taken over: {more:?}");
     assert_eq!(taken.len(), 1, "only the untouched work is taken over: {taken:?}");
     assert_eq!(taken[0].execution_id, lost.id);
     assert!(taken[0].deliveries >= 2, "a take-over is a redelivery: {:?}", taken[0]);
