@@ -1,6 +1,7 @@
 //! The handshake over loopback HTTP, side by side with a bare axum JSON echo, in one run.
 //!
-//! Run with: `cargo bench -p a2a-server --bench handshake` (options: `-- --iterations 2000 --concurrency 32`).
+//! Run with: `cargo bench -p a2a-server --bench handshake` (options: `-- --iterations 2000 --concurrency 32
+//! --store both|memory|redis`).
 //!
 //! Scenarios (client: reqwest with keep-alive; server: the agent's router on hyper, same process, its own runtime):
 //! - `echo`: `POST /echo` of a small JSON body, answered by a bare axum handler — the baseline;
@@ -8,7 +9,9 @@
 //! - `warm`: EXECUTE + CONFIRM + RESULT (long-poll) under an existing negotiation;
 //!
 //! each without and with `did_auth` signatures (the client signs every request, the agent verifies every signature),
-//! sequentially (latency percentiles) and with N concurrent clients (throughput).
+//! sequentially (latency percentiles) and with N concurrent clients (throughput). With `--store redis` or `both`
+//! (the default), the warm and cold paths also run on an agent whose state is in Redis (`REDIS_URL`, or a
+//! `redis-server` the bench starts on a free port), and the Redis round trips per execution are counted.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -214,6 +217,36 @@ fn arg(name: &str, default: usize) -> usize {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// A `redis-server` the bench started; killed on drop.
+struct OwnRedis(Option<std::process::Child>);
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn redis_url() -> (String, OwnRedis) {
+    if let Ok(url) = std::env::var("REDIS_URL") {
+        return (url, OwnRedis(None));
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let child = std::process::Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server (apt-get install redis-server, or set REDIS_URL)");
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < until, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (format!("redis://127.0.0.1:{port}"), OwnRedis(Some(child)))
+}
+
 fn main() {
     let iterations = arg("--iterations", 2000);
     let clients = arg("--concurrency", 32);
@@ -221,8 +254,12 @@ fn main() {
     // The server: its own two-worker runtime, like a standalone agent on this 2-core machine.
     let server_rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let store_mode = std::env::args().skip_while(|a| a != "--store").nth(1).unwrap_or_else(|| "both".into());
+    let with_redis = store_mode == "redis" || store_mode == "both";
+    let with_memory = store_mode == "memory" || store_mode == "both";
+    let (url, _own_redis) = if with_redis { redis_url() } else { (String::new(), OwnRedis(None)) };
     let client_key = SigningKey::generate().expect("key");
-    let (base, _guard) = server_rt.block_on(async {
+    let (base, _guard, redis_store) = server_rt.block_on(async {
         let did = Did::parse(SENDER).expect("did");
         let resolver = StaticResolver::new();
         resolver.insert(&did, DidDocument::generate(&did, &[("key-1", client_key.verifying_key().to_jwk())]));
@@ -251,10 +288,31 @@ fn main() {
             .resolver(Arc::new(resolver))
             .build()
             .expect("agent");
-        let app = axum::Router::new()
+        let mut app = axum::Router::new()
             .route("/echo", axum::routing::post(|axum::Json(v): axum::Json<Value>| async move { axum::Json(v) }))
             .nest("/plain", plain.router())
             .nest("/signed", signed.router());
+        let mut redis_store = None;
+        if with_redis {
+            let store = a2a_server::store::RedisStore::connect(
+                a2a_server::store::redis::RedisConfig::new(url.clone())
+                    .with_key_prefix(format!("bench{}", std::process::id())),
+                a2a_server::store::redis::AgentScope {
+                    did: AGENT.into(),
+                    retention: Duration::from_secs(600),
+                    max_received: limits.max_received_executions,
+                },
+            )
+            .expect("redis store");
+            let redis_agent = AgentBuilder::new(AGENT)
+                .limits(limits.clone())
+                .store(store.clone())
+                .capability(decl(AuthRequirement::None), |_c: ExecutionContext, p: Value| async move { Ok(p) })
+                .build()
+                .expect("agent");
+            app = app.nest("/redis", redis_agent.router());
+            redis_store = Some(store);
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -264,7 +322,7 @@ fn main() {
             };
             let _ = a2a_server::serve::serve(listener, app, &limits, shutdown, Duration::from_secs(1)).await;
         });
-        (base, tx)
+        (base, tx, redis_store)
     });
     let client_rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
@@ -276,20 +334,35 @@ fn main() {
         let plain = client("/plain", None);
         let signed = client("/signed", Some(client_key.clone()));
         let echo = client("", None);
+        let on_redis = client("/redis", None);
         let plain_neg = Arc::new(plain.negotiate().await);
         let signed_neg = Arc::new(signed.negotiate().await);
+        let redis_neg = Arc::new(if with_redis { on_redis.negotiate().await } else { String::new() });
         println!("iterations {iterations} (sequential), {clients} concurrent clients for {seconds} s\n");
-        println!("| scenario | signatures | p50 | p95 | p99 | HTTP requests/s at {clients} clients |");
-        println!("|---|---|---:|---:|---:|---:|");
-        let runs: [(Scenario, &Arc<Client>, &Arc<String>, &str); 5] = [
-            (Scenario::Echo, &echo, &plain_neg, "—"),
-            (Scenario::Warm, &plain, &plain_neg, "off"),
-            (Scenario::Warm, &signed, &signed_neg, "on"),
-            (Scenario::Cold, &plain, &plain_neg, "off"),
-            (Scenario::Cold, &signed, &signed_neg, "on"),
-        ];
+        println!("| scenario | store | signatures | p50 | p95 | p99 | HTTP requests/s at {clients} clients |");
+        println!("|---|---|---|---:|---:|---:|---:|");
+        type Run<'a> = (Scenario, &'a Arc<Client>, &'a Arc<String>, &'a str, &'a str);
+        let mut runs: Vec<Run<'_>> = vec![(Scenario::Echo, &echo, &plain_neg, "—", "—")];
+        if with_memory {
+            runs.push((Scenario::Warm, &plain, &plain_neg, "off", "memory"));
+        }
+        if with_redis {
+            runs.push((Scenario::Warm, &on_redis, &redis_neg, "off", "redis"));
+        }
+        if with_memory {
+            runs.extend([
+                (Scenario::Warm, &signed, &signed_neg, "on", "memory"),
+                (Scenario::Cold, &plain, &plain_neg, "off", "memory"),
+            ]);
+        }
+        if with_redis {
+            runs.push((Scenario::Cold, &on_redis, &redis_neg, "off", "redis"));
+        }
+        if with_memory {
+            runs.push((Scenario::Cold, &signed, &signed_neg, "on", "memory"));
+        }
         let only = std::env::args().skip_while(|a| a != "--only").nth(1);
-        for (s, c, neg, sig) in runs {
+        for (s, c, neg, sig, store) in runs {
             if only.as_deref().is_some_and(|o| {
                 o != format!(
                     "{}-{sig}",
@@ -304,7 +377,22 @@ fn main() {
             }
             let (p50, p95, p99) = sequential(c, s, neg, iterations).await;
             let rps = concurrent(c.clone(), s, neg.clone(), clients, Duration::from_secs(seconds as u64)).await;
-            println!("| {} | {sig} | {} | {} | {} | {rps:.0} |", s.name(), us(p50), us(p95), us(p99));
+            println!("| {} | {store} | {sig} | {} | {} | {} | {rps:.0} |", s.name(), us(p50), us(p95), us(p99));
+        }
+        if let Some(store) = redis_store.as_ref().filter(|_| with_redis) {
+            // Round trips per warm execution: counted by the store, over sequential calls after the warm-up.
+            let n = 1000u64;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let before = store.round_trips();
+            for _ in 0..n {
+                on_redis.warm(&redis_neg).await;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let idle_before = store.round_trips();
+            tokio::time::sleep(Duration::from_millis(1000)).await;
+            let idle = store.round_trips() - idle_before;
+            let per = (idle_before - before) as f64 / n as f64;
+            println!("\nRedis round trips per warm execution (EXECUTE+CONFIRM+RESULT and the worker), sequential, {n} calls: {per:.2} (idle background: {idle} per second)");
         }
     });
     drop(client_rt);

@@ -13,7 +13,9 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 
 use crate::config::Config;
-use crate::registry::MemoryRegistry;
+use crate::registry::{MemoryRegistry, RedisRegistry, RegistryEntry};
+use crate::store::RedisStore;
+use crate::store::redis::AgentScope;
 use crate::{Agent, AgentBuilder, ApiKey, CorsPolicy, OAuth2, demo, serve};
 
 /// Log output format.
@@ -151,9 +153,42 @@ pub async fn run_config(path: &Path, listen: Option<&str>) -> Result<(), String>
     let listener = bind(listen).await?;
     let (base, _) = base_url(&listener)?;
     let app = app_router(&agent, did_doc);
-    tracing::info!(did = %agent.did(), endpoint = %format!("{base}/a2a"), "agent listening");
+    let endpoint = cfg.agent.endpoint.clone().unwrap_or_else(|| format!("{base}/a2a"));
+    tracing::info!(did = %agent.did(), endpoint = %endpoint, "agent listening");
+    let engine = agent.engine().clone();
+    if let Err(e) = engine.store.ping().await {
+        tracing::warn!(error = %e, "the state store does not answer yet; requests that need it get 503 until it does");
+    }
+    // With a shared store, announce this process's capabilities in the shared registry, refreshed by a heartbeat.
+    let heartbeat = tokio_util::sync::CancellationToken::new();
+    let beat = if cfg.store.redis(|k| std::env::var(k).ok()).is_some() {
+        let entries = engine
+            .caps
+            .iter()
+            .map(|c| RegistryEntry {
+                agent: agent.did().to_owned(),
+                endpoint: Some(endpoint.clone()),
+                capability: c.decl.clone(),
+                updated_at_ms: 0,
+                expires_at_ms: None,
+            })
+            .collect();
+        Some(tokio::spawn(crate::registry::heartbeat(
+            engine.registry.clone(),
+            entries,
+            cfg.store.registry_ttl(),
+            heartbeat.clone(),
+        )))
+    } else {
+        None
+    };
     println!("a2a-server: {} serving {base}/a2a", agent.did());
-    run(agent, listener, app).await
+    let result = run(agent, listener, app).await;
+    heartbeat.cancel();
+    if let Some(b) = beat {
+        let _ = tokio::time::timeout(Duration::from_secs(2), b).await;
+    }
+    result
 }
 
 /// Builds the agent a configuration describes; also returns its DID document (path, JSON) when a key is configured.
@@ -243,7 +278,16 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
             )
         })?;
     }
-    if !cfg.registry.is_empty() {
+    if let Some(redis) = cfg.store.redis(|k| std::env::var(k).ok()) {
+        redis.validate().map_err(|e| format!("{}: {e}", at(&[Key("store")])))?;
+        let scope = AgentScope {
+            did: did.to_string(),
+            retention: Duration::from_millis(cfg.limits.result_retention_ms),
+            max_received: cfg.limits.max_received_executions,
+        };
+        let store = RedisStore::connect(redis, scope).map_err(|e| format!("{}: {e}", at(&[Key("store")])))?;
+        builder = builder.store(store.clone()).registry(Arc::new(RedisRegistry::new(store, cfg.registry.clone())));
+    } else if !cfg.registry.is_empty() {
         builder = builder.registry(Arc::new(MemoryRegistry::new(cfg.registry.clone())));
     }
     // The key is checked before the agent is built, so that a bad key is reported as such.

@@ -28,7 +28,7 @@ use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::store::{
     Created, ExecutionRecord, IdempotencyClaim, NegotiationRecord, Store, StoreError, Transition, TransitionOutcome,
-    now_ms, timestamp,
+    WorkItem, now_ms, timestamp,
 };
 
 /// A capability as served: its declaration, its handler, and its compiled output schema.
@@ -70,12 +70,21 @@ pub struct Engine {
     by_name: HashMap<String, usize>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) registry: Arc<dyn Registry>,
+    /// Where one record per request goes.
+    pub(crate) audit: Arc<dyn crate::store::audit::AuditLog>,
     pub(crate) limits: Limits,
     pub(crate) metrics: Arc<Metrics>,
     schemas: moka::sync::Cache<String, Arc<AgreedSchema>>,
     agreements: moka::sync::Cache<String, Arc<Agreed>>,
+    /// Slots of the workers of this process: a worker claims work only with a free slot.
     permits: Arc<Semaphore>,
+    /// Slots of CONF-5: executions accepted here and not yet seen finishing (see [`Engine::confirm`]).
+    admission: Arc<Semaphore>,
+    admitted: Mutex<HashMap<String, OwnedSemaphorePermit>>,
     running: Mutex<HashMap<String, CancellationToken>>,
+    /// Stops the worker loops (on drain, and when the engine is dropped).
+    workers_stop: CancellationToken,
+    workers_started: std::sync::atomic::AtomicBool,
     /// Set when draining: CONFIRM refuses new work.
     draining: std::sync::atomic::AtomicBool,
     /// Fires when the grace period of a drain is over: handlers still running are told to stop.
@@ -121,6 +130,7 @@ impl Engine {
         caps: Vec<Capability>,
         store: Arc<dyn Store>,
         registry: Arc<dyn Registry>,
+        audit: Arc<dyn crate::store::audit::AuditLog>,
         limits: Limits,
         metrics: Arc<Metrics>,
     ) -> Self {
@@ -132,12 +142,17 @@ impl Engine {
             caps,
             store,
             registry,
+            audit,
             schemas: moka::sync::Cache::builder()
                 .max_capacity(limits.max_compiled_schemas)
                 .time_to_idle(Duration::from_secs(600))
                 .build(),
             agreements: moka::sync::Cache::builder().max_capacity(1024).time_to_idle(Duration::from_secs(600)).build(),
             permits: Arc::new(Semaphore::new(limits.max_concurrent_executions)),
+            admission: Arc::new(Semaphore::new(limits.max_concurrent_executions)),
+            admitted: Mutex::new(HashMap::new()),
+            workers_stop: CancellationToken::new(),
+            workers_started: std::sync::atomic::AtomicBool::new(false),
             limits,
             metrics,
             running: Mutex::new(HashMap::new()),
@@ -145,6 +160,16 @@ impl Engine {
             shutdown: CancellationToken::new(),
             tasks: tokio_util::task::TaskTracker::new(),
         }
+    }
+
+    /// The audit log (one record per request).
+    pub fn audit(&self) -> &Arc<dyn crate::store::audit::AuditLog> {
+        &self.audit
+    }
+
+    /// The state store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
     /// The limits the engine enforces.
@@ -373,11 +398,6 @@ impl Engine {
         }
         let sender =
             Did::parse(&caller.sender).map_err(|e| A2aError::with_message(ErrorCode::INVALID_SENDER, e.to_string()))?;
-        let id = ExecutionId::generate(&sender)
-            .map_err(|e| A2aError::with_message(ErrorCode::INTERNAL_ERROR, e.to_string()))?
-            .to_string();
-        let now = now_ms();
-        let confirm_by = now.saturating_add(neg.confirm_window_ms);
         let claim = idempotency_key.map(|key| {
             let mut h = Sha256::new();
             h.update(neg.id.as_bytes());
@@ -385,6 +405,18 @@ impl Engine {
             h.update(a2a_core::canonical::to_canonical_vec(&payload));
             IdempotencyClaim { sender: caller.sender.clone(), key: key.to_owned(), fingerprint: hex(&h.finalize()) }
         });
+        // A sharded store keeps an execution and its idempotency claim in one shard: draw ids until one fits.
+        let mut id = String::new();
+        for _ in 0..4096 {
+            id = ExecutionId::generate(&sender)
+                .map_err(|e| A2aError::with_message(ErrorCode::INTERNAL_ERROR, e.to_string()))?
+                .to_string();
+            if self.store.id_fits(&id, claim.as_ref()) {
+                break;
+            }
+        }
+        let now = now_ms();
+        let confirm_by = now.saturating_add(neg.confirm_window_ms);
         let rec = ExecutionRecord {
             id,
             negotiation_id: neg.id.clone(),
@@ -402,6 +434,10 @@ impl Engine {
             result: None,
             error: None,
             retain_until_ms: confirm_by.saturating_add(self.limits.result_retention_ms),
+            idempotency_key: None,
+            sender_verified: false,
+            traceparent: None,
+            rev: 0,
         };
         let response = |r: &ExecutionRecord| ExecuteResponse {
             execution_id: r.id.clone(),
@@ -459,7 +495,9 @@ impl Engine {
             _ => None,
         };
         let Some((status, code, message)) = due else { return Ok(rec) };
-        self.finish(&rec.id, status, None, Some(ErrorObject { code, message, details: None })).await.map(|o| o.0)
+        self.finish(&rec.id, Some(&rec), status, None, Some(ErrorObject { code, message, details: None }))
+            .await
+            .map(|o| o.0)
     }
 
     /// Writes a terminal state; returns the record as it ends up (the first terminal state wins) and whether this
@@ -467,17 +505,15 @@ impl Engine {
     async fn finish(
         &self,
         id: &str,
+        seen: Option<&ExecutionRecord>,
         status: ExecutionStatus,
         result: Option<Value>,
         error: Option<ErrorObject>,
     ) -> Result<(ExecutionRecord, bool), A2aError> {
         let t = Transition::Finish { now_ms: now_ms(), status, result, error };
-        match self.store.transition(id, t).await.map_err(store_err)? {
+        match self.store.transition(id, t, seen).await.map_err(store_err)? {
             TransitionOutcome::Applied(r) => {
-                self.metrics.execution_finished(&r.capability, r.status);
-                if let Some(token) = self.lock_running().remove(id) {
-                    token.cancel();
-                }
+                self.finished_here(&r);
                 Ok((*r, true))
             }
             TransitionOutcome::Refused(r) => Ok((*r, false)),
@@ -491,8 +527,16 @@ impl Engine {
         self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn lock_admitted(&self) -> std::sync::MutexGuard<'_, HashMap<String, OwnedSemaphorePermit>> {
+        self.admitted.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// CONFIRM (§8.2). Returns the response and whether this call accepted the execution (202) or it was already
     /// confirmed (200).
+    ///
+    /// The work is queued in the store (CONF-1) and run by a worker of any process serving the capability. CONF-5's
+    /// limit counts the executions this process accepted and has not seen finish: a slot is held until the execution
+    /// is seen terminal (written here, or signalled by the store when another process wrote it) or its deadline passes.
     pub async fn confirm(
         self: &Arc<Self>,
         caller: &Caller,
@@ -517,6 +561,7 @@ impl Engine {
         if rec.status != ExecutionStatus::Received {
             return already(&rec);
         }
+        self.start_workers();
         if self.draining.load(std::sync::atomic::Ordering::Acquire) {
             return Err(A2aError::with_message(
                 ErrorCode::OVERLOADED,
@@ -524,7 +569,7 @@ impl Engine {
             )
             .details(json!({"retry_after_s": 1})));
         }
-        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+        let Ok(permit) = self.admission.clone().try_acquire_owned() else {
             return Err(A2aError::with_message(
                 ErrorCode::OVERLOADED,
                 format!(
@@ -535,9 +580,14 @@ impl Engine {
             )
             .details(json!({"retry_after_s": 1})));
         };
-        match self.store.transition(&rec.id, Transition::Accept { now_ms: now_ms() }).await.map_err(store_err)? {
+        let t = Transition::Accept {
+            now_ms: now_ms(),
+            sender_verified: caller.verified,
+            traceparent: caller.traceparent.clone(),
+        };
+        match self.store.transition(&rec.id, t, Some(&rec)).await.map_err(store_err)? {
             TransitionOutcome::Applied(r) => {
-                self.spawn_worker(*r, permit, caller);
+                self.admit(&r, permit);
                 Ok((
                     ConfirmResponse {
                         execution_id: rec.id,
@@ -554,89 +604,162 @@ impl Engine {
         }
     }
 
-    fn spawn_worker(self: &Arc<Self>, rec: ExecutionRecord, permit: OwnedSemaphorePermit, caller: &Caller) {
-        let engine = self.clone();
-        let span = tracing::info_span!("execution", execution_id = %rec.id, negotiation_id = %rec.negotiation_id,
-            sender_id = %rec.sender, capability = %rec.capability);
-        let verified = caller.verified;
-        let traceparent = caller.traceparent.clone();
-        self.tasks.spawn(
-            async move {
-                let _permit = permit;
-                engine.metrics.in_flight(1);
-                engine.clone().run(rec, verified, traceparent).await;
-                engine.metrics.in_flight(-1);
+    /// Holds an admission slot for an accepted execution until it is seen finishing or its deadline passes.
+    fn admit(self: &Arc<Self>, rec: &ExecutionRecord, permit: OwnedSemaphorePermit) {
+        self.lock_admitted().insert(rec.id.clone(), permit);
+        let weak = Arc::downgrade(self);
+        let id = rec.id.clone();
+        let store = self.store.clone();
+        let remaining = Duration::from_millis(rec.deadline_ms.unwrap_or(0).saturating_sub(now_ms()));
+        // Released when the execution is seen terminal (wherever it ran: the store signals it) or at its deadline.
+        tokio::spawn(async move {
+            let _ = store.terminal_signal(&id, remaining).await;
+            if let Some(engine) = weak.upgrade() {
+                engine.lock_admitted().remove(&id);
             }
-            .instrument(span),
-        );
+        });
     }
 
-    async fn run(self: Arc<Self>, rec: ExecutionRecord, verified: bool, traceparent: Option<String>) {
-        let Some(cap) = self.capability(&rec.capability).cloned() else {
-            let _ = self
-                .finish(
-                    &rec.id,
-                    ExecutionStatus::Failed,
-                    None,
-                    Some(ErrorObject {
-                        code: ErrorCode::HANDLER_FAILED,
-                        message: format!("capability `{}` is no longer served", rec.capability),
-                        details: None,
-                    }),
-                )
-                .await;
+    /// Starts the worker loops (one per queue partition of the store), once: by the builder when it runs inside a
+    /// Tokio runtime, else at the first CONFIRM.
+    pub(crate) fn start_workers(self: &Arc<Self>) {
+        if tokio::runtime::Handle::try_current().is_err()
+            || self.workers_started.swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        let names: Vec<String> = self.caps.iter().map(|c| c.decl.name.clone()).collect();
+        for partition in 0..self.store.queue_partitions().max(1) {
+            let weak = Arc::downgrade(self);
+            let store = self.store.clone();
+            let permits = self.permits.clone();
+            let stop = self.workers_stop.clone();
+            let names = names.clone();
+            let span = tracing::info_span!("worker", partition);
+            tokio::spawn(
+                async move { worker_loop(weak, store, permits, stop, names, partition).await }.instrument(span),
+            );
+        }
+    }
+
+    /// Runs one claimed item of work to its end.
+    async fn run(self: Arc<Self>, item: WorkItem) {
+        let store = self.store.clone();
+        let rec = match item.snapshot.clone() {
+            Some(r) => Some(r),
+            None => match store.get_execution(&item.execution_id).await {
+                Ok(r) => r,
+                Err(e) => {
+                    // The claim stays; the work is taken over after the visibility timeout.
+                    tracing::warn!(error = %e, "could not read claimed work");
+                    return;
+                }
+            },
+        };
+        let Some(rec) = rec else {
+            // The execution expired: drop the work.
+            let _ = store.complete_work(&item, None, None).await;
             return;
         };
-        let token = self.shutdown.child_token();
-        self.lock_running().insert(rec.id.clone(), token.clone());
-        let rec = match self.store.transition(&rec.id, Transition::Start { now_ms: now_ms() }).await {
+        let Some(cap) = self.capability(&rec.capability).cloned() else {
+            let error = ErrorObject {
+                code: ErrorCode::HANDLER_FAILED,
+                message: format!("capability `{}` is no longer served", rec.capability),
+                details: None,
+            };
+            self.complete(&item, ExecutionStatus::Failed, None, Some(error), &rec).await;
+            return;
+        };
+        let deadline_ms = rec.deadline_ms.unwrap_or_else(|| now_ms().saturating_add(rec.timeout_ms));
+        if rec.status.is_terminal() {
+            let _ = store.complete_work(&item, None, None).await;
+            return;
+        }
+        if now_ms() >= deadline_ms {
+            self.complete(&item, ExecutionStatus::TimedOut, None, Some(timed_out_error(rec.timeout_ms)), &rec).await;
+            return;
+        }
+        let rerun = item.deliveries > 1 || rec.status == ExecutionStatus::Running;
+        let t = Transition::Start { now_ms: now_ms(), rerun };
+        let rec = match store.transition(&rec.id, t, Some(&rec)).await {
             Ok(TransitionOutcome::Applied(r)) => *r,
-            Ok(_) => {
-                self.lock_running().remove(&rec.id);
+            Ok(TransitionOutcome::Refused(r)) => {
+                // Canceled or timed out while queued: nothing to run.
+                if r.status.is_terminal() {
+                    let _ = store.complete_work(&item, None, None).await;
+                }
+                return;
+            }
+            Ok(TransitionOutcome::NotFound) => {
+                let _ = store.complete_work(&item, None, None).await;
                 return;
             }
             Err(e) => {
-                tracing::warn!(error = %e, "could not start the execution");
-                self.lock_running().remove(&rec.id);
+                tracing::warn!(error = %e, "could not start the execution; it is taken over later");
                 return;
             }
         };
-        let deadline_ms = rec.deadline_ms.unwrap_or_else(|| now_ms().saturating_add(rec.timeout_ms));
+        if rerun {
+            tracing::info!(attempt = rec.attempts, "re-running an execution taken over from a lost worker");
+        }
+        let token = self.shutdown.child_token();
+        self.lock_running().insert(rec.id.clone(), token.clone());
         let ctx = ExecutionContext {
             sender: rec.sender.clone(),
-            sender_verified: verified,
+            sender_verified: rec.sender_verified,
             capability: rec.capability.clone(),
             negotiation_id: rec.negotiation_id.clone(),
             execution_id: rec.id.clone(),
             deadline: system_time(deadline_ms),
             cancel: token.clone(),
-            traceparent,
+            traceparent: rec.traceparent.clone(),
         };
         let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms()));
         // A panic in the handler becomes a failure, not a lost execution.
         let handler = std::panic::AssertUnwindSafe(cap.handler.call(ctx, rec.payload.clone())).catch_unwind();
-        let outcome = tokio::select! {
-            joined = handler => Some(joined),
-            () = tokio::time::sleep(remaining) => None,
-            () = token.cancelled() => {
-                // Dropping the handler's future stops it. Canceled (CANCEL wrote the state) or shutting down (the state stays running; a restart or
-                // another worker times it out).
-                self.lock_running().remove(&rec.id);
-                return;
+        tokio::pin!(handler);
+        let sleep = tokio::time::sleep(remaining);
+        tokio::pin!(sleep);
+        // Heartbeat: renew the claim well within the visibility timeout.
+        let beat = (store.visibility_timeout() / 3).max(Duration::from_millis(10));
+        let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
+        // Another process may cancel or time out the execution: its terminal signal stops the handler (CAN-1, ST-3).
+        let signal = store.terminal_signal(&rec.id, remaining + Duration::from_secs(1));
+        tokio::pin!(signal);
+        let mut signal_done = false;
+        let outcome = loop {
+            tokio::select! {
+                joined = &mut handler => break Some(joined),
+                () = &mut sleep => break None,
+                () = token.cancelled() => {
+                    // Canceled or timed out here (the terminal state is written: release the work), or shutting
+                    // down (the claim stays; another worker takes it over after the visibility timeout).
+                    self.lock_running().remove(&rec.id);
+                    if !self.shutdown.is_cancelled() {
+                        let _ = store.complete_work(&item, None, None).await;
+                    }
+                    return;
+                }
+                _ = heartbeat.tick() => {
+                    if let Err(e) = store.touch_work(std::slice::from_ref(&item)).await {
+                        tracing::warn!(error = %e, "could not renew the claim on running work");
+                    }
+                }
+                signaled = &mut signal, if !signal_done => {
+                    signal_done = true;
+                    if signaled {
+                        token.cancel();
+                        self.lock_running().remove(&rec.id);
+                        let _ = store.complete_work(&item, None, None).await;
+                        return;
+                    }
+                }
             }
         };
         let (status, result, error) = match outcome {
             None => {
                 token.cancel();
-                (
-                    ExecutionStatus::TimedOut,
-                    None,
-                    Some(ErrorObject {
-                        code: ErrorCode::TIMED_OUT,
-                        message: format!("the execution did not finish within its timeout of {} ms", rec.timeout_ms),
-                        details: None,
-                    }),
-                )
+                (ExecutionStatus::TimedOut, None, Some(timed_out_error(rec.timeout_ms)))
             }
             Some(Ok(Ok(value))) => match cap.output.as_ref().map(|s| s.validate(&value)) {
                 Some(Err(errors)) => (
@@ -673,10 +796,50 @@ impl Engine {
                 )
             }
         };
-        if let Err(e) = self.finish(&rec.id, status, result, error).await {
-            tracing::warn!(error = %e, "could not record the outcome");
-        }
+        self.complete(&item, status, result, error, &rec).await;
         self.lock_running().remove(&rec.id);
+    }
+
+    /// Records a worker's outcome and releases its work in one step. A store that is down is retried (with backoff)
+    /// until the visibility timeout; after that the claim lapses and another worker re-runs the execution.
+    async fn complete(
+        &self,
+        item: &WorkItem,
+        status: ExecutionStatus,
+        result: Option<Value>,
+        error: Option<ErrorObject>,
+        seen: &ExecutionRecord,
+    ) {
+        let give_up = tokio::time::Instant::now() + self.store.visibility_timeout();
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let t = Transition::Finish { now_ms: now_ms(), status, result: result.clone(), error: error.clone() };
+            match self.store.complete_work(item, Some(t), Some(seen)).await {
+                Ok(Some(TransitionOutcome::Applied(r))) => {
+                    self.finished_here(&r);
+                    return;
+                }
+                Ok(_) => return,
+                Err(e) if tokio::time::Instant::now() + backoff < give_up => {
+                    tracing::warn!(error = %e, "could not record the outcome; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "could not record the outcome; the execution will be re-run");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Book-keeping once this process wrote a terminal state: metrics, the admission slot, a local handler.
+    fn finished_here(&self, r: &ExecutionRecord) {
+        self.metrics.execution_finished(&r.capability, r.status);
+        self.lock_admitted().remove(&r.id);
+        if let Some(token) = self.lock_running().remove(&r.id) {
+            token.cancel();
+        }
     }
 
     /// RESULT (§8.3), with long-poll: waits up to `wait` for a terminal state.
@@ -718,7 +881,7 @@ impl Engine {
             message: "the execution was canceled by its sender".into(),
             details: None,
         };
-        let (rec, wrote) = self.finish(&rec.id, ExecutionStatus::Canceled, None, Some(error)).await?;
+        let (rec, wrote) = self.finish(&rec.id, Some(&rec), ExecutionStatus::Canceled, None, Some(error)).await?;
         if !wrote {
             return Err(A2aError::with_message(
                 ErrorCode::INVALID_STATE,
@@ -811,15 +974,112 @@ impl Engine {
         out
     }
 
-    /// Stops accepting work and waits up to `grace` for executions in flight to finish.
+    /// Stops accepting work and waits up to `grace` for executions in flight to finish. Work still queued stays
+    /// queued: with a shared store another process runs it.
     pub async fn drain(&self, grace: Duration) -> bool {
         self.draining.store(true, std::sync::atomic::Ordering::Release);
+        // Let the worker loops take what this process already accepted before they stop.
+        tokio::task::yield_now().await;
+        self.workers_stop.cancel();
         self.tasks.close();
         let drained = tokio::time::timeout(grace, self.tasks.wait()).await.is_ok();
         if !drained {
             self.shutdown.cancel();
         }
         drained
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.workers_stop.cancel();
+    }
+}
+
+fn timed_out_error(timeout_ms: u64) -> ErrorObject {
+    ErrorObject {
+        code: ErrorCode::TIMED_OUT,
+        message: format!("the execution did not finish within its timeout of {timeout_ms} ms"),
+        details: None,
+    }
+}
+
+/// Most items one worker loop claims at once.
+const CLAIM_BATCH: usize = 32;
+
+/// How long one claim waits for work; bounds how late a stop is noticed.
+pub(crate) const CLAIM_WAIT: Duration = Duration::from_secs(1);
+
+/// One worker loop: with free worker slots, claims work of one queue partition and runs each item in its own task.
+/// Holds the engine only weakly, so that dropping the agent stops it.
+async fn worker_loop(
+    engine: std::sync::Weak<Engine>,
+    store: Arc<dyn Store>,
+    permits: Arc<Semaphore>,
+    stop: CancellationToken,
+    capabilities: Vec<String>,
+    partition: usize,
+) {
+    let mut backoff = Duration::from_millis(100);
+    let mut prepared = false;
+    while !stop.is_cancelled() {
+        if !prepared {
+            match store.prepare_queue(&capabilities).await {
+                Ok(()) => prepared = true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "work queue unavailable; retrying");
+                    tokio::select! { () = stop.cancelled() => return, () = tokio::time::sleep(backoff) => {} }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            }
+        }
+        let first = tokio::select! {
+            () = stop.cancelled() => return,
+            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+        };
+        let mut slots = vec![first];
+        while slots.len() < CLAIM_BATCH {
+            match permits.clone().try_acquire_owned() {
+                Ok(p) => slots.push(p),
+                Err(_) => break,
+            }
+        }
+        let claimed = tokio::select! {
+            () = stop.cancelled() => return,
+            r = store.claim_work(partition, slots.len(), CLAIM_WAIT) => r,
+        };
+        let items = match claimed {
+            Ok(items) => {
+                backoff = Duration::from_millis(100);
+                items
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not claim work; retrying");
+                // A store that lost its queue (e.g. a restarted Redis) needs it prepared again.
+                prepared = false;
+                drop(slots);
+                tokio::select! { () = stop.cancelled() => return, () = tokio::time::sleep(backoff) => {} }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        let Some(engine) = engine.upgrade() else { return };
+        for item in items {
+            let Some(slot) = slots.pop() else { break };
+            let span = tracing::info_span!("execution", execution_id = %item.execution_id,
+                capability = %item.capability, deliveries = item.deliveries);
+            let e = engine.clone();
+            engine.tasks.spawn(
+                async move {
+                    let _slot = slot;
+                    e.metrics.in_flight(1);
+                    e.clone().run(item).await;
+                    e.metrics.in_flight(-1);
+                }
+                .instrument(span),
+            );
+        }
     }
 }
 

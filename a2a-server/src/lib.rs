@@ -102,6 +102,7 @@ pub struct AgentBuilder {
     caps: Vec<(CapabilityDeclaration, BoxHandler)>,
     store: Option<Arc<dyn Store>>,
     registry: Option<Arc<dyn Registry>>,
+    audit: Option<Arc<dyn store::audit::AuditLog>>,
     limits: Limits,
     auth: auth::Auth,
     cors: CorsPolicy,
@@ -117,6 +118,7 @@ impl AgentBuilder {
             caps: Vec::new(),
             store: None,
             registry: None,
+            audit: None,
             limits: Limits::default(),
             auth: auth::Auth::default(),
             cors: CorsPolicy::default(),
@@ -151,6 +153,12 @@ impl AgentBuilder {
     /// The capability registry used for fallback options (default: an empty in-memory one).
     pub fn registry(mut self, registry: Arc<dyn Registry>) -> Self {
         self.registry = Some(registry);
+        self
+    }
+
+    /// The audit log, one record per request (default: the newest 10,000 in memory).
+    pub fn audit(mut self, audit: Arc<dyn store::audit::AuditLog>) -> Self {
+        self.audit = Some(audit);
         self
     }
 
@@ -233,7 +241,9 @@ impl AgentBuilder {
             }))
         });
         let registry = self.registry.unwrap_or_else(|| Arc::new(MemoryRegistry::default()));
-        let engine = Arc::new(Engine::new(self.did.clone(), caps, store, registry, self.limits, metrics));
+        let audit = self.audit.unwrap_or_else(|| Arc::new(store::audit::MemoryAudit::new(10_000)));
+        let engine = Arc::new(Engine::new(self.did.clone(), caps, store, registry, audit, self.limits, metrics));
+        engine.start_workers();
         let mut auth = self.auth;
         auth.did = self.did.clone();
         let (discover_headers, capabilities_json) =

@@ -68,6 +68,22 @@ impl From<A2aError> for ApiError {
 #[derive(Clone)]
 struct Outcome(ErrorCode);
 
+/// The capability (and negotiation) a response is about, for the audit record.
+#[derive(Clone)]
+struct AuditTag {
+    capability: String,
+    negotiation: Option<String>,
+}
+
+fn tag_capability(resp: &mut Response, name: &str) {
+    resp.extensions_mut().insert(AuditTag { capability: name.to_owned(), negotiation: None });
+}
+
+fn tag_execution(resp: &mut Response, r: &a2a_core::wire::ResultResponse) {
+    resp.extensions_mut()
+        .insert(AuditTag { capability: r.capability.clone(), negotiation: Some(r.negotiation_id.clone()) });
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.err.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -150,7 +166,25 @@ async fn a2a_layer(State(state): State<Arc<AppState>>, req: Request, next: Next)
                 crate::trace_context::TraceParent::parse(hv("traceparent")).map(|t| t.trace_id).unwrap_or_default(),
         )
     };
+    let sender = req.headers().get(h::A2A_SENDER_ID).and_then(|v| v.to_str().ok()).unwrap_or("").trim().to_owned();
+    let request_negotiation = req.headers().get(h::A2A_NEGOTIATION_ID).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let resp = a2a_layer_inner(&state, step, req, next).instrument(span.clone()).await;
+    if step != Step::Other {
+        let rh = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        state.engine.audit.record(crate::store::audit::AuditRecord {
+            time_ms: crate::store::now_ms(),
+            sender_id: sender,
+            capability: resp.extensions().get::<AuditTag>().map(|c| c.capability.clone()),
+            negotiation_id: rh(h::A2A_NEGOTIATION_ID)
+                .or_else(|| resp.extensions().get::<AuditTag>().and_then(|c| c.negotiation.clone()))
+                .or(request_negotiation),
+            execution_id: rh(h::A2A_EXECUTION_ID),
+            agent: state.engine.did.clone(),
+            step: step.as_str().to_owned(),
+            outcome: resp.extensions().get::<Outcome>().map_or_else(|| "ok".to_owned(), |o| o.0.as_str().to_owned()),
+            latency_us: started.elapsed().as_micros() as u64,
+        });
+    }
     if span.is_disabled() {
         return resp;
     }
@@ -479,6 +513,7 @@ async fn negotiate(State(state): State<Arc<AppState>>, uri: OriginalUri, headers
         .await?;
     let resp = state.engine.negotiate(&caller, &cap, req).await?;
     let mut r = json_response(StatusCode::OK, &resp);
+    tag_capability(&mut r, &cap.decl.name);
     if let Ok(v) = HeaderValue::from_str(&resp.negotiation_id) {
         r.headers_mut().insert(HeaderName::from_static(h::A2A_NEGOTIATION_ID), v);
     }
@@ -530,6 +565,7 @@ async fn execute(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: 
     let payload: serde_json::Value = parse_json(&bytes)?;
     let (resp, created) = state.engine.execute(&caller, &neg, &cap, idem, payload).await?;
     let mut r = json_response(if created { StatusCode::CREATED } else { StatusCode::OK }, &resp);
+    tag_capability(&mut r, &cap.decl.name);
     let location = format!(
         "{}/a2a/result/{}",
         mount_prefix(&uri),
@@ -589,8 +625,10 @@ async fn confirm(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: 
         true,
     )
     .await?;
+    let tag = AuditTag { capability: rec.capability.clone(), negotiation: Some(rec.negotiation_id.clone()) };
     let (resp, first) = state.engine.confirm(&caller, rec).await?;
     let mut r = json_response(if first { StatusCode::ACCEPTED } else { StatusCode::OK }, &resp);
+    r.extensions_mut().insert(tag);
     execution_header(&mut r, &resp.execution_id);
     Ok(r)
 }
@@ -620,6 +658,7 @@ async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
         .await?;
     let resp = state.engine.result(rec, wait).await?;
     let mut r = json_response(StatusCode::OK, &resp);
+    tag_execution(&mut r, &resp);
     execution_header(&mut r, &resp.execution_id);
     Ok(r)
 }
@@ -639,6 +678,7 @@ async fn cancel(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
     .await?;
     let resp = state.engine.cancel(rec).await?;
     let mut r = json_response(StatusCode::OK, &resp);
+    tag_execution(&mut r, &resp);
     execution_header(&mut r, &resp.execution_id);
     Ok(r)
 }

@@ -1,8 +1,21 @@
-//! State of an agent: negotiations, executions, idempotency keys and replay nonces, behind one trait.
+//! State of an agent: negotiations, executions, idempotency keys, replay nonces and the work queue, behind one trait;
+//! the capability registry ([`crate::registry`]) and the audit stream ([`audit`]) beside it.
 //!
-//! [`Store`] is implemented by the embedded [`MemoryStore`] (the default, no set-up). The state machine of an
-//! execution (`spec/PROTOCOL.md` §8.1) is applied by [`ExecutionRecord::apply`], the one place that decides whether a
-//! transition is allowed; a store only makes the read-check-write atomic.
+//! [`Store`] is implemented by the embedded [`MemoryStore`] (the default, no set-up) and by [`RedisStore`] (selected
+//! by `REDIS_URL` or `[store] redis_url`), with which many processes share one state and behave as one agent. Both pass
+//! one shared test suite (`a2a-server/tests/store`).
+//!
+//! The state machine of an execution (`spec/PROTOCOL.md` §8.1) is applied by [`ExecutionRecord::apply`], the one
+//! place that decides whether a transition is allowed; a store only makes the read-check-write atomic (the memory
+//! store under a lock, Redis by a compare-and-set on the record's revision inside one Lua script).
+//!
+//! ## The work queue
+//!
+//! CONFIRM's [`Transition::Accept`] queues the execution in the same atomic step (CONF-1). Workers in any process
+//! serving the capability take work with [`Store::claim_work`], keep their claim alive with [`Store::touch_work`]
+//! while the handler runs, and record the outcome and release the work in one atomic step with
+//! [`Store::complete_work`]. Work held by a worker that stopped touching it (its process died) is handed to another
+//! worker after the visibility timeout (ST-5: at least once; the first terminal state still wins, ST-2).
 
 use std::time::Duration;
 
@@ -11,9 +24,12 @@ use a2a_core::wire::ExecutionStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod audit;
 pub mod memory;
+pub mod redis;
 
 pub use memory::MemoryStore;
+pub use redis::RedisStore;
 
 /// Milliseconds since the Unix epoch, the time unit of stored records.
 pub fn now_ms() -> u64 {
@@ -86,20 +102,39 @@ pub struct ExecutionRecord {
     pub error: Option<ErrorObject>,
     /// The record may be dropped after this time.
     pub retain_until_ms: u64,
+    /// The `Idempotency-Key` the execution was created with.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// Whether CONFIRM's caller was proven by a signature.
+    #[serde(default)]
+    pub sender_verified: bool,
+    /// The `traceparent` of the CONFIRM.
+    #[serde(default)]
+    pub traceparent: Option<String>,
+    /// Revision: incremented by every applied transition (the compare-and-set of shared stores).
+    #[serde(default)]
+    pub rev: u64,
 }
 
 /// A change of state of an execution.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Transition {
-    /// CONFIRM: `received -> accepted`; sets the deadline.
+    /// CONFIRM: `received -> accepted`; sets the deadline and queues the work.
     Accept {
         /// Now.
         now_ms: u64,
+        /// Whether the confirming caller's identity was proven by a signature (passed to the handler).
+        sender_verified: bool,
+        /// The W3C `traceparent` of the CONFIRM, continued by the worker.
+        traceparent: Option<String>,
     },
-    /// A worker starts the handler: `accepted -> running`.
+    /// A worker starts the handler: `accepted -> running`; with `rerun`, also `running -> running` (a worker
+    /// takes over an execution whose previous worker was lost, ST-5).
     Start {
         /// Now.
         now_ms: u64,
+        /// Whether this is a re-run of work taken over from a lost worker.
+        rerun: bool,
     },
     /// A terminal state.
     Finish {
@@ -130,20 +165,23 @@ impl ExecutionRecord {
     /// `retention_ms` is how long a terminal record is kept.
     pub fn apply(&mut self, t: &Transition, retention_ms: u64) -> bool {
         let target = t.target();
-        if !target.is_terminal() && target == self.status {
+        let rerun = matches!(t, Transition::Start { rerun: true, .. }) && self.status == ExecutionStatus::Running;
+        if !rerun && !target.is_terminal() && target == self.status {
             return false;
         }
-        if !self.status.can_move_to(target) {
+        if !rerun && !self.status.can_move_to(target) {
             return false;
         }
         match t {
-            Transition::Accept { now_ms } => {
+            Transition::Accept { now_ms, sender_verified, traceparent } => {
                 self.confirmed = true;
+                self.sender_verified = *sender_verified;
+                self.traceparent = traceparent.clone();
                 self.deadline_ms = Some(now_ms.saturating_add(self.timeout_ms));
                 self.updated_at_ms = *now_ms;
                 self.retain_until_ms = now_ms.saturating_add(self.timeout_ms).saturating_add(retention_ms);
             }
-            Transition::Start { now_ms } => {
+            Transition::Start { now_ms, .. } => {
                 self.attempts = self.attempts.saturating_add(1);
                 self.updated_at_ms = *now_ms;
             }
@@ -155,8 +193,24 @@ impl ExecutionRecord {
             }
         }
         self.status = target;
+        self.rev = self.rev.wrapping_add(1);
         true
     }
+}
+
+/// One unit of queued work: an accepted execution to run, as claimed by a worker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkItem {
+    /// The execution.
+    pub execution_id: String,
+    /// Its capability.
+    pub capability: String,
+    /// How many times the work was handed to a worker (1 the first time; more after a take-over).
+    pub deliveries: u64,
+    /// The record as it was when queued, when the store carries it (saves a read).
+    pub snapshot: Option<ExecutionRecord>,
+    /// The store's handle of the claim.
+    pub receipt: String,
 }
 
 /// What [`Store::create_execution`] did.
@@ -218,10 +272,24 @@ pub trait Store: Send + Sync + 'static {
     /// Reads an execution that has not been dropped.
     async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError>;
 
-    /// Applies a transition atomically (see [`ExecutionRecord::apply`]).
-    async fn transition(&self, id: &str, t: Transition) -> Result<TransitionOutcome, StoreError>;
+    /// Whether an execution with this id may hold this idempotency claim. A sharded store needs an execution and its
+    /// claim in one shard; EXECUTE generates ids until one fits (a handful of tries). Default: any.
+    fn id_fits(&self, _id: &str, _claim: Option<&IdempotencyClaim>) -> bool {
+        true
+    }
 
-    /// Waits until the execution's status differs from `seen`, or `timeout` passes; returns the record then.
+    /// Applies a transition atomically (see [`ExecutionRecord::apply`]). `seen` is the record as the caller last read
+    /// it, if it has one: a shared store then needs no read before its compare-and-set. An applied
+    /// [`Transition::Accept`] queues the execution in the same atomic step.
+    async fn transition(
+        &self,
+        id: &str,
+        t: Transition,
+        seen: Option<&ExecutionRecord>,
+    ) -> Result<TransitionOutcome, StoreError>;
+
+    /// Waits until the execution's status differs from `seen` (a store may wake only for terminal states), or
+    /// `timeout` passes; returns the record then.
     async fn wait_change(
         &self,
         id: &str,
@@ -232,4 +300,40 @@ pub trait Store: Send + Sync + 'static {
     /// Records the `jti` of a signed request from `issuer` until `until_ms`; returns false when it was already seen
     /// (a replay).
     async fn remember_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<bool, StoreError>;
+
+    /// Waits up to `timeout` for a signal that the execution reached a terminal state (no read); returns whether one
+    /// came. A worker uses it to stop a handler whose execution was canceled or timed out by another process.
+    async fn terminal_signal(&self, id: &str, timeout: Duration) -> bool;
+
+    /// How many independent queue partitions workers should read (one worker loop each). Default 1.
+    fn queue_partitions(&self) -> usize {
+        1
+    }
+
+    /// Prepares the queue for workers of these capabilities (e.g. creates consumer groups). Idempotent.
+    async fn prepare_queue(&self, capabilities: &[String]) -> Result<(), StoreError>;
+
+    /// Claims up to `max` items of work of `partition`, waiting up to `wait` for one; also takes over work whose
+    /// worker stopped touching it for the visibility timeout.
+    async fn claim_work(&self, partition: usize, max: usize, wait: Duration) -> Result<Vec<WorkItem>, StoreError>;
+
+    /// Renews the claim on work in progress (a heartbeat; call it well within the visibility timeout).
+    async fn touch_work(&self, items: &[WorkItem]) -> Result<(), StoreError>;
+
+    /// Atomically applies `t` (when given, as [`Store::transition`]) and releases the work, unless the transition
+    /// was refused while the execution is not terminal (the work then stays claimed). `None` when `t` is `None`.
+    async fn complete_work(
+        &self,
+        item: &WorkItem,
+        t: Option<Transition>,
+        seen: Option<&ExecutionRecord>,
+    ) -> Result<Option<TransitionOutcome>, StoreError>;
+
+    /// The visibility timeout: how long claimed work may go untouched before another worker takes it over.
+    fn visibility_timeout(&self) -> Duration;
+
+    /// Checks that the store answers.
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

@@ -39,6 +39,7 @@ async fn agent_a(b_url: Option<&str>) -> TestAgent {
             updated_at_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
+            expires_at_ms: None,
         })
         .into_iter()
         .collect();

@@ -252,6 +252,7 @@ impl a2a_server::store::Store for DownStore {
         &self,
         _: &str,
         _: a2a_server::store::Transition,
+        _: Option<&a2a_server::store::ExecutionRecord>,
     ) -> Result<a2a_server::store::TransitionOutcome, a2a_server::store::StoreError> {
         Err(a2a_server::store::StoreError("connection refused".into()))
     }
@@ -265,6 +266,35 @@ impl a2a_server::store::Store for DownStore {
     }
     async fn remember_jti(&self, _: &str, _: &str, _: u64) -> Result<bool, a2a_server::store::StoreError> {
         Err(a2a_server::store::StoreError("connection refused".into()))
+    }
+    async fn terminal_signal(&self, _: &str, timeout: Duration) -> bool {
+        tokio::time::sleep(timeout).await;
+        false
+    }
+    async fn prepare_queue(&self, _: &[String]) -> Result<(), a2a_server::store::StoreError> {
+        Err(a2a_server::store::StoreError("connection refused".into()))
+    }
+    async fn claim_work(
+        &self,
+        _: usize,
+        _: usize,
+        _: Duration,
+    ) -> Result<Vec<a2a_server::store::WorkItem>, a2a_server::store::StoreError> {
+        Err(a2a_server::store::StoreError("connection refused".into()))
+    }
+    async fn touch_work(&self, _: &[a2a_server::store::WorkItem]) -> Result<(), a2a_server::store::StoreError> {
+        Err(a2a_server::store::StoreError("connection refused".into()))
+    }
+    async fn complete_work(
+        &self,
+        _: &a2a_server::store::WorkItem,
+        _: Option<a2a_server::store::Transition>,
+        _: Option<&a2a_server::store::ExecutionRecord>,
+    ) -> Result<Option<a2a_server::store::TransitionOutcome>, a2a_server::store::StoreError> {
+        Err(a2a_server::store::StoreError("connection refused".into()))
+    }
+    fn visibility_timeout(&self) -> Duration {
+        Duration::from_secs(30)
     }
 }
 

@@ -172,6 +172,7 @@ async fn fallback_lists_local_degraded_options_and_registry_agents() {
         endpoint: Some("https://b.example.com/a2a".into()),
         capability: remote,
         updated_at_ms: 0,
+        expires_at_ms: None,
     }]);
     let t = TestAgent::start(
         a2a_server::AgentBuilder::new("did:web:agent.example.com")

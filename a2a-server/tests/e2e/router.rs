@@ -66,3 +66,35 @@ async fn unknown_path_and_wrong_method_are_json_errors_not_framework_pages() {
     assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(b["error"]["code"], json!("method_not_allowed"));
 }
+
+#[tokio::test]
+async fn every_request_is_audited_once_with_its_step_identifiers_and_outcome() {
+    use a2a_server::store::audit::AuditQuery;
+    let t = crate::common::TestAgent::start(crate::common::standard(std::sync::Arc::new(
+        std::sync::atomic::AtomicUsize::new(0),
+    )))
+    .await;
+    let body = t
+        .run(
+            "submit_report",
+            crate::common::report_schema(),
+            serde_json::json!({"title": "t", "timestamp": "2026-11-29T21:00:00Z"}),
+        )
+        .await;
+    let exe = body["execution_id"].as_str().expect("id").to_owned();
+    let neg = body["negotiation_id"].as_str().expect("neg").to_owned();
+    let _ = t.negotiate("no_such_capability", serde_json::json!({"type": "object"})).await;
+    let audit = t.agent.engine().audit();
+    let by_exe = audit.query(&AuditQuery { execution_id: Some(exe.clone()), ..Default::default() }).await.expect("q");
+    let steps: Vec<&str> = by_exe.iter().map(|r| r.step.as_str()).collect();
+    assert_eq!(steps, vec!["result", "confirm", "execute"], "newest first");
+    assert!(by_exe.iter().all(|r| r.negotiation_id.as_deref() == Some(neg.as_str())
+        && r.capability.as_deref() == Some("submit_report")
+        && r.outcome == "ok"
+        && r.sender_id == crate::common::SENDER
+        && r.agent == "did:web:agent.example.com"));
+    let by_neg = audit.query(&AuditQuery { negotiation_id: Some(neg), ..Default::default() }).await.expect("q");
+    assert_eq!(by_neg.len(), 4, "negotiate, execute, confirm, result");
+    let all = audit.query(&AuditQuery::default()).await.expect("q");
+    assert_eq!(all[0].outcome, "no_matching_capability");
+}

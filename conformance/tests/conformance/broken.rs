@@ -347,6 +347,10 @@ async fn accept_anyway(state: &State, headers: &HeaderMap, body: &[u8]) -> Optio
         result: None,
         error: None,
         retain_until_ms: now + neg.confirm_window_ms + 3_600_000,
+        idempotency_key: None,
+        sender_verified: false,
+        traceparent: None,
+        rev: 0,
     };
     state.store.create_execution(rec, None).await.ok()?;
     let body = json!({"execution_id": id.to_string(), "negotiation_id": neg.id, "status": "received",

@@ -1,0 +1,253 @@
+//! The audit stream: one record per request (time, sender, capability, negotiation, execution, agent, step,
+//! outcome, latency), bounded in length and queryable by sender, negotiation or execution.
+//!
+//! [`MemoryAudit`] keeps the newest records in this process; [`RedisAudit`] appends them to one Redis stream
+//! (`<prefix>:audit`, `XADD MAXLEN ~`) shared by every process (servers and gateways). Recording never delays or
+//! fails a request: records are handed to a background writer that sends them in batches (one round trip per batch;
+//! a record waits at most [`RedisAudit::LINGER`] for its batch), and records that cannot be written are counted as
+//! dropped.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{RedisStore, StoreError};
+
+/// One request, as audited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// When the request was answered (ms since the epoch).
+    pub time_ms: u64,
+    /// `A2A-Sender-ID` of the request (empty when absent).
+    pub sender_id: String,
+    /// The capability, when the step names one.
+    #[serde(default)]
+    pub capability: Option<String>,
+    /// The negotiation, when known.
+    #[serde(default)]
+    pub negotiation_id: Option<String>,
+    /// The execution, when known.
+    #[serde(default)]
+    pub execution_id: Option<String>,
+    /// The agent that answered (its DID).
+    pub agent: String,
+    /// The protocol step (`negotiate`, `execute`, ...).
+    pub step: String,
+    /// `ok` or the error code.
+    pub outcome: String,
+    /// Time to answer, in microseconds.
+    pub latency_us: u64,
+}
+
+/// Which records [`AuditLog::query`] returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditQuery {
+    /// Only this sender's.
+    pub sender_id: Option<String>,
+    /// Only this negotiation's.
+    pub negotiation_id: Option<String>,
+    /// Only this execution's.
+    pub execution_id: Option<String>,
+    /// At most this many (newest first); 0 means 100.
+    pub limit: usize,
+}
+
+impl AuditQuery {
+    fn matches(&self, r: &AuditRecord) -> bool {
+        self.sender_id.as_ref().is_none_or(|s| *s == r.sender_id)
+            && self.negotiation_id.as_ref().is_none_or(|n| r.negotiation_id.as_ref() == Some(n))
+            && self.execution_id.as_ref().is_none_or(|e| r.execution_id.as_ref() == Some(e))
+    }
+
+    fn limit(&self) -> usize {
+        if self.limit == 0 { 100 } else { self.limit }
+    }
+}
+
+/// Where audit records go.
+#[async_trait::async_trait]
+pub trait AuditLog: Send + Sync + 'static {
+    /// Records a request; never blocks and never fails the request.
+    fn record(&self, rec: AuditRecord);
+
+    /// The newest records matching `q`, newest first.
+    async fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError>;
+
+    /// Waits until every record handed over so far is written.
+    async fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Records that could not be written (the backend was down or the buffer full).
+    fn dropped(&self) -> u64 {
+        0
+    }
+}
+
+/// The newest `max_len` records, in memory.
+pub struct MemoryAudit {
+    records: Mutex<VecDeque<AuditRecord>>,
+    max_len: usize,
+}
+
+impl MemoryAudit {
+    /// Keeps at most `max_len` records.
+    pub fn new(max_len: usize) -> Self {
+        MemoryAudit { records: Mutex::new(VecDeque::new()), max_len: max_len.max(1) }
+    }
+}
+
+#[async_trait::async_trait]
+impl AuditLog for MemoryAudit {
+    fn record(&self, rec: AuditRecord) {
+        let mut g = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if g.len() >= self.max_len {
+            g.pop_front();
+        }
+        g.push_back(rec);
+    }
+
+    async fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        let g = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Ok(g.iter().rev().filter(|r| q.matches(r)).take(q.limit()).cloned().collect())
+    }
+}
+
+enum Msg {
+    Record(AuditRecord),
+    Flush(oneshot::Sender<()>),
+}
+
+/// The audit stream on Redis, shared by every process.
+pub struct RedisAudit {
+    store: Arc<RedisStore>,
+    key: String,
+    max_len: u64,
+    tx: mpsc::Sender<Msg>,
+    dropped: Arc<AtomicU64>,
+}
+
+/// Records buffered for the writer at most; beyond it records are dropped (and counted).
+const BUFFER: usize = 65_536;
+
+/// Records sent in one round trip at most.
+const BATCH: usize = 256;
+
+impl RedisAudit {
+    /// How long a record waits for others to share its round trip.
+    pub const LINGER: Duration = Duration::from_millis(20);
+
+    /// The stream `<prefix>:audit` on the store's Redis, trimmed to about `max_len` records. Starts the writer (must
+    /// be called inside a Tokio runtime).
+    pub fn new(store: Arc<RedisStore>, max_len: u64) -> Arc<Self> {
+        let key = format!("{}:audit", store.key_prefix());
+        let (tx, rx) = mpsc::channel(BUFFER);
+        let dropped = Arc::new(AtomicU64::new(0));
+        tokio::spawn(writer(store.clone(), key.clone(), max_len.max(1), rx, dropped.clone()));
+        Arc::new(RedisAudit { store, key, max_len: max_len.max(1), tx, dropped })
+    }
+}
+
+async fn writer(
+    store: Arc<RedisStore>,
+    key: String,
+    max_len: u64,
+    mut rx: mpsc::Receiver<Msg>,
+    dropped: Arc<AtomicU64>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = Vec::new();
+        let mut flushes = Vec::new();
+        let push = |m: Msg, batch: &mut Vec<AuditRecord>, flushes: &mut Vec<oneshot::Sender<()>>| match m {
+            Msg::Record(r) => batch.push(r),
+            Msg::Flush(f) => flushes.push(f),
+        };
+        push(first, &mut batch, &mut flushes);
+        let linger = tokio::time::sleep(RedisAudit::LINGER);
+        tokio::pin!(linger);
+        while batch.len() < BATCH {
+            tokio::select! {
+                m = rx.recv() => match m {
+                    Some(m) => push(m, &mut batch, &mut flushes),
+                    None => break,
+                },
+                () = &mut linger => break,
+            }
+            if !flushes.is_empty() {
+                break;
+            }
+        }
+        if !batch.is_empty() {
+            let mut p = redis::pipe();
+            for r in &batch {
+                let json = serde_json::to_string(r).unwrap_or_default();
+                p.cmd("XADD").arg(&key).arg("MAXLEN").arg("~").arg(max_len).arg("*").arg("r").arg(json).ignore();
+            }
+            if let Err(e) = store.pipeline("audit", p).await {
+                dropped.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                tracing::warn!(error = %e, records = batch.len(), "audit records dropped");
+            }
+        }
+        for f in flushes {
+            let _ = f.send(());
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl AuditLog for RedisAudit {
+    fn record(&self, rec: AuditRecord) {
+        if self.tx.try_send(Msg::Record(rec)).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    async fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        // Newest first, in pages, until enough matched or the whole (bounded) stream was read.
+        let mut out = Vec::new();
+        let mut end = "+".to_owned();
+        let mut scanned: u64 = 0;
+        while out.len() < q.limit() && scanned <= self.max_len.saturating_mul(2) {
+            let page: redis::streams::StreamRangeReply = self
+                .store
+                .command(
+                    "audit query",
+                    redis::cmd("XREVRANGE").arg(&self.key).arg(&end).arg("-").arg("COUNT").arg(500).clone(),
+                )
+                .await?;
+            let n = page.ids.len();
+            for e in &page.ids {
+                let json: Option<String> = e.get("r");
+                if let Some(r) = json.and_then(|j| serde_json::from_str::<AuditRecord>(&j).ok())
+                    && q.matches(&r)
+                    && out.len() < q.limit()
+                {
+                    out.push(r);
+                }
+            }
+            let Some(last) = page.ids.last() else { break };
+            if n < 500 {
+                break;
+            }
+            // Continue strictly before the last id read.
+            end = format!("({}", last.id);
+            scanned += n as u64;
+        }
+        Ok(out)
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Msg::Flush(tx)).await.map_err(|_| StoreError("audit writer stopped".into()))?;
+        rx.await.map_err(|_| StoreError("audit writer stopped".into()))
+    }
+
+    fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}

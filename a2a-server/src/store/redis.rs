@@ -1,0 +1,1152 @@
+//! The Redis store: many `a2a-server` processes on one Redis (or Redis Cluster) behave as one agent, and work left by
+//! a crashed process is taken over by another (MISSION §5).
+//!
+//! ## Keys
+//!
+//! Everything about one execution lives in one *shard*: `{<prefix>:<ns>:<k>}` where `ns` is a digest of the agent's
+//! DID (two agents on one Redis never share state) and `k = fnv1a(execution_id) % shards`. The braces are a Redis
+//! Cluster hash tag, so that the keys one Lua script touches are in one slot:
+//!
+//! | key | type | holds | expires |
+//! |---|---|---|---|
+//! | `{…:k}:x:<execution_id>` | hash `rev`, `st`, `rec` | the record (JSON), its revision and status | at the record's retention |
+//! | `{…:k}:received` | sorted set | executions waiting for CONFIRM, by `confirm_by` (the `max_received` limit) | members leave on CONFIRM or when their window elapses |
+//! | `{…:k}:i:<sha256(sender, key)>` | string | `execution_id \n fingerprint` of an `Idempotency-Key` | with its execution |
+//! | `{…:k}:q:<capability>` | stream + group `workers` | queued and claimed work; entries are deleted when done | `MAXLEN ~` bound |
+//! | `<prefix>:<ns>:n:<id>` | string | a negotiation (JSON) | at its expiry |
+//! | `<prefix>:<ns>:j:<sha256(issuer, jti)>` | string | a replay nonce | at the signature's expiry |
+//! | channel `<prefix>:<ns>:done` | pub/sub | ids of executions that became terminal (wakes long-polls) | — |
+//!
+//! ## Atomicity and round trips
+//!
+//! A transition is [`ExecutionRecord::apply`] in Rust followed by one Lua script that writes the new record only if
+//! the stored revision is the one it was computed from (compare-and-set) and, in the same step, queues the work
+//! (`XADD`), releases it (`XACK` + `XDEL`), drops the execution from the `received` set and publishes a terminal
+//! state. A conflict returns the current record and the transition is re-applied to it: no read is needed before a
+//! write when the caller has the record. Round trips of the warm path, per execution: EXECUTE 1 (the negotiation is
+//! cached), CONFIRM 2 (read, accept + queue), worker 2 + its share of one `XREADGROUP` (start, finish + release +
+//! publish), RESULT with long-poll 1–2 (a terminal record is final, ST-2, so the process that wrote or read one
+//! serves later reads of it from memory). `docs/BENCHMARKS.md` has the measured figure.
+//!
+//! ## Failure
+//!
+//! Every operation has a deadline (`op_timeout_ms`); a Redis that is down or slow is a [`StoreError`] (the router
+//! answers `503 store_unavailable`), never a hang. Connections re-establish themselves when Redis is back.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use a2a_core::wire::ExecutionStatus;
+use futures_util::StreamExt;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
+use redis::{Cmd, Pipeline, RedisFuture, Script, Value};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+
+use super::{
+    Created, ExecutionRecord, IdempotencyClaim, NegotiationRecord, Store, StoreError, Transition, TransitionOutcome,
+    WorkItem, now_ms,
+};
+
+/// How to reach Redis and how to lay out the state in it (`[store]` of the configuration).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct RedisConfig {
+    /// `redis://host:port/db` (or `rediss://`); for a cluster, one or more seed nodes separated by commas.
+    pub url: String,
+    /// Whether `url` names Redis Cluster nodes.
+    pub cluster: bool,
+    /// First part of every key (no braces).
+    pub key_prefix: String,
+    /// Shards of the execution keys (hash tags; spread over a cluster's nodes). Every process must use the same
+    /// number; changing it orphans the executions and work stored under the old one.
+    pub shards: u16,
+    /// How long claimed work may go untouched before another worker takes it over, in milliseconds.
+    pub visibility_timeout_ms: u64,
+    /// Deadline of one Redis operation, in milliseconds.
+    pub op_timeout_ms: u64,
+    /// Deadline of connecting to Redis, in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// Bound of each work stream (`XADD MAXLEN ~`): work beyond it is dropped, oldest first.
+    pub max_queue_len: u64,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        RedisConfig {
+            url: "redis://127.0.0.1:6379".into(),
+            cluster: false,
+            key_prefix: "a2a".into(),
+            shards: 16,
+            visibility_timeout_ms: 30_000,
+            op_timeout_ms: 2_000,
+            connect_timeout_ms: 1_000,
+            max_queue_len: 1_000_000,
+        }
+    }
+}
+
+impl RedisConfig {
+    /// A configuration for this URL, everything else default.
+    pub fn new(url: impl Into<String>) -> Self {
+        RedisConfig { url: url.into(), ..Default::default() }
+    }
+
+    /// Names a cluster: `url` is a comma-separated list of seed nodes.
+    #[must_use]
+    pub fn with_cluster(mut self, cluster: bool) -> Self {
+        self.cluster = cluster;
+        self
+    }
+
+    /// Sets the key prefix.
+    #[must_use]
+    pub fn with_key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Sets the visibility timeout.
+    #[must_use]
+    pub fn with_visibility_timeout(mut self, t: Duration) -> Self {
+        self.visibility_timeout_ms = t.as_millis() as u64;
+        self
+    }
+
+    /// Sets the deadline of one operation.
+    #[must_use]
+    pub fn with_op_timeout(mut self, t: Duration) -> Self {
+        self.op_timeout_ms = t.as_millis() as u64;
+        self
+    }
+
+    /// The seed URLs.
+    pub fn urls(&self) -> Vec<String> {
+        self.url.split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_owned).collect()
+    }
+
+    /// Checks the values; the message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.urls().is_empty() {
+            return Err("store.redis_url: give a URL such as redis://127.0.0.1:6379".into());
+        }
+        for u in self.urls() {
+            redis::Client::open(u.as_str()).map_err(|e| format!("store.redis_url {u:?}: {e}"))?;
+        }
+        if !self.cluster && self.urls().len() > 1 {
+            return Err("store.redis_url: several URLs name a cluster; set store.redis_cluster = true".into());
+        }
+        if self.key_prefix.is_empty() || self.key_prefix.contains(['{', '}']) {
+            return Err("store.key_prefix: must be non-empty and without braces".into());
+        }
+        if self.shards == 0 {
+            return Err("store.shards: must be at least 1".into());
+        }
+        if self.visibility_timeout_ms < 100 || self.op_timeout_ms == 0 || self.connect_timeout_ms == 0 {
+            return Err("store: visibility_timeout_ms must be at least 100, op_timeout_ms and connect_timeout_ms \
+                        at least 1"
+                .into());
+        }
+        Ok(())
+    }
+}
+
+/// What the agent tells the store about itself.
+#[derive(Debug, Clone)]
+pub struct AgentScope {
+    /// The agent's DID: its state is kept apart from other agents' on the same Redis.
+    pub did: String,
+    /// How long a terminal execution stays readable.
+    pub retention: Duration,
+    /// Executions waiting for CONFIRM at most (counted per shard: this divided by the shards, rounded up).
+    pub max_received: usize,
+}
+
+/// A connection: a self-reconnecting multiplexed one, or a cluster connection; counts its round trips.
+#[derive(Clone)]
+struct Conn {
+    inner: ConnKind,
+    round_trips: Arc<AtomicU64>,
+}
+
+#[derive(Clone)]
+enum ConnKind {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        match &mut self.inner {
+            ConnKind::Single(c) => c.req_packed_command(cmd),
+            ConnKind::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        match &mut self.inner {
+            ConnKind::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            ConnKind::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match &self.inner {
+            ConnKind::Single(c) => c.get_db(),
+            ConnKind::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Connects on demand and keeps the connection; a cluster connection is re-made after it failed to connect.
+struct Connector {
+    cfg: RedisConfig,
+    round_trips: Arc<AtomicU64>,
+    /// Response timeout of the connections made (blocking reads need more than an operation's deadline).
+    response_timeout: Duration,
+    single: Option<ConnectionManager>,
+    cluster: tokio::sync::Mutex<Option<ClusterConnection>>,
+}
+
+impl Connector {
+    fn new(cfg: &RedisConfig, round_trips: Arc<AtomicU64>, response_timeout: Duration) -> Result<Self, StoreError> {
+        let single = if cfg.cluster {
+            None
+        } else {
+            let url = cfg.urls().into_iter().next().unwrap_or_default();
+            let client = redis::Client::open(url.as_str()).map_err(|e| StoreError(format!("{url}: {e}")))?;
+            let config = ConnectionManagerConfig::new()
+                .set_response_timeout(Some(response_timeout))
+                .set_connection_timeout(Some(Duration::from_millis(cfg.connect_timeout_ms)))
+                .set_number_of_retries(1)
+                .set_max_delay(Duration::from_millis(500));
+            Some(
+                ConnectionManager::new_lazy_with_config(client, config)
+                    .map_err(|e| StoreError(format!("redis {url}: {e}")))?,
+            )
+        };
+        Ok(Connector {
+            cfg: cfg.clone(),
+            round_trips,
+            response_timeout,
+            single,
+            cluster: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    async fn get(&self) -> Result<Conn, StoreError> {
+        let inner = match &self.single {
+            Some(m) => ConnKind::Single(m.clone()),
+            None => {
+                let mut slot = self.cluster.lock().await;
+                if slot.is_none() {
+                    let client = redis::cluster::ClusterClient::builder(self.cfg.urls())
+                        .connection_timeout(Duration::from_millis(self.cfg.connect_timeout_ms))
+                        .response_timeout(self.response_timeout)
+                        .retries(2)
+                        .min_retry_wait(20)
+                        .max_retry_wait(200)
+                        .build()
+                        .map_err(|e| StoreError(format!("redis cluster {}: {e}", self.cfg.url)))?;
+                    let c = tokio::time::timeout(
+                        Duration::from_millis(self.cfg.connect_timeout_ms.saturating_mul(2)),
+                        client.get_async_connection(),
+                    )
+                    .await
+                    .map_err(|_| StoreError(format!("redis cluster {}: connect timed out", self.cfg.url)))?
+                    .map_err(|e| StoreError(format!("redis cluster {}: {e}", self.cfg.url)))?;
+                    *slot = Some(c);
+                }
+                match slot.as_ref() {
+                    Some(c) => ConnKind::Cluster(c.clone()),
+                    None => return Err(StoreError("redis cluster: no connection".into())),
+                }
+            }
+        };
+        Ok(Conn { inner, round_trips: self.round_trips.clone() })
+    }
+}
+
+fn fnv1a(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn sha_hex(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0u8]);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn terminal_list() -> String {
+    let all = [
+        ExecutionStatus::Received,
+        ExecutionStatus::Accepted,
+        ExecutionStatus::Running,
+        ExecutionStatus::Succeeded,
+        ExecutionStatus::Failed,
+        ExecutionStatus::TimedOut,
+        ExecutionStatus::Canceled,
+    ];
+    let mut s = String::from("|");
+    for st in all.into_iter().filter(|s| s.is_terminal()) {
+        s.push_str(st.as_str());
+        s.push('|');
+    }
+    s
+}
+
+const CREATE_LUA: &str = r"
+if ARGV[6] == '1' then
+  local v = redis.call('GET', KEYS[3])
+  if v then
+    local sep = string.find(v, '\n', 1, true)
+    if sep then
+      local id = string.sub(v, 1, sep - 1)
+      if string.sub(v, sep + 1) ~= ARGV[8] then return {'conflict'} end
+      local existing = redis.call('HGET', ARGV[9] .. id, 'rec')
+      if existing then return {'existing', existing} end
+    end
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[4])
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return {'full'} end
+redis.call('HSET', KEYS[1], 'rev', '1', 'st', 'received', 'rec', ARGV[1])
+redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[10])
+redis.call('PEXPIREAT', KEYS[2], ARGV[2])
+if ARGV[6] == '1' then redis.call('SET', KEYS[3], ARGV[10] .. '\n' .. ARGV[8], 'PXAT', ARGV[2]) end
+return {'new'}
+";
+
+/// KEYS: record, received set, idempotency key (or a placeholder), work stream (or a placeholder).
+/// ARGV: expected rev, new rev, new status, new record, expire at, queue?, MAXLEN, channel, entry to release,
+/// group, execution id, terminal statuses.
+const CAS_LUA: &str = r"
+local function release()
+  if ARGV[9] ~= '' then
+    redis.call('XACK', KEYS[4], ARGV[10], ARGV[9])
+    redis.call('XDEL', KEYS[4], ARGV[9])
+  end
+end
+local cur = redis.call('HMGET', KEYS[1], 'rev', 'st', 'rec')
+if not cur[1] then
+  release()
+  return {'missing'}
+end
+if cur[1] ~= ARGV[1] then
+  if string.find(ARGV[12], '|' .. cur[2] .. '|', 1, true) then release() end
+  return {'conflict', cur[3]}
+end
+redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'st', ARGV[3], 'rec', ARGV[4])
+redis.call('PEXPIREAT', KEYS[1], ARGV[5])
+if cur[2] == 'received' then redis.call('ZREM', KEYS[2], ARGV[11]) end
+if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PEXPIREAT', KEYS[3], ARGV[5]) end
+if ARGV[6] == '1' then
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'id', ARGV[11], 'rec', ARGV[4])
+end
+release()
+if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[11]) end
+return {'ok'}
+";
+
+const GROUP: &str = "workers";
+
+/// Waiters for terminal signals, by execution id.
+#[derive(Default)]
+struct Waiters {
+    map: Mutex<HashMap<String, Weak<Notify>>>,
+}
+
+impl Waiters {
+    fn register(&self, id: &str) -> Arc<Notify> {
+        let mut map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = map.get(id).and_then(Weak::upgrade) {
+            return n;
+        }
+        if map.len() > 1024 && map.len().is_power_of_two() {
+            map.retain(|_, w| w.strong_count() > 0);
+        }
+        let n = Arc::new(Notify::new());
+        map.insert(id.to_owned(), Arc::downgrade(&n));
+        n
+    }
+
+    fn wake(&self, id: &str) {
+        let n = {
+            let mut map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let n = map.get(id).and_then(Weak::upgrade);
+            if n.is_none() {
+                map.remove(id);
+            }
+            n
+        };
+        if let Some(n) = n {
+            n.notify_waiters();
+        }
+    }
+}
+
+/// Claims of one queue partition: when work was last taken over.
+struct Partition {
+    shards: Vec<u16>,
+    reader: Connector,
+    last_reclaim: tokio::sync::Mutex<Option<Instant>>,
+    reclaims: AtomicU64,
+}
+
+/// The Redis store. Cheap to share (`Arc`); every method has a deadline.
+pub struct RedisStore {
+    cfg: RedisConfig,
+    scope: AgentScope,
+    ns: String,
+    conn: Connector,
+    partitions: Vec<Partition>,
+    consumer: String,
+    capabilities: Mutex<Vec<String>>,
+    create: Script,
+    cas: Script,
+    terminal: String,
+    waiters: Arc<Waiters>,
+    negotiations: moka::sync::Cache<String, NegotiationRecord>,
+    /// Terminal records written or read here: final (ST-2), so a read of one needs no round trip.
+    /// Weighed by the size of the record's JSON: at most [`FINALS_BYTES`] in all.
+    finals: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
+    round_trips: Arc<AtomicU64>,
+    _subscriber: tokio_util::sync::DropGuard,
+}
+
+/// How long a long-poll waits for a pub/sub wake-up before it reads the record again anyway (a wake-up lost while
+/// the subscription reconnects is then late by at most this).
+const SAFETY_REREAD: Duration = Duration::from_secs(5);
+
+/// How long a long-poll first waits for a wake-up before it reads the record again (see `wait_change`).
+const FIRST_SLICE: Duration = Duration::from_millis(50);
+
+/// Bytes of terminal records kept in memory at most (JSON size).
+const FINALS_BYTES: u64 = 64 * 1024 * 1024;
+
+impl RedisStore {
+    /// Connects (lazily: a Redis that is down makes operations fail with [`StoreError`] until it is up) and starts the
+    /// pub/sub subscriber. Must be called inside a Tokio runtime.
+    pub fn connect(cfg: RedisConfig, scope: AgentScope) -> Result<Arc<Self>, StoreError> {
+        cfg.validate().map_err(StoreError)?;
+        let round_trips = Arc::new(AtomicU64::new(0));
+        let op = Duration::from_millis(cfg.op_timeout_ms);
+        let conn = Connector::new(&cfg, round_trips.clone(), op)?;
+        let blocking = crate::engine::CLAIM_WAIT + op;
+        let partitions: Vec<Partition> = if cfg.cluster {
+            (0..cfg.shards)
+                .map(|k| {
+                    Ok(Partition {
+                        shards: vec![k],
+                        reader: Connector::new(&cfg, round_trips.clone(), blocking)?,
+                        last_reclaim: tokio::sync::Mutex::new(None),
+                        reclaims: AtomicU64::new(0),
+                    })
+                })
+                .collect::<Result<_, StoreError>>()?
+        } else {
+            vec![Partition {
+                shards: (0..cfg.shards).collect(),
+                reader: Connector::new(&cfg, round_trips.clone(), blocking)?,
+                last_reclaim: tokio::sync::Mutex::new(None),
+                reclaims: AtomicU64::new(0),
+            }]
+        };
+        let ns = sha_hex(&[&scope.did])[..16].to_owned();
+        let mut suffix = [0u8; 8];
+        getrandom::fill(&mut suffix).map_err(|e| StoreError(format!("no randomness: {e}")))?;
+        let consumer =
+            format!("{}-{}", std::process::id(), suffix.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        let waiters = Arc::new(Waiters::default());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let channel = format!("{}:{ns}:done", cfg.key_prefix);
+        tokio::spawn(subscribe_loop(cfg.clone(), channel, waiters.clone(), stop.clone()));
+        Ok(Arc::new(RedisStore {
+            ns,
+            conn,
+            partitions,
+            consumer,
+            capabilities: Mutex::new(Vec::new()),
+            create: Script::new(CREATE_LUA),
+            cas: Script::new(CAS_LUA),
+            terminal: terminal_list(),
+            waiters,
+            negotiations: moka::sync::Cache::builder().max_capacity(10_000).build(),
+            finals: moka::sync::Cache::builder()
+                .max_capacity(FINALS_BYTES)
+                .weigher(|_, v: &(Arc<ExecutionRecord>, u32)| v.1)
+                .time_to_live(Duration::from_secs(60))
+                .build(),
+            round_trips,
+            _subscriber: stop.drop_guard(),
+            cfg,
+            scope,
+        }))
+    }
+
+    /// Round trips to Redis made so far (pipelines and scripts count one), for benchmarks.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// This process's consumer name in the work streams.
+    pub fn consumer(&self) -> &str {
+        &self.consumer
+    }
+
+    /// The key prefix.
+    pub fn key_prefix(&self) -> &str {
+        &self.cfg.key_prefix
+    }
+
+    /// Runs a script invocation with this store's deadline.
+    pub(crate) async fn invoke<T: redis::FromRedisValue + Send>(
+        &self,
+        what: &str,
+        inv: redis::ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
+        self.run(what, move |mut c| async move { inv.invoke_async(&mut c).await }).await
+    }
+
+    /// Runs one command with this store's deadline.
+    pub(crate) async fn command<T: redis::FromRedisValue + Send>(&self, what: &str, cmd: Cmd) -> Result<T, StoreError> {
+        self.run(what, move |mut c| async move { cmd.query_async(&mut c).await }).await
+    }
+
+    /// Runs a pipeline (one round trip) with this store's deadline.
+    pub(crate) async fn pipeline(&self, what: &str, p: Pipeline) -> Result<(), StoreError> {
+        self.run(what, move |mut c| async move { p.query_async::<()>(&mut c).await }).await
+    }
+
+    fn op(&self) -> Duration {
+        Duration::from_millis(self.cfg.op_timeout_ms)
+    }
+
+    async fn run<T, F, Fut>(&self, what: &str, f: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(Conn) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let fut = async {
+            let c = self.conn.get().await?;
+            f(c).await.map_err(|e| StoreError(format!("redis {what}: {e}")))
+        };
+        match tokio::time::timeout(self.op(), fut).await {
+            Ok(r) => r,
+            Err(_) => Err(StoreError(format!("redis {what}: no answer within {} ms", self.cfg.op_timeout_ms))),
+        }
+    }
+
+    fn shard_of(&self, id: &str) -> u16 {
+        (fnv1a(id) % u64::from(self.cfg.shards)) as u16
+    }
+
+    fn claim_shard(&self, c: &IdempotencyClaim) -> u16 {
+        (fnv1a(&format!("{}\n{}", c.sender, c.key)) % u64::from(self.cfg.shards)) as u16
+    }
+
+    fn tag(&self, shard: u16) -> String {
+        format!("{{{}:{}:{shard}}}", self.cfg.key_prefix, self.ns)
+    }
+
+    fn exec_key(&self, id: &str) -> String {
+        format!("{}:x:{id}", self.tag(self.shard_of(id)))
+    }
+
+    fn idem_key(&self, shard: u16, sender: &str, key: &str) -> String {
+        format!("{}:i:{}", self.tag(shard), sha_hex(&[sender, key]))
+    }
+
+    fn stream_key(&self, shard: u16, capability: &str) -> String {
+        format!("{}:q:{capability}", self.tag(shard))
+    }
+
+    fn channel(&self) -> String {
+        format!("{}:{}:done", self.cfg.key_prefix, self.ns)
+    }
+
+    fn decode(json: &str) -> Result<ExecutionRecord, StoreError> {
+        serde_json::from_str(json).map_err(|e| StoreError(format!("a stored execution is not readable: {e}")))
+    }
+
+    /// One compare-and-set script call. Returns `Ok(Ok(()))` when written, `Ok(Err(Some(current)))` on a conflict,
+    /// `Ok(Err(None))` when the record is missing.
+    async fn cas(
+        &self,
+        expected: &ExecutionRecord,
+        next: &ExecutionRecord,
+        enqueue: bool,
+        release: Option<&str>,
+    ) -> Result<Result<(), Option<ExecutionRecord>>, StoreError> {
+        let shard = self.shard_of(&next.id);
+        let json = serde_json::to_string(next).map_err(|e| StoreError(e.to_string()))?;
+        let json_len = u32::try_from(json.len()).unwrap_or(u32::MAX);
+        let idem = match &next.idempotency_key {
+            Some(k) => self.idem_key(shard, &next.sender, k),
+            None => format!("{}:none", self.tag(shard)),
+        };
+        let channel = if next.status.is_terminal() { self.channel() } else { String::new() };
+        let mut inv = self.cas.prepare_invoke();
+        inv.key(self.exec_key(&next.id))
+            .key(format!("{}:received", self.tag(shard)))
+            .key(idem)
+            .key(self.stream_key(shard, &next.capability))
+            .arg(expected.rev)
+            .arg(next.rev)
+            .arg(next.status.as_str())
+            .arg(json)
+            .arg(next.retain_until_ms)
+            .arg(if enqueue { "1" } else { "0" })
+            .arg(self.cfg.max_queue_len)
+            .arg(channel)
+            .arg(release.unwrap_or(""))
+            .arg(GROUP)
+            .arg(&next.id)
+            .arg(&self.terminal);
+        let reply: Vec<String> =
+            self.run("transition", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
+        match reply.first().map(String::as_str) {
+            Some("ok") => {
+                if next.status.is_terminal() {
+                    self.finals.insert(next.id.clone(), (Arc::new(next.clone()), json_len));
+                    self.waiters.wake(&next.id);
+                }
+                Ok(Ok(()))
+            }
+            Some("conflict") => Ok(Err(Some(Self::decode(reply.get(1).map_or("", String::as_str))?))),
+            _ => Ok(Err(None)),
+        }
+    }
+
+    /// Applies `t` by compare-and-set, re-applying it to the current record after a conflict.
+    async fn apply(
+        &self,
+        id: &str,
+        t: &Transition,
+        seen: Option<&ExecutionRecord>,
+        release: Option<&WorkItem>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        let retention = self.scope.retention.as_millis() as u64;
+        let mut fresh = seen.is_none();
+        let mut cur = match seen {
+            Some(r) => r.clone(),
+            None => match self.get_execution(id).await? {
+                Some(r) => r,
+                None => {
+                    if let Some(item) = release {
+                        self.release(item).await?;
+                    }
+                    return Ok(TransitionOutcome::NotFound);
+                }
+            },
+        };
+        for _ in 0..32 {
+            let mut next = cur.clone();
+            if !next.apply(t, retention) {
+                if !fresh {
+                    // `seen` may be stale: decide on the stored record.
+                    fresh = true;
+                    match self.get_execution(id).await? {
+                        Some(r) => {
+                            cur = r;
+                            continue;
+                        }
+                        None => return Ok(TransitionOutcome::NotFound),
+                    }
+                }
+                if let Some(item) = release.filter(|_| cur.status.is_terminal()) {
+                    self.release(item).await?;
+                }
+                return Ok(TransitionOutcome::Refused(Box::new(cur)));
+            }
+            let enqueue = matches!(t, Transition::Accept { .. });
+            match self.cas(&cur, &next, enqueue, release.map(|i| i.receipt.as_str())).await? {
+                Ok(()) => return Ok(TransitionOutcome::Applied(Box::new(next))),
+                Err(Some(current)) => {
+                    cur = current;
+                    fresh = true;
+                }
+                Err(None) => return Ok(TransitionOutcome::NotFound),
+            }
+        }
+        Err(StoreError(format!("execution {id}: too many concurrent writers; retry")))
+    }
+
+    /// Releases claimed work (XACK + XDEL in one round trip).
+    async fn release(&self, item: &WorkItem) -> Result<(), StoreError> {
+        let key = self.stream_key(self.shard_of(&item.execution_id), &item.capability);
+        let entry = item.receipt.clone();
+        self.run("release work", move |mut c| async move {
+            redis::pipe()
+                .cmd("XACK")
+                .arg(&key)
+                .arg(GROUP)
+                .arg(&entry)
+                .ignore()
+                .cmd("XDEL")
+                .arg(&key)
+                .arg(&entry)
+                .ignore()
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
+    }
+
+    fn caps(&self) -> Vec<String> {
+        self.capabilities.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn items(&self, entries: Vec<StreamId>, deliveries: u64, out: &mut Vec<WorkItem>) {
+        for e in entries {
+            let id: Option<String> = e.get("id");
+            let rec: Option<String> = e.get("rec");
+            let snapshot = rec.and_then(|r| serde_json::from_str::<ExecutionRecord>(&r).ok());
+            let Some(id) = id.or_else(|| snapshot.as_ref().map(|s| s.id.clone())) else { continue };
+            let capability = snapshot.as_ref().map(|s| s.capability.clone()).unwrap_or_default();
+            let deliveries = e.delivered_count.map_or(deliveries, |d| d as u64).max(deliveries);
+            out.push(WorkItem { execution_id: id, capability, deliveries, snapshot, receipt: e.id });
+        }
+    }
+
+    /// Takes over work idle for longer than the visibility timeout (XAUTOCLAIM), at most every half timeout.
+    async fn reclaim(&self, part: &Partition, max: usize) -> Result<Vec<WorkItem>, StoreError> {
+        let vis = Duration::from_millis(self.cfg.visibility_timeout_ms);
+        {
+            let mut last = part.last_reclaim.lock().await;
+            if last.is_some_and(|l| l.elapsed() < vis / 2) {
+                return Ok(Vec::new());
+            }
+            *last = Some(Instant::now());
+        }
+        let keys: Vec<String> = part
+            .shards
+            .iter()
+            .flat_map(|s| self.caps().into_iter().map(move |c| (*s, c)))
+            .map(|(s, c)| self.stream_key(s, &c))
+            .collect();
+        // Every tenth pass, forget consumers (processes) that are long gone and hold nothing.
+        if part.reclaims.fetch_add(1, Ordering::Relaxed) % 10 == 9 {
+            self.forget_dead_consumers(&keys).await?;
+        }
+        let mut out = Vec::new();
+        for key in keys {
+            if out.len() >= max {
+                break;
+            }
+            let consumer = self.consumer.clone();
+            let count = max - out.len();
+            let min_idle = self.cfg.visibility_timeout_ms;
+            let reply: StreamAutoClaimReply = self
+                .run("xautoclaim", move |mut c| async move {
+                    redis::cmd("XAUTOCLAIM")
+                        .arg(&key)
+                        .arg(GROUP)
+                        .arg(&consumer)
+                        .arg(min_idle)
+                        .arg("0-0")
+                        .arg("COUNT")
+                        .arg(count)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            if !reply.claimed.is_empty() {
+                tracing::info!(taken_over = reply.claimed.len(), "took over work of a lost worker");
+            }
+            self.items(reply.claimed, 2, &mut out);
+        }
+        Ok(out)
+    }
+}
+
+impl RedisStore {
+    /// Deletes consumers that hold no work and were idle for ten visibility timeouts (at least ten minutes), so that
+    /// the consumer lists of the groups do not grow with every process ever started.
+    async fn forget_dead_consumers(&self, keys: &[String]) -> Result<(), StoreError> {
+        let idle_ms = self.cfg.visibility_timeout_ms.saturating_mul(10).max(600_000) as usize;
+        for key in keys {
+            let k = key.clone();
+            let info: redis::streams::StreamInfoConsumersReply = self
+                .run("xinfo consumers", move |mut c| async move {
+                    redis::cmd("XINFO").arg("CONSUMERS").arg(&k).arg(GROUP).query_async(&mut c).await
+                })
+                .await?;
+            for dead in info.consumers.iter().filter(|c| c.pending == 0 && c.idle > idle_ms && c.name != self.consumer)
+            {
+                let (k, name) = (key.clone(), dead.name.clone());
+                self.run("xgroup delconsumer", move |mut c| async move {
+                    redis::cmd("XGROUP")
+                        .arg("DELCONSUMER")
+                        .arg(&k)
+                        .arg(GROUP)
+                        .arg(&name)
+                        .query_async::<()>(&mut c)
+                        .await
+                })
+                .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn subscribe_loop(
+    cfg: RedisConfig,
+    channel: String,
+    waiters: Arc<Waiters>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let urls = cfg.urls();
+    let mut attempt = 0usize;
+    let mut backoff = Duration::from_millis(100);
+    while !stop.is_cancelled() {
+        let url = urls.get(attempt % urls.len().max(1)).cloned().unwrap_or_default();
+        attempt += 1;
+        let connect = async {
+            let client = redis::Client::open(url.as_str())?;
+            let mut ps = client.get_async_pubsub().await?;
+            ps.subscribe(&channel).await?;
+            Ok::<_, redis::RedisError>(ps)
+        };
+        let ps = tokio::select! {
+            () = stop.cancelled() => return,
+            r = tokio::time::timeout(Duration::from_millis(cfg.connect_timeout_ms * 2), connect) => r,
+        };
+        match ps {
+            Ok(Ok(ps)) => {
+                backoff = Duration::from_millis(100);
+                let mut stream = ps.into_on_message();
+                loop {
+                    let msg = tokio::select! {
+                        () = stop.cancelled() => return,
+                        m = stream.next() => m,
+                    };
+                    let Some(msg) = msg else { break };
+                    if let Ok(id) = msg.get_payload::<String>() {
+                        waiters.wake(&id);
+                    }
+                }
+                tracing::warn!("redis subscription lost; reconnecting");
+            }
+            Ok(Err(e)) => tracing::debug!(error = %e, "redis subscription failed"),
+            Err(_) => tracing::debug!("redis subscription timed out"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}
+
+fn is_busygroup(e: &redis::RedisError) -> bool {
+    e.code() == Some("BUSYGROUP") || e.to_string().contains("BUSYGROUP")
+}
+
+#[async_trait::async_trait]
+impl Store for RedisStore {
+    async fn put_negotiation(&self, rec: NegotiationRecord) -> Result<(), StoreError> {
+        let key = format!("{}:{}:n:{}", self.cfg.key_prefix, self.ns, rec.id);
+        let json = serde_json::to_string(&rec).map_err(|e| StoreError(e.to_string()))?;
+        let at = rec.expires_at_ms;
+        self.run("set negotiation", move |mut c| async move {
+            redis::cmd("SET").arg(&key).arg(json).arg("PXAT").arg(at).query_async::<()>(&mut c).await
+        })
+        .await?;
+        self.negotiations.insert(rec.id.clone(), rec);
+        Ok(())
+    }
+
+    async fn get_negotiation(&self, id: &str) -> Result<Option<NegotiationRecord>, StoreError> {
+        let now = now_ms();
+        // A negotiation never changes: one read per process at most.
+        if let Some(n) = self.negotiations.get(id) {
+            return Ok((n.expires_at_ms > now).then_some(n));
+        }
+        let key = format!("{}:{}:n:{id}", self.cfg.key_prefix, self.ns);
+        let json: Option<String> = self
+            .run("get negotiation", move |mut c| async move { redis::cmd("GET").arg(&key).query_async(&mut c).await })
+            .await?;
+        let Some(json) = json else { return Ok(None) };
+        let rec: NegotiationRecord = serde_json::from_str(&json)
+            .map_err(|e| StoreError(format!("a stored negotiation is not readable: {e}")))?;
+        self.negotiations.insert(rec.id.clone(), rec.clone());
+        Ok((rec.expires_at_ms > now).then_some(rec))
+    }
+
+    fn id_fits(&self, id: &str, claim: Option<&IdempotencyClaim>) -> bool {
+        claim.is_none_or(|c| self.shard_of(id) == self.claim_shard(c))
+    }
+
+    async fn create_execution(
+        &self,
+        rec: ExecutionRecord,
+        idempotency: Option<IdempotencyClaim>,
+    ) -> Result<Created, StoreError> {
+        let shard = self.shard_of(&rec.id);
+        let mut rec = rec;
+        rec.rev = 1;
+        rec.idempotency_key = idempotency.as_ref().map(|c| c.key.clone());
+        let idem = match &idempotency {
+            Some(c) => {
+                if self.claim_shard(c) != shard {
+                    return Err(StoreError("the execution id does not fit its idempotency claim's shard".into()));
+                }
+                self.idem_key(shard, &c.sender, &c.key)
+            }
+            None => format!("{}:none", self.tag(shard)),
+        };
+        let per_shard = self.scope.max_received.div_ceil(usize::from(self.cfg.shards)).max(1);
+        let json = serde_json::to_string(&rec).map_err(|e| StoreError(e.to_string()))?;
+        let mut inv = self.create.prepare_invoke();
+        inv.key(self.exec_key(&rec.id))
+            .key(format!("{}:received", self.tag(shard)))
+            .key(idem)
+            .arg(json)
+            .arg(rec.retain_until_ms)
+            .arg(rec.confirm_by_ms)
+            .arg(now_ms())
+            .arg(per_shard)
+            .arg(if idempotency.is_some() { "1" } else { "0" })
+            .arg(&rec.id)
+            .arg(idempotency.as_ref().map_or("", |c| c.fingerprint.as_str()))
+            .arg(format!("{}:x:", self.tag(shard)))
+            .arg(&rec.id);
+        let reply: Vec<String> = self.run("create", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
+        match reply.first().map(String::as_str) {
+            Some("new") => Ok(Created::New),
+            Some("existing") => Ok(Created::Existing(Box::new(Self::decode(reply.get(1).map_or("", String::as_str))?))),
+            Some("conflict") => Ok(Created::Conflict),
+            Some("full") => Ok(Created::Full),
+            other => Err(StoreError(format!("redis create: unexpected reply {other:?}"))),
+        }
+    }
+
+    async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+        if let Some((rec, _)) = self.finals.get(id) {
+            return Ok((rec.retain_until_ms > now_ms()).then(|| (*rec).clone()));
+        }
+        let key = self.exec_key(id);
+        let json: Option<String> = self
+            .run("get execution", move |mut c| async move {
+                redis::cmd("HGET").arg(&key).arg("rec").query_async(&mut c).await
+            })
+            .await?;
+        let Some(json) = json else { return Ok(None) };
+        let rec = Self::decode(&json)?;
+        if rec.status.is_terminal() {
+            self.finals.insert(rec.id.clone(), (Arc::new(rec.clone()), u32::try_from(json.len()).unwrap_or(u32::MAX)));
+        }
+        Ok((rec.retain_until_ms > now_ms()).then_some(rec))
+    }
+
+    async fn transition(
+        &self,
+        id: &str,
+        t: Transition,
+        seen: Option<&ExecutionRecord>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        self.apply(id, &t, seen, None).await
+    }
+
+    async fn wait_change(
+        &self,
+        id: &str,
+        seen: ExecutionStatus,
+        timeout: Duration,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
+        let notify = self.waiters.register(id);
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        // The caller has just read the record (`seen`): a wake-up within a short first slice saves reading it again
+        // before waiting; a change that slipped in between that read and this registration is caught by the read
+        // after the slice.
+        if let Some((rec, _)) = self.finals.get(id) {
+            return Ok((rec.retain_until_ms > now_ms()).then(|| (*rec).clone()));
+        }
+        let first = timeout.min(FIRST_SLICE);
+        if tokio::time::timeout(first, notified.as_mut()).await.is_ok() || first >= timeout {
+            return self.get_execution(id).await;
+        }
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let Some(rec) = self.get_execution(id).await? else { return Ok(None) };
+        if rec.status != seen {
+            return Ok(Some(rec));
+        }
+        let _ = tokio::time::timeout((timeout - first).min(SAFETY_REREAD), notified).await;
+        self.get_execution(id).await
+    }
+
+    async fn remember_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<bool, StoreError> {
+        let key = format!("{}:{}:j:{}", self.cfg.key_prefix, self.ns, sha_hex(&[issuer, jti]));
+        let set: Option<String> = self
+            .run("remember nonce", move |mut c| async move {
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg("1")
+                    .arg("NX")
+                    .arg("PXAT")
+                    .arg(until_ms.max(1))
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(set.is_some())
+    }
+
+    async fn terminal_signal(&self, id: &str, timeout: Duration) -> bool {
+        let notify = self.waiters.register(id);
+        tokio::time::timeout(timeout, notify.notified()).await.is_ok()
+    }
+
+    fn queue_partitions(&self) -> usize {
+        self.partitions.len()
+    }
+
+    async fn prepare_queue(&self, capabilities: &[String]) -> Result<(), StoreError> {
+        {
+            let mut caps = self.capabilities.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for c in capabilities {
+                if !caps.contains(c) {
+                    caps.push(c.clone());
+                }
+            }
+        }
+        let keys: Vec<String> = (0..self.cfg.shards)
+            .flat_map(|s| self.caps().into_iter().map(move |c| (s, c)))
+            .map(|(s, c)| self.stream_key(s, &c))
+            .collect();
+        let creates = keys.into_iter().map(|key| {
+            self.run("create consumer group", move |mut c| async move {
+                match redis::cmd("XGROUP")
+                    .arg("CREATE")
+                    .arg(&key)
+                    .arg(GROUP)
+                    .arg("0")
+                    .arg("MKSTREAM")
+                    .query_async::<()>(&mut c)
+                    .await
+                {
+                    Err(e) if is_busygroup(&e) => Ok(()),
+                    r => r,
+                }
+            })
+        });
+        for r in futures_util::future::join_all(creates).await {
+            r?;
+        }
+        Ok(())
+    }
+
+    async fn claim_work(&self, partition: usize, max: usize, wait: Duration) -> Result<Vec<WorkItem>, StoreError> {
+        let Some(part) = self.partitions.get(partition) else { return Ok(Vec::new()) };
+        let max = max.max(1);
+        let taken = self.reclaim(part, max).await?;
+        if !taken.is_empty() {
+            return Ok(taken);
+        }
+        let keys: Vec<String> = part
+            .shards
+            .iter()
+            .flat_map(|s| self.caps().into_iter().map(move |c| (*s, c)))
+            .map(|(s, c)| self.stream_key(s, &c))
+            .collect();
+        if keys.is_empty() {
+            tokio::time::sleep(wait).await;
+            return Ok(Vec::new());
+        }
+        let wait = wait.min(crate::engine::CLAIM_WAIT);
+        let consumer = self.consumer.clone();
+        let read = async {
+            let mut c = part.reader.get().await?;
+            let mut cmd = redis::cmd("XREADGROUP");
+            cmd.arg("GROUP").arg(GROUP).arg(&consumer).arg("COUNT").arg(max).arg("BLOCK").arg(wait.as_millis() as u64);
+            cmd.arg("STREAMS").arg(&keys);
+            for _ in &keys {
+                cmd.arg(">");
+            }
+            cmd.query_async::<Option<StreamReadReply>>(&mut c)
+                .await
+                .map_err(|e| StoreError(format!("redis claim: {e}")))
+        };
+        let reply = match tokio::time::timeout(wait + self.op(), read).await {
+            Ok(r) => r?,
+            Err(_) => return Err(StoreError("redis claim: no answer in time".into())),
+        };
+        let mut out = Vec::new();
+        for k in reply.map(|r| r.keys).unwrap_or_default() {
+            self.items(k.ids, 1, &mut out);
+        }
+        Ok(out)
+    }
+
+    async fn touch_work(&self, items: &[WorkItem]) -> Result<(), StoreError> {
+        for item in items {
+            let key = self.stream_key(self.shard_of(&item.execution_id), &item.capability);
+            let consumer = self.consumer.clone();
+            let entry = item.receipt.clone();
+            self.run("touch work", move |mut c| async move {
+                redis::cmd("XCLAIM")
+                    .arg(&key)
+                    .arg(GROUP)
+                    .arg(&consumer)
+                    .arg(0)
+                    .arg(&entry)
+                    .arg("JUSTID")
+                    .query_async::<()>(&mut c)
+                    .await
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn complete_work(
+        &self,
+        item: &WorkItem,
+        t: Option<Transition>,
+        seen: Option<&ExecutionRecord>,
+    ) -> Result<Option<TransitionOutcome>, StoreError> {
+        match t {
+            Some(t) => self.apply(&item.execution_id, &t, seen, Some(item)).await.map(Some),
+            None => {
+                self.release(item).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    fn visibility_timeout(&self) -> Duration {
+        Duration::from_millis(self.cfg.visibility_timeout_ms)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.run("ping", move |mut c| async move { redis::cmd("PING").query_async::<()>(&mut c).await }).await
+    }
+}
