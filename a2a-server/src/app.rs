@@ -237,6 +237,12 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
         });
     }
     builder = builder.internal_domains(cfg.auth.internal_domains.clone(), cfg.auth.require_did_auth_cross_domain);
+    for (i, g) in cfg.auth.trusted_gateways.iter().enumerate() {
+        Did::parse(g).map_err(|e| {
+            format!("{}: auth.trusted_gateways[{i}]: {e}", at(&[Key("auth"), Key("trusted_gateways"), Index(i)]))
+        })?;
+    }
+    builder = builder.trusted_gateways(cfg.auth.trusted_gateways.clone());
     let resolver = HttpResolver::new(if cfg.auth.allow_http_loopback_dids {
         ResolverOptions::loopback()
     } else {
@@ -264,9 +270,7 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
             max_received: cfg.limits.max_received_executions,
         };
         let store = RedisStore::connect(redis, scope).map_err(|e| format!("{}: {e}", at(&[Key("store")])))?;
-        builder = builder
-            .store(store.clone())
-            .registry(Arc::new(RedisRegistry::new(store, cfg.registry.clone())));
+        builder = builder.store(store.clone()).registry(Arc::new(RedisRegistry::new(store, cfg.registry.clone())));
     } else if !cfg.registry.is_empty() {
         builder = builder.registry(Arc::new(MemoryRegistry::new(cfg.registry.clone())));
     }

@@ -464,11 +464,8 @@ impl RedisStore {
         let ns = sha_hex(&[&scope.did])[..16].to_owned();
         let mut suffix = [0u8; 8];
         getrandom::fill(&mut suffix).map_err(|e| StoreError(format!("no randomness: {e}")))?;
-        let consumer = format!(
-            "{}-{}",
-            std::process::id(),
-            suffix.iter().map(|b| format!("{b:02x}")).collect::<String>()
-        );
+        let consumer =
+            format!("{}-{}", std::process::id(), suffix.iter().map(|b| format!("{b:02x}")).collect::<String>());
         let waiters = Arc::new(Waiters::default());
         let stop = tokio_util::sync::CancellationToken::new();
         let channel = format!("{}:{ns}:done", cfg.key_prefix);
@@ -609,7 +606,8 @@ impl RedisStore {
             .arg(GROUP)
             .arg(&next.id)
             .arg(&self.terminal);
-        let reply: Vec<String> = self.run("transition", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
+        let reply: Vec<String> =
+            self.run("transition", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
         match reply.first().map(String::as_str) {
             Some("ok") => {
                 if next.status.is_terminal() {
@@ -723,10 +721,12 @@ impl RedisStore {
             }
             *last = Some(Instant::now());
         }
-        let keys: Vec<String> =
-            part.shards.iter().flat_map(|s| self.caps().into_iter().map(move |c| (*s, c))).map(|(s, c)| {
-                self.stream_key(s, &c)
-            }).collect();
+        let keys: Vec<String> = part
+            .shards
+            .iter()
+            .flat_map(|s| self.caps().into_iter().map(move |c| (*s, c)))
+            .map(|(s, c)| self.stream_key(s, &c))
+            .collect();
         let mut out = Vec::new();
         for key in keys {
             if out.len() >= max {
@@ -832,11 +832,12 @@ impl Store for RedisStore {
             return Ok((n.expires_at_ms > now).then_some(n));
         }
         let key = format!("{}:{}:n:{id}", self.cfg.key_prefix, self.ns);
-        let json: Option<String> =
-            self.run("get negotiation", move |mut c| async move { redis::cmd("GET").arg(&key).query_async(&mut c).await }).await?;
+        let json: Option<String> = self
+            .run("get negotiation", move |mut c| async move { redis::cmd("GET").arg(&key).query_async(&mut c).await })
+            .await?;
         let Some(json) = json else { return Ok(None) };
-        let rec: NegotiationRecord =
-            serde_json::from_str(&json).map_err(|e| StoreError(format!("a stored negotiation is not readable: {e}")))?;
+        let rec: NegotiationRecord = serde_json::from_str(&json)
+            .map_err(|e| StoreError(format!("a stored negotiation is not readable: {e}")))?;
         self.negotiations.insert(rec.id.clone(), rec.clone());
         Ok((rec.expires_at_ms > now).then_some(rec))
     }
@@ -892,7 +893,9 @@ impl Store for RedisStore {
     async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         let key = self.exec_key(id);
         let json: Option<String> = self
-            .run("get execution", move |mut c| async move { redis::cmd("HGET").arg(&key).arg("rec").query_async(&mut c).await })
+            .run("get execution", move |mut c| async move {
+                redis::cmd("HGET").arg(&key).arg("rec").query_async(&mut c).await
+            })
             .await?;
         let Some(json) = json else { return Ok(None) };
         let rec = Self::decode(&json)?;
@@ -930,7 +933,14 @@ impl Store for RedisStore {
         let key = format!("{}:{}:j:{}", self.cfg.key_prefix, self.ns, sha_hex(&[issuer, jti]));
         let set: Option<String> = self
             .run("remember nonce", move |mut c| async move {
-                redis::cmd("SET").arg(&key).arg("1").arg("NX").arg("PXAT").arg(until_ms.max(1)).query_async(&mut c).await
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg("1")
+                    .arg("NX")
+                    .arg("PXAT")
+                    .arg(until_ms.max(1))
+                    .query_async(&mut c)
+                    .await
             })
             .await?;
         Ok(set.is_some())
@@ -1007,7 +1017,9 @@ impl Store for RedisStore {
             for _ in &keys {
                 cmd.arg(">");
             }
-            cmd.query_async::<Option<StreamReadReply>>(&mut c).await.map_err(|e| StoreError(format!("redis claim: {e}")))
+            cmd.query_async::<Option<StreamReadReply>>(&mut c)
+                .await
+                .map_err(|e| StoreError(format!("redis claim: {e}")))
         };
         let reply = match tokio::time::timeout(wait + self.op(), read).await {
             Ok(r) => r?,

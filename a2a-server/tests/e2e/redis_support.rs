@@ -54,7 +54,10 @@ impl RedisServer {
             "warning".into(),
         ];
         if self.cluster {
-            args.extend(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"].map(String::from));
+            args.extend(
+                ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"]
+                    .map(String::from),
+            );
         }
         // The watchdog shell starts redis-server, prints its pid, and stops it when the test process is gone.
         let script = format!(
@@ -72,7 +75,9 @@ impl RedisServer {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {server} ({e}): install redis-server (apt-get install redis-server)"));
+            .unwrap_or_else(|e| {
+                panic!("cannot start {server} ({e}): install redis-server (apt-get install redis-server)")
+            });
         let mut line = String::new();
         let stdout = child.stdout.take().expect("stdout");
         BufReader::new(stdout).read_line(&mut line).expect("redis pid");

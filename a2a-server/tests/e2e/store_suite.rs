@@ -262,7 +262,8 @@ pub async fn queued_work_is_claimed_once_across_processes_and_released_when_done
         st.a.transition(&rec.id, accept(), Some(&rec)).await.expect("accept");
         ids.insert(rec.id);
     }
-    let (x, y) = tokio::join!(claim_all(&*st.a, 20, Duration::from_secs(5)), claim_all(&*st.b, 20, Duration::from_secs(5)));
+    let (x, y) =
+        tokio::join!(claim_all(&*st.a, 20, Duration::from_secs(5)), claim_all(&*st.b, 20, Duration::from_secs(5)));
     let mut seen = BTreeSet::new();
     for item in x.iter().chain(y.iter()) {
         assert!(seen.insert(item.execution_id.clone()), "claimed twice: {}", item.execution_id);
@@ -331,7 +332,10 @@ pub async fn idempotency_keys_return_the_existing_execution_or_conflict(b: Backe
         other => panic!("expected the existing execution, got {other:?}"),
     }
     let third = new_id(&*st.b, Some(&claim("f2")));
-    assert_eq!(st.b.create_execution(record(&third, "c_x", 1000), Some(claim("f2"))).await.expect("c"), Created::Conflict);
+    assert_eq!(
+        st.b.create_execution(record(&third, "c_x", 1000), Some(claim("f2"))).await.expect("c"),
+        Created::Conflict
+    );
     assert!(st.a.get_execution(&second).await.expect("get").is_none(), "nothing was created for the replay");
 }
 
