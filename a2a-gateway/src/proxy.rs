@@ -46,6 +46,8 @@ struct Ctx {
     code: Option<String>,
     /// Whether the request reached an agent.
     forwarded: bool,
+    /// An admin endpoint (neither audited nor counted as protocol traffic).
+    admin: bool,
 }
 
 /// An error answered by the gateway itself.
@@ -277,6 +279,9 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
         hs.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
         hs.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(h::CORS_EXPOSE_HEADERS));
     }
+    if ctx.admin {
+        return resp;
+    }
     let step = ctx.step.unwrap_or(Step::Other);
     let agent_label = ctx.agent.as_ref().filter(|_| ctx.forwarded).map_or("none", |a| a.label.as_str());
     let outcome = match &ctx.code {
@@ -309,6 +314,7 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
     let (mut parts, body) = req.into_parts();
     let path = parts.uri.path();
     if let Some(r) = crate::admin::handle(gw, &parts).await {
+        ctx.admin = true;
         return Ok(r);
     }
     let step = match classify(&parts.method, path, &parts.headers) {

@@ -234,7 +234,12 @@ impl Answer {
 pub enum Sign<'a> {
     No,
     /// Signed by `key` as the client, for `aud`, at `iat` offset by `skew` seconds.
-    With { key: &'a SigningKey, aud: &'a str, skew: i64, lifetime: u32 },
+    With {
+        key: &'a SigningKey,
+        aud: &'a str,
+        skew: i64,
+        lifetime: u32,
+    },
 }
 
 /// A caller talking to one base URL.
@@ -251,8 +256,16 @@ impl Caller {
 
     /// Sends a request: `A2A-Version: 0.3`, `A2A-Sender-ID`, the extra headers, a JSON body; signs it if asked (the
     /// last token made is returned in `last_token` for replays).
-    pub async fn send(&self, method: &str, path: &str, extra: &[(&str, &str)], body: Option<&Value>, sign: Sign<'_>) -> Answer {
-        let (a, _) = self.send_raw(method, path, extra, body.map(|b| serde_json::to_vec(b).expect("json")), sign, None).await;
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        extra: &[(&str, &str)],
+        body: Option<&Value>,
+        sign: Sign<'_>,
+    ) -> Answer {
+        let (a, _) =
+            self.send_raw(method, path, extra, body.map(|b| serde_json::to_vec(b).expect("json")), sign, None).await;
         a
     }
 
@@ -274,8 +287,7 @@ impl Caller {
             (None, Sign::No) => None,
             (None, Sign::With { key, aud, skew, lifetime }) => {
                 let coverage = if bytes.is_empty() { Coverage::HeaderOnly } else { Coverage::PayloadHash };
-                let parts =
-                    MessageParts { method, target: path, headers: &headers, body: &bytes, status: None };
+                let parts = MessageParts { method, target: path, headers: &headers, body: &bytes, status: None };
                 // Sign as the client DID even with another key (forgery) or another sender header (mismatch).
                 let iss = headers.iter().find(|(k, _)| *k == "a2a-sender-id").map(|(_, v)| *v).unwrap_or(CLIENT);
                 let claims = integrity::build_claims(KEY_ID, iss, aud, coverage, &parts, now() + skew, lifetime)
@@ -315,7 +327,9 @@ impl Caller {
             .await;
         assert_eq!(n.status, 200, "negotiate: {}", n.body);
         let neg = n.body["negotiation_id"].as_str().expect("negotiation id").to_owned();
-        let e = self.send("POST", "/a2a/execute", &[("a2a-negotiation-id", &neg)], Some(&json!({"title": "t"})), sign).await;
+        let e = self
+            .send("POST", "/a2a/execute", &[("a2a-negotiation-id", &neg)], Some(&json!({"title": "t"})), sign)
+            .await;
         assert_eq!(e.status, 201, "execute: {}", e.body);
         let id = e.body["execution_id"].as_str().expect("execution id").to_owned();
         let c = self.send("POST", "/a2a/confirm", &[], Some(&json!({"execution_id": id})), sign).await;

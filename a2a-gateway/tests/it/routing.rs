@@ -77,7 +77,8 @@ async fn handshake_follows_its_negotiation_and_execution_to_one_agent_balanced_a
 async fn killed_agent_is_ejected_and_its_capability_still_served_by_the_other() {
     let world = World::new();
     let (mut a, b) = agents(&world);
-    let gw = TestGateway::start(&[&a, &b], &world, "[balancing]\nconsecutive_failures = 1\nejection_ms = 60000\n").await;
+    let gw =
+        TestGateway::start(&[&a, &b], &world, "[balancing]\nconsecutive_failures = 1\nejection_ms = 60000\n").await;
     let c = Caller::new(&gw.base);
     // Warm up: both agents known and serving.
     for _ in 0..2 {
@@ -87,14 +88,26 @@ async fn killed_agent_is_ejected_and_its_capability_still_served_by_the_other() 
     let mut on_a = None;
     for _ in 0..6 {
         let n = c
-            .send("POST", "/a2a/negotiate", &[], Some(&json!({"target_capability": "generate_brief_summary", "proposed_schema": {"type": "object"}})), Sign::No)
+            .send(
+                "POST",
+                "/a2a/negotiate",
+                &[],
+                Some(&json!({"target_capability": "generate_brief_summary", "proposed_schema": {"type": "object"}})),
+                Sign::No,
+            )
             .await;
         assert_eq!(n.status, 200);
         on_a = n.body["negotiation_id"].as_str().map(str::to_owned);
     }
     a.kill();
     let e = c
-        .send("POST", "/a2a/execute", &[("a2a-negotiation-id", on_a.as_deref().expect("neg"))], Some(&json!({"title": "t"})), Sign::No)
+        .send(
+            "POST",
+            "/a2a/execute",
+            &[("a2a-negotiation-id", on_a.as_deref().expect("neg"))],
+            Some(&json!({"title": "t"})),
+            Sign::No,
+        )
         .await;
     assert_eq!(e.status, 502, "{}", e.body);
     assert_eq!(e.code(), "agent_unavailable");
@@ -107,7 +120,13 @@ async fn killed_agent_is_ejected_and_its_capability_still_served_by_the_other() 
     assert_eq!(gw.metric("a2a_gateway_agent_healthy", &[("agent", "agent0")]), 0.0);
     // A capability only A offered is now unavailable, with the reason, not a hang.
     let n = c
-        .send("POST", "/a2a/negotiate", &[], Some(&json!({"target_capability": "generate_brief_summary", "proposed_schema": {"type": "object"}})), Sign::No)
+        .send(
+            "POST",
+            "/a2a/negotiate",
+            &[],
+            Some(&json!({"target_capability": "generate_brief_summary", "proposed_schema": {"type": "object"}})),
+            Sign::No,
+        )
         .await;
     assert!(matches!(n.code(), "agent_unavailable" | "no_matching_capability"), "{}", n.body);
 }
@@ -118,7 +137,8 @@ async fn fallback_aggregates_options_from_every_agent() {
     let (a, b) = agents(&world);
     let gw = TestGateway::start(&[&a, &b], &world, "").await;
     let c = Caller::new(&gw.base);
-    let f = c.send("POST", "/a2a/fallback", &[], Some(&json!({"target_capability": "generate_summary"})), Sign::No).await;
+    let f =
+        c.send("POST", "/a2a/fallback", &[], Some(&json!({"target_capability": "generate_summary"})), Sign::No).await;
     assert_eq!(f.status, 200, "{}", f.body);
     let opts = f.body["fallback_options"].as_array().expect("options");
     assert_eq!(opts.len(), 1);
@@ -127,7 +147,13 @@ async fn fallback_aggregates_options_from_every_agent() {
     // No agent offers generate_summary: the gateway answers the mismatch itself, with the options, at the edge.
     let before = a.requests(&c.http).await + b.requests(&c.http).await;
     let n = c
-        .send("POST", "/a2a/negotiate", &[], Some(&json!({"target_capability": "generate_summary", "proposed_schema": {"type": "object"}})), Sign::No)
+        .send(
+            "POST",
+            "/a2a/negotiate",
+            &[],
+            Some(&json!({"target_capability": "generate_summary", "proposed_schema": {"type": "object"}})),
+            Sign::No,
+        )
         .await;
     assert_eq!(n.status, 404);
     assert_eq!(n.code(), "no_matching_capability");
@@ -188,8 +214,14 @@ async fn audit_log_has_one_record_per_request_queryable_by_sender_negotiation_an
         async move {
             // The writer is asynchronous: wait for the records to land.
             for _ in 0..100 {
-                let v: serde_json::Value =
-                    http.get(format!("{base}/gateway/audit?{s}")).send().await.expect("audit").json().await.expect("json");
+                let v: serde_json::Value = http
+                    .get(format!("{base}/gateway/audit?{s}"))
+                    .send()
+                    .await
+                    .expect("audit")
+                    .json()
+                    .await
+                    .expect("json");
                 let n = v["records"].as_array().map_or(0, Vec::len);
                 if n > 0 {
                     return v;
@@ -202,8 +234,13 @@ async fn audit_log_has_one_record_per_request_queryable_by_sender_negotiation_an
     let enc = |s: &str| s.replace('%', "%25").replace(':', "%3A");
     let by_exe = q(format!("execution={}", enc(&exe))).await;
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let by_exe = if by_exe["records"].as_array().map_or(0, Vec::len) < 3 { q(format!("execution={}", enc(&exe))).await } else { by_exe };
-    let steps: Vec<&str> = by_exe["records"].as_array().expect("records").iter().map(|r| r["step"].as_str().unwrap_or("")).collect();
+    let by_exe = if by_exe["records"].as_array().map_or(0, Vec::len) < 3 {
+        q(format!("execution={}", enc(&exe))).await
+    } else {
+        by_exe
+    };
+    let steps: Vec<&str> =
+        by_exe["records"].as_array().expect("records").iter().map(|r| r["step"].as_str().unwrap_or("")).collect();
     assert_eq!(steps, ["execute", "confirm", "result"]);
     let rec = &by_exe["records"][0];
     assert_eq!(rec["sender_id"], CLIENT);
@@ -232,29 +269,47 @@ async fn translated_caller_version_is_served_and_versions_without_translation_ar
     .await;
     let http = reqwest::Client::new();
     let send = |path: &str, version: &str, extra: Vec<(&'static str, String)>, body: serde_json::Value| {
-        let mut rb = http.post(format!("{}{path}", gw.base)).header("a2a-version", version).header("content-type", "application/json");
+        let mut rb = http
+            .post(format!("{}{path}", gw.base))
+            .header("a2a-version", version)
+            .header("content-type", "application/json");
         for (k, v) in extra {
             rb = rb.header(k, v);
         }
         rb.body(body.to_string()).send()
     };
-    let r = send("/a2a/negotiate", "0.9", vec![("a2a-sender", CLIENT.into())], json!({"capability": "submit_report", "proposed_schema": {"type": "object"}}))
-        .await
-        .expect("negotiate");
+    let r = send(
+        "/a2a/negotiate",
+        "0.9",
+        vec![("a2a-sender", CLIENT.into())],
+        json!({"capability": "submit_report", "proposed_schema": {"type": "object"}}),
+    )
+    .await
+    .expect("negotiate");
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers().get("a2a-version").and_then(|v| v.to_str().ok()), Some("0.9"));
     let neg = r.headers().get("a2a-negotiation").and_then(|v| v.to_str().ok()).expect("renamed header").to_owned();
     let body: serde_json::Value = r.json().await.expect("json");
     assert_eq!(body["capability"], "submit_report", "{body}");
     assert!(body.get("target_capability").is_none());
-    let r = send("/a2a/execute", "0.9", vec![("a2a-sender", CLIENT.into()), ("a2a-negotiation", neg)], json!({"title": "t"}))
-        .await
-        .expect("execute");
+    let r = send(
+        "/a2a/execute",
+        "0.9",
+        vec![("a2a-sender", CLIENT.into()), ("a2a-negotiation", neg)],
+        json!({"title": "t"}),
+    )
+    .await
+    .expect("execute");
     assert_eq!(r.status(), 201);
     // A version the gateway has no table for.
-    let r = send("/a2a/negotiate", "0.4", vec![("a2a-sender-id", CLIENT.into())], json!({"target_capability": "submit_report", "proposed_schema": {}}))
-        .await
-        .expect("negotiate");
+    let r = send(
+        "/a2a/negotiate",
+        "0.4",
+        vec![("a2a-sender-id", CLIENT.into())],
+        json!({"target_capability": "submit_report", "proposed_schema": {}}),
+    )
+    .await
+    .expect("negotiate");
     assert_eq!(r.status(), 400);
     let body: serde_json::Value = r.json().await.expect("json");
     assert_eq!(body["error"]["code"], "unsupported_version");
