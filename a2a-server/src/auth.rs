@@ -115,7 +115,7 @@ impl Auth {
         self.check_inner(engine, AuthRequirement::None, parts, caller, false).await
     }
 
-    /// GW-8: a request carrying `A2A-Forwarded-Sender` must be signed by a trusted gateway (its `A2A-Sender-ID`);
+    /// GW-9: a request carrying `A2A-Forwarded-Sender` must be signed by a trusted gateway (its `A2A-Sender-ID`);
     /// once that signature verifies, the caller is the forwarded sender, proven when the gateway says it verified the
     /// sender's own signature (`A2A-Forwarded-Verified: true`). Requests without the header are left alone.
     ///
@@ -133,7 +133,7 @@ impl Auth {
             engine.metrics.signature_failed(&ErrorCode::FORBIDDEN);
             A2aError::with_message(ErrorCode::FORBIDDEN, why).details(json!({"header": "A2A-Forwarded-Sender"})).into()
         };
-        if !self.trusted_gateways.iter().any(|g| *g == caller.sender) {
+        if !self.trusted_gateways.contains(&caller.sender) {
             return Err(refuse(format!(
                 "A2A-Forwarded-Sender is accepted only from a trusted gateway; {} is not one of this agent's \
                  trusted_gateways",
@@ -142,7 +142,7 @@ impl Auth {
         }
         if !parts.headers.contains_key(a2a_core::headers::A2A_SIGNATURE) {
             return Err(refuse(format!(
-                "A2A-Forwarded-Sender must come on a request signed by the gateway {} (GW-7)",
+                "A2A-Forwarded-Sender must come on a request signed by the gateway {} (GW-8)",
                 caller.sender
             )));
         }

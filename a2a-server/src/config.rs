@@ -177,7 +177,7 @@ pub struct AuthSection {
     /// Resolve `did:web:localhost...` senders over plain HTTP (development only).
     #[serde(default)]
     pub allow_http_loopback_dids: bool,
-    /// DIDs of gateways trusted to forward requests on behalf of their callers (`A2A-Forwarded-Sender`, GW-8).
+    /// DIDs of gateways trusted to forward requests on behalf of their callers (`A2A-Forwarded-Sender`, GW-9).
     #[serde(default)]
     pub trusted_gateways: Vec<String>,
 }

@@ -182,7 +182,7 @@ impl AgentBuilder {
         self
     }
 
-    /// DIDs of gateways whose signed requests may name the original caller in `A2A-Forwarded-Sender` (GW-8): the
+    /// DIDs of gateways whose signed requests may name the original caller in `A2A-Forwarded-Sender` (GW-9): the
     /// agent then scopes negotiations and executions to that caller, as if it had called directly.
     pub fn trusted_gateways(mut self, dids: Vec<String>) -> Self {
         self.auth.trusted_gateways = dids;

@@ -464,7 +464,7 @@ async fn execute(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: 
                 .details(json!({"header": "Idempotency-Key"}))
         })?),
     };
-    // Through a trusted gateway the sender is established first (GW-8), so the body is read before the lookup.
+    // Through a trusted gateway the sender is established first (GW-9), so the body is read before the lookup.
     let (early, body) = if headers.contains_key(h::A2A_FORWARDED_SENDER) {
         let bytes = read_body(&state, &headers, body).await?;
         state.auth.forwarded(&state.engine, &signed_parts("POST", &uri, &headers, &bytes), &mut caller, true).await?;
