@@ -5,7 +5,7 @@
 //! [gateway]
 //! did = "did:web:gateway.example.com"
 //! listen = "127.0.0.1:8443"
-//! key_file = "gateway-key.pem"      # P-256; needed to verify signatures at the edge and re-sign (GW-7)
+//! key_file = "gateway-key.pem"      # P-256; needed to verify signatures at the edge and re-sign (GW-8)
 //!
 //! [[agents]]
 //! url = "http://10.0.0.5:9001/a2a"
@@ -59,7 +59,7 @@ pub struct Config {
     /// The admin endpoints (`/metrics`, `/gateway/audit`, `/gateway/agents`).
     #[serde(default)]
     pub admin: AdminSection,
-    /// Protocol versions callers may speak, translated to the agents' version (GW-5, GW-9..GW-11).
+    /// Protocol versions callers may speak, translated to the agents' version (GW-5, GW-11..GW-13).
     #[serde(default)]
     pub translations: Vec<crate::version::Translation>,
 }
@@ -116,7 +116,7 @@ impl Default for RegistrySection {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EdgeSection {
-    /// Verify `A2A-Signature` at the edge (as the audience, GW-3) and re-sign forwarded requests (GW-7). Off: the
+    /// Verify `A2A-Signature` at the edge (as the audience, GW-3) and re-sign forwarded requests (GW-8). Off: the
     /// gateway forwards requests as they are and agents verify (transparent mode; no key needed).
     pub verify_signatures: bool,
     /// Largest difference between a request's time (signature `iat`, else its `Date` header) and the gateway's
@@ -311,7 +311,7 @@ impl Config {
         if self.edge.verify_signatures && self.gateway.key_file.is_none() {
             return Err(
                 "edge.verify_signatures needs gateway.key_file: the gateway re-signs the requests it verified \
-                        (GW-7); give a P-256 key, or set edge.verify_signatures = false to forward requests unchanged"
+                        (GW-8); give a P-256 key, or set edge.verify_signatures = false to forward requests unchanged"
                     .into(),
             );
         }

@@ -1,4 +1,4 @@
-//! Edge security (seed §2.3, §4.1, §5.5; `spec/PROTOCOL.md` §10, GW-3, GW-4, GW-6..GW-8): everything the gateway
+//! Edge security (seed §2.3, §4.1, §5.5; `spec/PROTOCOL.md` §10, GW-3, GW-4, GW-8, GW-10): everything the gateway
 //! checks once, before a request may reach an agent.
 //!
 //! - `A2A-Signature` verified as its audience (the gateway's DID), with the clock-skew bound of GW-4 (25 s), and its
@@ -8,7 +8,7 @@
 //! - a rate per sender.
 //!
 //! A request whose signature verified is forwarded re-signed by the gateway with `A2A-Forwarded-Sender` naming the
-//! verified caller (GW-7); unsigned requests are forwarded as they came.
+//! verified caller (GW-8); unsigned requests are forwarded as they came.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -267,7 +267,7 @@ impl Edge {
         }
     }
 
-    /// GW-7: turns a verified request into the gateway's own: the caller's signature is removed, `A2A-Sender-ID`
+    /// GW-8: turns a verified request into the gateway's own: the caller's signature is removed, `A2A-Sender-ID`
     /// becomes the gateway, `A2A-Forwarded-Sender` names the verified caller, and the gateway signs for the agent
     /// (`aud` = the agent's DID) with `full_payload` coverage when there is a body, `header_only` otherwise.
     pub fn resign(

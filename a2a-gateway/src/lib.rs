@@ -10,10 +10,10 @@
 //! - **edge security**: signatures verified once, as the audience (GW-3), a 25 s clock-skew bound (GW-4), replay
 //!   memory, each capability's `auth_requirement`, the cross-domain did_auth policy, a rate per sender, body and
 //!   header limits, unknown `/a2a*` paths answered (and counted) without reaching an agent; verified requests are
-//!   re-signed by the gateway, naming the caller in `A2A-Forwarded-Sender` for agents that trust the gateway (GW-7,
-//!   GW-8);
+//!   re-signed by the gateway, naming the caller in `A2A-Forwarded-Sender` for agents that trust the gateway (GW-8,
+//!   GW-9);
 //! - **audit log** (JSON lines and/or a Redis stream), **metrics** (`/metrics`), **FALLBACK** aggregated over every
-//!   agent, and **version isolation** through explicit translation tables (GW-9..GW-11).
+//!   agent, and **version isolation** through explicit translation tables (GW-11..GW-13).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), String> {
