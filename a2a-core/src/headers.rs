@@ -25,6 +25,12 @@ pub const A2A_SIGNATURE: &str = "a2a-signature";
 pub const A2A_API_KEY: &str = "a2a-api-key";
 /// `Idempotency-Key`: makes a retried EXECUTE return the same execution.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// `A2A-Forwarded-Sender`: on a request a gateway forwards and signs with its own key (GW-8), the DID of the caller
+/// the gateway received it from. An agent honours it only on a request signed by a gateway it trusts (GW-9).
+pub const A2A_FORWARDED_SENDER: &str = "a2a-forwarded-sender";
+/// `A2A-Forwarded-Verified`: `true` when the gateway verified the forwarded sender's own signature, else `false`
+/// (GW-8).
+pub const A2A_FORWARDED_VERIFIED: &str = "a2a-forwarded-verified";
 
 /// The request headers a browser must be allowed to send (`Access-Control-Allow-Headers`).
 pub const CORS_ALLOW_HEADERS: &str = "A2A-Version, A2A-Sender-ID, A2A-Negotiation-ID, A2A-Execution-ID, A2A-Signature, \

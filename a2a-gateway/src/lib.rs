@@ -1,2 +1,348 @@
-//! Not implemented yet: this crate is reserved in the workspace layout and has no functionality.
-//! See the project's open issues for the plan; nothing here pretends to work.
+//! # a2a-gateway
+//!
+//! The proxy operators put in front of many A2A agents (seed §4.1, `spec/PROTOCOL.md` §15). To its callers it is one
+//! agent — DISCOVER answers the union of its agents' capabilities under the gateway's DID — and to its agents it is a
+//! caller:
+//!
+//! - **routing by capability**: NEGOTIATE goes to a healthy agent offering `target_capability` (power of two choices
+//!   on requests in flight, outlier ejection after consecutive failures); EXECUTE, CONFIRM, RESULT and CANCEL follow
+//!   their negotiation or execution to the same agent (GW-2), through routes shared by every gateway on one Redis;
+//! - **edge security**: signatures verified once, as the audience (GW-3), a 25 s clock-skew bound (GW-4), replay
+//!   memory, each capability's `auth_requirement`, the cross-domain did_auth policy, a rate per sender, body and
+//!   header limits, unknown `/a2a*` paths answered (and counted) without reaching an agent; verified requests are
+//!   re-signed by the gateway, naming the caller in `A2A-Forwarded-Sender` for agents that trust the gateway (GW-8,
+//!   GW-9);
+//! - **audit log** (JSON lines and/or a Redis stream), **metrics** (`/metrics`), **FALLBACK** aggregated over every
+//!   agent, and **version isolation** through explicit translation tables (GW-11..GW-13).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), String> {
+//! let cfg = a2a_gateway::config::Config::parse(
+//!     r#"
+//!     [gateway]
+//!     did = "did:web:gateway.example.com"
+//!     [edge]
+//!     verify_signatures = false
+//!     [[agents]]
+//!     url = "http://127.0.0.1:9001/a2a"
+//!     "#,
+//!     std::path::Path::new("gateway.toml"),
+//! )
+//! .map_err(|e| e.to_string())?;
+//! let gateway = a2a_gateway::Gateway::from_config(&cfg, std::path::Path::new("."), Default::default())?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8443").await.map_err(|e| e.to_string())?;
+//! gateway.serve(listener, std::future::pending()).await.map_err(|e| e.to_string())?;
+//! # Ok(()) }
+//! ```
+
+pub mod admin;
+pub mod agents;
+pub mod app;
+pub mod audit;
+pub mod config;
+pub mod discover;
+pub mod edge;
+pub mod metrics;
+mod proxy;
+pub mod routes;
+pub mod upstream;
+pub mod version;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_core::did::{Did, DidDocument};
+use a2a_core::keys::SigningKey;
+use a2a_core::resolver::{DidResolver, HttpResolver, ResolverOptions};
+use a2a_server::registry::{RedisRegistry, Registry};
+use a2a_server::store::redis::AgentScope;
+use a2a_server::store::{MemoryStore, RedisStore, Store};
+use axum::body::Body;
+use http::{HeaderValue, Request};
+
+use crate::agents::{Agents, Endpoint};
+use crate::audit::{Audit, AuditSinks};
+use crate::config::{Config, LimitsSection};
+use crate::edge::{Edge, Identity};
+use crate::metrics::Metrics;
+use crate::routes::{MemoryRoutes, RedisRoutes, Routes};
+use crate::upstream::Upstream;
+use crate::version::Versions;
+
+/// What a program embedding the gateway may give instead of configuration.
+#[derive(Default)]
+#[non_exhaustive]
+pub struct Options {
+    /// Resolves callers' DIDs (default: did:web over HTTPS; loopback over HTTP when `edge.allow_http_loopback_dids`).
+    pub resolver: Option<Arc<dyn DidResolver>>,
+    /// The gateway's key (default: `gateway.key_file`).
+    pub key: Option<SigningKey>,
+}
+
+impl Options {
+    /// Sets the resolver.
+    #[must_use]
+    pub fn with_resolver(mut self, r: Arc<dyn DidResolver>) -> Self {
+        self.resolver = Some(r);
+        self
+    }
+
+    /// Sets the key.
+    #[must_use]
+    pub fn with_key(mut self, k: SigningKey) -> Self {
+        self.key = Some(k);
+        self
+    }
+}
+
+/// The shared state of the request path.
+pub(crate) struct Inner {
+    pub(crate) did: String,
+    pub(crate) did_header: HeaderValue,
+    pub(crate) name: Option<String>,
+    pub(crate) agents: Arc<Agents>,
+    pub(crate) routes: Arc<dyn Routes>,
+    pub(crate) edge: Edge,
+    pub(crate) audit: Audit,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) upstream: Upstream,
+    pub(crate) versions: Versions,
+    pub(crate) limits: LimitsSection,
+    pub(crate) registry: Option<Arc<dyn Registry>>,
+    pub(crate) did_document: Option<(String, serde_json::Value)>,
+    pub(crate) admin_token: Option<[u8; 32]>,
+    pub(crate) instance: String,
+}
+
+/// Routes, replay memory, registry and the Redis store (when there is one).
+type SharedState = (Arc<dyn Routes>, Arc<dyn Store>, Option<Arc<dyn Registry>>, Option<Arc<RedisStore>>);
+
+/// A running gateway (its background tasks stop when it is dropped).
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+    _tasks: Arc<tokio_util::sync::DropGuard>,
+}
+
+/// The path at which a did:web DID's document is served.
+fn document_path(did: &Did) -> String {
+    let segs = did.path_segments();
+    if segs.is_empty() { "/.well-known/did.json".to_owned() } else { format!("/{}/did.json", segs.join("/")) }
+}
+
+impl Gateway {
+    /// Builds a gateway from its configuration (`base`: the directory relative paths are read from). Must be called
+    /// inside a Tokio runtime; starts the registry reader and the audit writer.
+    pub fn from_config(cfg: &Config, base: &Path, opts: Options) -> Result<Gateway, String> {
+        cfg.validate()?;
+        let did = Did::parse(&cfg.gateway.did).map_err(|e| format!("gateway.did: {e}"))?;
+        let key = match (opts.key, &cfg.gateway.key_file) {
+            (Some(k), _) => Some(k),
+            (None, Some(f)) => {
+                let f = base.join(f);
+                let pem = std::fs::read_to_string(&f).map_err(|e| format!("gateway.key_file {}: {e}", f.display()))?;
+                Some(SigningKey::from_pem(&pem).map_err(|e| format!("gateway.key_file {}: {e}", f.display()))?)
+            }
+            (None, None) => None,
+        };
+        let did_document = match &key {
+            None => None,
+            Some(k) => {
+                let doc = DidDocument::try_generate(&did, &[(cfg.gateway.key_id.clone(), k.verifying_key().to_jwk())])
+                    .map_err(|e| format!("gateway.key_id {:?}: {e}", cfg.gateway.key_id))?;
+                Some((document_path(&did), serde_json::to_value(&doc).map_err(|e| e.to_string())?))
+            }
+        };
+        let resolver: Arc<dyn DidResolver> = match opts.resolver {
+            Some(r) => r,
+            None => Arc::new(
+                HttpResolver::new(if cfg.edge.allow_http_loopback_dids {
+                    ResolverOptions::loopback()
+                } else {
+                    ResolverOptions::default()
+                })
+                .map_err(|e| e.to_string())?,
+            ),
+        };
+        let metrics = Arc::new(Metrics::new());
+        let l = &cfg.limits;
+        let upstream = Upstream::new(
+            Duration::from_millis(l.connect_timeout_ms),
+            Duration::from_millis(l.agent_timeout_ms),
+            l.pool_max_idle_per_agent,
+        );
+        let agents = Arc::new(Agents::new(
+            l.max_agents,
+            cfg.balancing.clone(),
+            &cfg.discover_cache,
+            upstream.clone(),
+            metrics.clone(),
+            Duration::from_millis(l.connect_timeout_ms.max(1000) * 2),
+        ));
+        for (i, a) in cfg.agents.iter().enumerate() {
+            let ep = Endpoint::parse(&a.url).map_err(|e| format!("agents[{i}].url: {e}"))?;
+            agents.add(ep, true, true).ok_or_else(|| format!("agents[{i}]: more agents than limits.max_agents"))?;
+        }
+        let redis = cfg.store.redis(|k| std::env::var(k).ok());
+        let (routes, replay, registry, redis_store): SharedState = match redis {
+            Some(rc) => {
+                rc.validate()?;
+                let scope = AgentScope {
+                    did: did.to_string(),
+                    retention: Duration::from_millis(l.result_retention_ms),
+                    max_received: 1,
+                };
+                let store = RedisStore::connect(rc, scope).map_err(|e| format!("store: {e}"))?;
+                (
+                    Arc::new(RedisRoutes::new(store.clone(), l.max_routes)),
+                    store.clone(),
+                    Some(Arc::new(RedisRegistry::new(store.clone(), Vec::new())) as Arc<dyn Registry>),
+                    Some(store),
+                )
+            }
+            None => (
+                Arc::new(MemoryRoutes::new(l.max_routes)),
+                Arc::new(MemoryStore::new(a2a_server::store::memory::MemoryLimits::default())),
+                None,
+                None,
+            ),
+        };
+        let audit = Audit::start(
+            AuditSinks {
+                file: cfg.audit.file.as_ref().map(|f| base.join(f)),
+                redis: redis_store.filter(|_| cfg.audit.redis_stream).map(|s| (s, cfg.audit.stream_max_len)),
+            },
+            cfg.audit.queue,
+            cfg.audit.max_scan,
+            metrics.clone(),
+        )?;
+        let admin_token = match &cfg.admin.token_env {
+            None => None,
+            Some(var) => {
+                let t = std::env::var(var)
+                    .map_err(|_| format!("admin.token_env: environment variable {var} is not set"))?;
+                if t.trim().is_empty() {
+                    return Err(format!("admin.token_env: {var} is empty"));
+                }
+                Some(<sha2::Sha256 as sha2::Digest>::digest(t.as_bytes()).into())
+            }
+        };
+        let identity = Identity { did: did.to_string(), key, key_id: cfg.gateway.key_id.clone() };
+        let inner = Arc::new(Inner {
+            did: did.to_string(),
+            did_header: HeaderValue::from_str(did.as_ref()).map_err(|e| e.to_string())?,
+            name: cfg.gateway.name.clone(),
+            agents: agents.clone(),
+            routes,
+            edge: Edge::new(cfg.edge.clone(), identity, resolver, replay, metrics.clone()),
+            audit,
+            metrics,
+            upstream,
+            versions: Versions::new(&cfg.translations)?,
+            limits: cfg.limits.clone(),
+            registry: registry.clone(),
+            did_document,
+            admin_token,
+            instance: crate::metrics::instance_id(),
+        });
+        let stop = tokio_util::sync::CancellationToken::new();
+        if let Some(registry) = registry.filter(|_| cfg.registry.enabled) {
+            tokio::spawn(read_registry(
+                registry,
+                agents,
+                Duration::from_millis(cfg.registry.poll_ms.max(50)),
+                stop.clone(),
+            ));
+        }
+        Ok(Gateway { inner, _tasks: Arc::new(stop.drop_guard()) })
+    }
+
+    /// The gateway as an axum router (every path is the gateway's: mount it at the root).
+    pub fn router(&self) -> axum::Router {
+        let inner = self.inner.clone();
+        axum::Router::new().fallback(move |req: Request<Body>| {
+            let inner = inner.clone();
+            async move { proxy::handle(inner, req).await }
+        })
+    }
+
+    /// The connection-level limits handed to [`a2a_server::serve::serve`].
+    pub fn serve_limits(&self) -> a2a_server::Limits {
+        let mut l = a2a_server::Limits::default();
+        l.max_body_bytes = self.inner.limits.max_body_bytes;
+        l.max_header_bytes = self.inner.limits.max_header_bytes;
+        l.max_headers = self.inner.limits.max_headers;
+        l.header_read_timeout_ms = self.inner.limits.header_read_timeout_ms;
+        l.body_read_timeout_ms = self.inner.limits.body_read_timeout_ms;
+        l
+    }
+
+    /// Serves on `listener` until `shutdown` completes, then lets requests in flight finish (`shutdown_grace_ms`).
+    pub async fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> std::io::Result<()> {
+        let grace = Duration::from_millis(self.inner.limits.shutdown_grace_ms);
+        a2a_server::serve::serve(listener, self.router(), &self.serve_limits(), shutdown, grace).await
+    }
+
+    /// The gateway's DID.
+    pub fn did(&self) -> &str {
+        &self.inner.did
+    }
+
+    /// The gateway's DID document (path, JSON), when it has a key.
+    pub fn did_document(&self) -> Option<&(String, serde_json::Value)> {
+        self.inner.did_document.as_ref()
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// The agents.
+    pub fn agents(&self) -> &Arc<Agents> {
+        &self.inner.agents
+    }
+
+    /// The audit log.
+    pub fn audit(&self) -> &Audit {
+        &self.inner.audit
+    }
+}
+
+/// Keeps the agents in step with the capability registry: agents that registered an endpoint are added, those whose
+/// registration lapsed are taken out of rotation.
+async fn read_registry(
+    registry: Arc<dyn Registry>,
+    agents: Arc<Agents>,
+    every: Duration,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        match registry.list().await {
+            Ok(entries) => {
+                let mut current = std::collections::HashSet::new();
+                for e in entries {
+                    let Some(url) = e.endpoint else { continue };
+                    match Endpoint::parse(&url) {
+                        Ok(ep) => {
+                            current.insert(ep.url.clone());
+                            agents.add(ep, false, true);
+                        }
+                        Err(err) => tracing::debug!(endpoint = %url, error = %err, "registry entry not usable"),
+                    }
+                }
+                agents.retain_registered(&current);
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the capability registry; keeping the agents known"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}

@@ -259,6 +259,12 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
         });
     }
     builder = builder.internal_domains(cfg.auth.internal_domains.clone(), cfg.auth.require_did_auth_cross_domain);
+    for (i, g) in cfg.auth.trusted_gateways.iter().enumerate() {
+        Did::parse(g).map_err(|e| {
+            format!("{}: auth.trusted_gateways[{i}]: {e}", at(&[Key("auth"), Key("trusted_gateways"), Index(i)]))
+        })?;
+    }
+    builder = builder.trusted_gateways(cfg.auth.trusted_gateways.clone());
     let resolver = HttpResolver::new(if cfg.auth.allow_http_loopback_dids {
         ResolverOptions::loopback()
     } else {

@@ -75,6 +75,7 @@ pub struct Auth {
     pub(crate) internal_domains: Vec<String>,
     pub(crate) require_did_auth_cross_domain: bool,
     pub(crate) resolver: Option<Arc<dyn DidResolver>>,
+    pub(crate) trusted_gateways: Vec<String>,
 }
 
 fn unix_now() -> i64 {
@@ -114,6 +115,63 @@ impl Auth {
         self.check_inner(engine, AuthRequirement::None, parts, caller, false).await
     }
 
+    /// GW-9: a request carrying `A2A-Forwarded-Sender` must be signed by a trusted gateway (its `A2A-Sender-ID`);
+    /// once that signature verifies, the caller is the forwarded sender, proven when the gateway says it verified the
+    /// sender's own signature (`A2A-Forwarded-Verified: true`). Requests without the header are left alone.
+    ///
+    /// `body_coverage`: the gateway's signature must bind the body (steps with a body, AUTH-5).
+    pub(crate) async fn forwarded(
+        &self,
+        engine: &Engine,
+        parts: &SignedParts<'_>,
+        caller: &mut Caller,
+        body_coverage: bool,
+    ) -> Result<(), ApiError> {
+        use a2a_core::headers::{A2A_FORWARDED_SENDER, A2A_FORWARDED_VERIFIED};
+        let Some(forwarded) = parts.headers.get(A2A_FORWARDED_SENDER) else { return Ok(()) };
+        let refuse = |why: String| -> ApiError {
+            engine.metrics.signature_failed(&ErrorCode::FORBIDDEN);
+            A2aError::with_message(ErrorCode::FORBIDDEN, why).details(json!({"header": "A2A-Forwarded-Sender"})).into()
+        };
+        if !self.trusted_gateways.contains(&caller.sender) {
+            return Err(refuse(format!(
+                "A2A-Forwarded-Sender is accepted only from a trusted gateway; {} is not one of this agent's \
+                 trusted_gateways",
+                caller.sender
+            )));
+        }
+        if !parts.headers.contains_key(a2a_core::headers::A2A_SIGNATURE) {
+            return Err(refuse(format!(
+                "A2A-Forwarded-Sender must come on a request signed by the gateway {} (GW-8)",
+                caller.sender
+            )));
+        }
+        if let Err(e) = self.verify_signature(engine, parts, caller, body_coverage).await {
+            engine.metrics.signature_failed(&e.code);
+            return Err(e.into());
+        }
+        let invalid = |header: &str, why: String| -> ApiError {
+            A2aError::with_message(ErrorCode::INVALID_HEADER, why).details(json!({"header": header})).into()
+        };
+        let sender =
+            forwarded.to_str().ok().map(str::trim).filter(|s| Did::parse(s).is_ok()).ok_or_else(|| {
+                invalid("A2A-Forwarded-Sender", "A2A-Forwarded-Sender is not a valid did:web DID".into())
+            })?;
+        let verified = match parts.headers.get(A2A_FORWARDED_VERIFIED).and_then(|v| v.to_str().ok()).map(str::trim) {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(invalid(
+                    "A2A-Forwarded-Verified",
+                    format!("A2A-Forwarded-Verified must be true or false, got {other:?}"),
+                ));
+            }
+        };
+        caller.via_gateway = Some(std::mem::replace(&mut caller.sender, sender.to_owned()));
+        caller.verified = verified;
+        Ok(())
+    }
+
     async fn check_inner(
         &self,
         engine: &Engine,
@@ -122,7 +180,8 @@ impl Auth {
         caller: &mut Caller,
         body_coverage: bool,
     ) -> Result<(), ApiError> {
-        if parts.headers.contains_key(a2a_core::headers::A2A_SIGNATURE) {
+        // A request forwarded by a trusted gateway carries the gateway's signature, verified by `forwarded`.
+        if caller.via_gateway.is_none() && parts.headers.contains_key(a2a_core::headers::A2A_SIGNATURE) {
             let need_body = body_coverage && requirement == AuthRequirement::DidAuth;
             if let Err(e) = self.verify_signature(engine, parts, caller, need_body).await {
                 engine.metrics.signature_failed(&e.code);

@@ -180,6 +180,9 @@ pub struct AuthSection {
     /// Resolve `did:web:localhost...` senders over plain HTTP (development only).
     #[serde(default)]
     pub allow_http_loopback_dids: bool,
+    /// DIDs of gateways trusted to forward requests on behalf of their callers (`A2A-Forwarded-Sender`, GW-9).
+    #[serde(default)]
+    pub trusted_gateways: Vec<String>,
 }
 
 /// One API key: given inline (`key`) or, better, by environment variable (`key_env`).

@@ -61,6 +61,8 @@ pub struct Caller {
     pub region: Option<String>,
     /// `traceparent` of the request.
     pub traceparent: Option<String>,
+    /// The trusted gateway that forwarded the request on behalf of `sender` (GW-9), when it came through one.
+    pub via_gateway: Option<String>,
 }
 
 /// The engine of one agent.

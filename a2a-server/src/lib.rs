@@ -201,6 +201,13 @@ impl AgentBuilder {
         self
     }
 
+    /// DIDs of gateways whose signed requests may name the original caller in `A2A-Forwarded-Sender` (GW-9): the
+    /// agent then scopes negotiations and executions to that caller, as if it had called directly.
+    pub fn trusted_gateways(mut self, dids: Vec<String>) -> Self {
+        self.auth.trusted_gateways = dids;
+        self
+    }
+
     /// Which browser origins may call (default: any).
     pub fn cors(mut self, cors: CorsPolicy) -> Self {
         self.cors = cors;

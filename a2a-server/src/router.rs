@@ -410,7 +410,7 @@ fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
     };
     let incoming = header_str(headers, "traceparent").ok().flatten();
     let traceparent = Some(crate::trace_context::continue_from(incoming).header());
-    Ok(Caller { sender: sender.to_owned(), verified: false, region, traceparent })
+    Ok(Caller { sender: sender.to_owned(), verified: false, region, traceparent, via_gateway: None })
 }
 
 /// Reads a request body within the size and time limits (LIM-1), after checking its content type (TR-5).
@@ -500,6 +500,7 @@ fn signed_parts<'a>(method: &'a str, uri: &'a OriginalUri, headers: &'a HeaderMa
 async fn negotiate(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap, body: Body) -> ApiResult {
     let mut caller = caller(&headers)?;
     let bytes = read_body(&state, &headers, body).await?;
+    state.auth.forwarded(&state.engine, &signed_parts("POST", &uri, &headers, &bytes), &mut caller, true).await?;
     let req: NegotiateRequest = parse_json(&bytes)?;
     let cap = state.engine.require_capability(&req.target_capability).await?;
     state
@@ -551,8 +552,20 @@ async fn execute(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: 
                 .details(json!({"header": "Idempotency-Key"}))
         })?),
     };
+    // Through a trusted gateway the sender is established first (GW-9), so the body is read before the lookup.
+    let (early, body) = if headers.contains_key(h::A2A_FORWARDED_SENDER) {
+        let bytes = read_body(&state, &headers, body).await?;
+        state.auth.forwarded(&state.engine, &signed_parts("POST", &uri, &headers, &bytes), &mut caller, true).await?;
+        (Some(bytes), None)
+    } else {
+        (None, Some(body))
+    };
     let (neg, cap) = state.engine.negotiation_for(&caller, neg_id).await?;
-    let bytes = read_body(&state, &headers, body).await?;
+    let bytes = match (early, body) {
+        (Some(b), _) => b,
+        (None, Some(body)) => read_body(&state, &headers, body).await?,
+        (None, None) => Bytes::new(),
+    };
     state
         .auth
         .check_with_body_coverage(
@@ -616,6 +629,7 @@ async fn authorized_execution(
 async fn confirm(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap, body: Body) -> ApiResult {
     let mut caller = caller(&headers)?;
     let bytes = read_body(&state, &headers, body).await?;
+    state.auth.forwarded(&state.engine, &signed_parts("POST", &uri, &headers, &bytes), &mut caller, true).await?;
     let req: ExecutionRef = parse_json(&bytes)?;
     let rec = authorized_execution(
         &state,
@@ -654,6 +668,7 @@ async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
             wait = Duration::from_millis(ms);
         }
     }
+    state.auth.forwarded(&state.engine, &signed_parts("GET", &uri, &headers, b""), &mut caller, false).await?;
     let rec = authorized_execution(&state, &mut caller, id.as_ref(), &signed_parts("GET", &uri, &headers, b""), false)
         .await?;
     let resp = state.engine.result(rec, wait).await?;
@@ -667,6 +682,7 @@ async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
 async fn cancel(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap, body: Body) -> ApiResult {
     let mut caller = caller(&headers)?;
     let bytes = read_body(&state, &headers, body).await?;
+    state.auth.forwarded(&state.engine, &signed_parts("POST", &uri, &headers, &bytes), &mut caller, true).await?;
     let req: ExecutionRef = parse_json(&bytes)?;
     let rec = authorized_execution(
         &state,
@@ -687,6 +703,7 @@ async fn cancel(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
 async fn fallback(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap, body: Body) -> ApiResult {
     let mut caller = caller(&headers)?;
     let bytes = read_body(&state, &headers, body).await?;
+    state.auth.forwarded(&state.engine, &signed_parts("POST", &uri, &headers, &bytes), &mut caller, true).await?;
     let req: FallbackRequest = parse_json(&bytes)?;
     state.auth.verify_if_signed(&state.engine, &signed_parts("POST", &uri, &headers, &bytes), &mut caller).await?;
     let options = state.engine.fallback_options(&req.target_capability).await;

@@ -521,8 +521,8 @@ impl RedisStore {
         &self.cfg.key_prefix
     }
 
-    /// Runs a script invocation with this store's deadline.
-    pub(crate) async fn invoke<T: redis::FromRedisValue + Send>(
+    /// Runs a script invocation with this store's deadline (also used by the gateway for its shared routing state).
+    pub async fn invoke<T: redis::FromRedisValue + Send>(
         &self,
         what: &str,
         inv: redis::ScriptInvocation<'_>,
@@ -530,13 +530,13 @@ impl RedisStore {
         self.run(what, move |mut c| async move { inv.invoke_async(&mut c).await }).await
     }
 
-    /// Runs one command with this store's deadline.
-    pub(crate) async fn command<T: redis::FromRedisValue + Send>(&self, what: &str, cmd: Cmd) -> Result<T, StoreError> {
+    /// Runs one command with this store's deadline (also used by the gateway for its shared routing state).
+    pub async fn command<T: redis::FromRedisValue + Send>(&self, what: &str, cmd: Cmd) -> Result<T, StoreError> {
         self.run(what, move |mut c| async move { cmd.query_async(&mut c).await }).await
     }
 
     /// Runs a pipeline (one round trip) with this store's deadline.
-    pub(crate) async fn pipeline(&self, what: &str, p: Pipeline) -> Result<(), StoreError> {
+    pub async fn pipeline(&self, what: &str, p: Pipeline) -> Result<(), StoreError> {
         self.run(what, move |mut c| async move { p.query_async::<()>(&mut c).await }).await
     }
 

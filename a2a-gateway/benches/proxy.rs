@@ -1,0 +1,298 @@
+//! The gateway's added latency and throughput, side by side with nginx, in one run with one client.
+//!
+//! Run with: `cargo bench -p a2a-gateway --bench proxy` (options: `-- --iterations 2000 --concurrency 32
+//! --seconds 5`; needs `nginx` on the PATH, `apt-get install nginx`; on a shared VM: `chrt -f 10 <bench binary>`).
+//!
+//! Paths (client: reqwest with keep-alive, its own runtime; agent: the a2a-server router on its own runtime; the
+//! gateway on its own runtime; nginx as a child process with `proxy_pass` to an upstream with `keepalive`):
+//! - `direct`: client → agent;
+//! - `nginx`: client → nginx → agent;
+//! - `gateway`: client → gateway → agent, routing on, signature checks off (`edge.verify_signatures = false`);
+//! - `direct_signed` / `gateway_signed`: every request signed by the client (the gateway verifies it as the
+//!   audience, re-signs for the agent, the agent verifies the gateway's signature).
+//!
+//! One iteration is EXECUTE + CONFIRM + RESULT (long-poll) under a negotiation made once through the same path:
+//! three requests, each routed by the gateway (negotiation header, execution id in the body, in the path).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use a2a_core::capability::{AuthRequirement, CapabilityDeclaration};
+use a2a_core::did::{Did, DidDocument};
+use a2a_core::integrity::{self, Coverage, MessageParts};
+use a2a_core::keys::SigningKey;
+use a2a_core::resolver::StaticResolver;
+use a2a_server::AgentBuilder;
+use a2a_server::handler::ExecutionContext;
+use serde_json::{Value, json};
+
+const CLIENT: &str = "did:web:bench-client.example.com";
+const AGENT: &str = "did:web:bench-agent.example.com";
+const GATEWAY: &str = "did:web:bench-gateway.example.com";
+
+fn now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+#[derive(Clone)]
+struct Client {
+    http: reqwest::Client,
+    origin: String,
+    key: Option<(SigningKey, &'static str)>,
+}
+
+impl Client {
+    async fn send(&self, method: &str, path: &str, extra: &[(&str, &str)], body: Option<&Value>) -> (u16, Value) {
+        let bytes = body.map(|b| serde_json::to_vec(b).expect("json")).unwrap_or_default();
+        let mut headers: Vec<(&str, &str)> = vec![("a2a-version", "0.3"), ("a2a-sender-id", CLIENT)];
+        headers.extend_from_slice(extra);
+        let mut rb = self
+            .http
+            .request(reqwest::Method::from_bytes(method.as_bytes()).expect("method"), format!("{}{path}", self.origin));
+        if let Some((key, aud)) = &self.key {
+            let coverage = if bytes.is_empty() { Coverage::HeaderOnly } else { Coverage::PayloadHash };
+            let parts = MessageParts { method, target: path, headers: &headers, body: &bytes, status: None };
+            let token = integrity::sign(key, "key-1", CLIENT, aud, coverage, &parts, now(), 60).expect("sign");
+            rb = rb.header("a2a-signature", token);
+        }
+        for (k, v) in &headers {
+            rb = rb.header(*k, *v);
+        }
+        if !bytes.is_empty() {
+            rb = rb.header("content-type", "application/json").body(bytes);
+        }
+        let r = rb.send().await.expect("send");
+        let status = r.status().as_u16();
+        let b = r.bytes().await.expect("body");
+        (status, serde_json::from_slice(&b).unwrap_or(Value::Null))
+    }
+
+    async fn negotiate(&self, cap: &str) -> String {
+        let (s, v) = self
+            .send(
+                "POST",
+                "/a2a/negotiate",
+                &[],
+                Some(&json!({"target_capability": cap, "proposed_schema": {"type": "object"}})),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        v["negotiation_id"].as_str().expect("id").to_owned()
+    }
+
+    async fn iteration(&self, neg: &str) {
+        let (s, v) = self.send("POST", "/a2a/execute", &[("a2a-negotiation-id", neg)], Some(&json!({"n": 1}))).await;
+        assert_eq!(s, 201, "{v}");
+        let id = v["execution_id"].as_str().expect("id").to_owned();
+        let (s, v) = self.send("POST", "/a2a/confirm", &[], Some(&json!({"execution_id": id}))).await;
+        assert_eq!(s, 202, "{v}");
+        let seg = a2a_core::execution_id::ExecutionId::parse(&id).expect("id").to_path_segment();
+        let (s, v) = self.send("GET", &format!("/a2a/result/{seg}?wait_ms=5000"), &[], None).await;
+        assert!(s == 200 && v["status"] == "succeeded", "{v}");
+    }
+}
+
+fn runtime(threads: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build().expect("runtime")
+}
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn pct(sorted: &[Duration], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p) as usize].as_secs_f64() * 1e6
+}
+
+fn main() {
+    let iterations = arg("--iterations", 2000) as usize;
+    let concurrency = arg("--concurrency", 32) as usize;
+    let seconds = arg("--seconds", 5);
+    let client_key = SigningKey::generate().expect("key");
+    let gateway_key = SigningKey::generate().expect("key");
+    let resolver = Arc::new(StaticResolver::new());
+    for (did, key) in [(CLIENT, &client_key), (GATEWAY, &gateway_key)] {
+        let d = Did::parse(did).expect("did");
+        resolver.insert(&d, DidDocument::generate(&d, &[("key-1".to_owned(), key.verifying_key().to_jwk())]));
+    }
+
+    // The agent.
+    let agent_rt = runtime(1);
+    let agent_addr = agent_rt.block_on(async {
+        let cap = |name: &str, auth| CapabilityDeclaration {
+            name: name.into(),
+            description: "echo".into(),
+            auth_requirement: auth,
+            sub_capabilities: vec![],
+            region_restriction: vec![],
+            input_schema: json!({"type": "object"}),
+            output_schema: None,
+            estimated_cost: None,
+            estimated_latency_ms: None,
+            fallback_for: vec![],
+        };
+        let echo = |_c: ExecutionContext, p: Value| async move { Ok(json!({"echo": p})) };
+        let agent = AgentBuilder::new(AGENT)
+            .resolver(resolver.clone())
+            .trusted_gateways(vec![GATEWAY.to_owned()])
+            .capability(cap("echo_message", AuthRequirement::None), echo)
+            .capability(cap("sign_message", AuthRequirement::DidAuth), echo)
+            .build()
+            .expect("agent");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let limits = agent.engine().limits().clone();
+        tokio::spawn(async move {
+            let _ = a2a_server::serve::serve(listener, agent.router(), &limits, std::future::pending(), Duration::ZERO)
+                .await;
+        });
+        addr
+    });
+
+    // nginx.
+    let dir = std::env::temp_dir().join(format!("a2a-bench-nginx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let nginx_port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let conf = format!(
+        "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\nevents {{ worker_connections 4096; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
+           upstream agent {{ server {agent_addr}; keepalive 64; }}\n  server {{\n    listen 127.0.0.1:{nginx_port};\n    location / {{\n      proxy_pass http://agent;\n      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n    }}\n  }}\n}}\n",
+        d = dir.display()
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).expect("conf");
+    let mut nginx = std::process::Command::new("nginx")
+        .args(["-c", &dir.join("nginx.conf").display().to_string(), "-p", &dir.display().to_string()])
+        .spawn()
+        .expect("nginx (apt-get install nginx)");
+
+    // Gateways: transparent (signature checks off) and verifying.
+    let gw_rt = runtime(1);
+    let start_gateway = |verify: bool| {
+        let text = format!(
+            "[gateway]\ndid = \"{GATEWAY}\"\n{}\n[edge]\nverify_signatures = {verify}\n[[agents]]\nurl = \"http://{agent_addr}/a2a\"\n",
+            if verify { "key_file = \"unused.pem\"" } else { "" }
+        );
+        let cfg = a2a_gateway::config::Config::parse(&text, std::path::Path::new("bench.toml")).expect("config");
+        gw_rt.block_on(async {
+            let g = a2a_gateway::Gateway::from_config(
+                &cfg,
+                std::path::Path::new("."),
+                a2a_gateway::Options::default().with_resolver(resolver.clone()).with_key(gateway_key.clone()),
+            )
+            .expect("gateway");
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            tokio::spawn(async move {
+                let _ = g.serve(listener, std::future::pending()).await;
+            });
+            addr
+        })
+    };
+    let gw_plain = start_gateway(false);
+    let gw_signed = start_gateway(true);
+
+    let client_rt = runtime(1);
+    let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().expect("client");
+    let paths: Vec<(&str, Client, &str)> = vec![
+        ("direct", Client { http: http.clone(), origin: format!("http://{agent_addr}"), key: None }, "echo_message"),
+        (
+            "nginx",
+            Client { http: http.clone(), origin: format!("http://127.0.0.1:{nginx_port}"), key: None },
+            "echo_message",
+        ),
+        ("gateway", Client { http: http.clone(), origin: format!("http://{gw_plain}"), key: None }, "echo_message"),
+        (
+            "direct_signed",
+            Client {
+                http: http.clone(),
+                origin: format!("http://{agent_addr}"),
+                key: Some((client_key.clone(), AGENT)),
+            },
+            "sign_message",
+        ),
+        (
+            "gateway_signed",
+            Client {
+                http: http.clone(),
+                origin: format!("http://{gw_signed}"),
+                key: Some((client_key.clone(), GATEWAY)),
+            },
+            "sign_message",
+        ),
+    ];
+    // Wait for nginx.
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", nginx_port)).is_err() {
+        assert!(Instant::now() < until, "nginx did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!(
+        "iterations {iterations}, concurrency {concurrency}, {seconds} s; one iteration = EXECUTE + CONFIRM + RESULT"
+    );
+    println!("{:<16} {:>10} {:>10} {:>10} {:>14}", "path", "p50 us", "p90 us", "p99 us", "iterations/s");
+    let mut rows = Vec::new();
+    for (name, client, cap) in &paths {
+        let (p50, p90, p99, rate) = client_rt.block_on(async {
+            let neg = client.negotiate(cap).await;
+            for _ in 0..200 {
+                client.iteration(&neg).await;
+            }
+            let mut lat = Vec::with_capacity(iterations);
+            for _ in 0..iterations {
+                let t = Instant::now();
+                client.iteration(&neg).await;
+                lat.push(t.elapsed());
+            }
+            lat.sort();
+            let stop = Instant::now() + Duration::from_secs(seconds);
+            let mut tasks = Vec::new();
+            for _ in 0..concurrency {
+                let c = client.clone();
+                let neg = neg.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut n = 0u64;
+                    while Instant::now() < stop {
+                        c.iteration(&neg).await;
+                        n += 1;
+                    }
+                    n
+                }));
+            }
+            let t = Instant::now();
+            let mut total = 0;
+            for task in tasks {
+                total += task.await.expect("task");
+            }
+            (pct(&lat, 0.5), pct(&lat, 0.9), pct(&lat, 0.99), total as f64 / t.elapsed().as_secs_f64())
+        });
+        println!("{name:<16} {p50:>10.0} {p90:>10.0} {p99:>10.0} {rate:>14.0}");
+        rows.push((*name, p50, rate));
+    }
+    let get = |n: &str| rows.iter().find(|r| r.0 == n).map_or((0.0, 0.0), |r| (r.1, r.2));
+    let (d, dr) = get("direct");
+    let (n, nr) = get("nginx");
+    let (g, gr) = get("gateway");
+    let (ds, _) = get("direct_signed");
+    let (gs, gsr) = get("gateway_signed");
+    println!(
+        "added p50 per iteration: nginx {:.0} us, gateway {:.0} us (gateway/nginx {:.2}); throughput gateway/nginx {:.2}",
+        n - d,
+        g - d,
+        (g - d) / (n - d),
+        gr / nr
+    );
+    println!(
+        "signature checks at the gateway: +{:.0} us p50 per iteration over the unsigned gateway ({:.0} us per request), \
+         throughput {:.0} vs {:.0} it/s; direct signed {:.0} us; direct unsigned rate {:.0}",
+        gs - g,
+        (gs - g) / 3.0,
+        gsr,
+        gr,
+        ds,
+        dr
+    );
+    let _ = nginx.kill();
+    let _ = nginx.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,79 @@
+//! What the `a2a-gateway` binary does, as library functions: serve a configuration, or query its audit log.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::audit::{AuditQuery, AuditSinks};
+use crate::config::Config;
+use crate::{Gateway, Options};
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutting down: no new connections, finishing requests in flight");
+}
+
+/// `a2a-gateway --config FILE [--listen ADDR]`.
+pub async fn run(path: &Path, listen: Option<&str>) -> Result<(), String> {
+    let cfg = Config::load(path).map_err(|e| e.to_string())?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let gateway = Gateway::from_config(&cfg, base, Options::default())?;
+    let listen = listen.or(cfg.gateway.listen.as_deref()).unwrap_or("127.0.0.1:8443");
+    let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| {
+        format!("cannot listen on {listen}: {e}; choose another address with --listen (port 0 picks a free port)")
+    })?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    println!(
+        "a2a-gateway: {} serving http://{addr}/a2a in front of {} configured agents",
+        gateway.did(),
+        cfg.agents.len()
+    );
+    tracing::info!(did = %gateway.did(), %addr, "gateway listening");
+    gateway.serve(listener, shutdown_signal()).await.map_err(|e| e.to_string())
+}
+
+/// `a2a-gateway audit --config FILE [--sender DID] [--negotiation ID] [--execution ID] [--limit N]`: prints the
+/// matching records as JSON lines (oldest first).
+pub async fn audit(path: &Path, q: AuditQuery) -> Result<(), String> {
+    let cfg = Config::load(path).map_err(|e| e.to_string())?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let redis = match cfg.store.redis(|k| std::env::var(k).ok()).filter(|_| cfg.audit.redis_stream) {
+        None => None,
+        Some(rc) => {
+            let scope = a2a_server::store::redis::AgentScope {
+                did: cfg.gateway.did.clone(),
+                retention: Duration::from_secs(3600),
+                max_received: 1,
+            };
+            Some((
+                a2a_server::store::RedisStore::connect(rc, scope).map_err(|e| e.to_string())?,
+                cfg.audit.stream_max_len,
+            ))
+        }
+    };
+    let sinks = AuditSinks { file: cfg.audit.file.as_ref().map(|f| base.join(f)), redis };
+    if sinks.file.is_none() && sinks.redis.is_none() {
+        return Err(format!("{}: the audit log is off: set [audit] file or a Redis [store]", path.display()));
+    }
+    let records = crate::audit::query(&sinks, &q, cfg.audit.max_scan).await.map_err(|e| e.to_string())?;
+    for r in records {
+        println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
+    }
+    Ok(())
+}

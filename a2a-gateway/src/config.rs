@@ -1,0 +1,333 @@
+//! The gateway's TOML configuration (`a2a-gateway --config gateway.toml`). Every section is strict (unknown fields are
+//! refused) and every limit has an explicit default.
+//!
+//! ```toml
+//! [gateway]
+//! did = "did:web:gateway.example.com"
+//! listen = "127.0.0.1:8443"
+//! key_file = "gateway-key.pem"      # P-256; needed to verify signatures at the edge and re-sign (GW-8)
+//!
+//! [[agents]]
+//! url = "http://10.0.0.5:9001/a2a"
+//!
+//! [store]                            # optional: share routes, replay memory and audit with other gateways
+//! redis_url = "redis://127.0.0.1:6379"
+//!
+//! [edge]
+//! max_clock_skew_s = 25
+//! rate_limit_per_s = 200
+//!
+//! [audit]
+//! file = "audit.jsonl"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Identity and listening address.
+    pub gateway: GatewaySection,
+    /// Agents named in configuration (more come from the capability registry).
+    #[serde(default)]
+    pub agents: Vec<AgentSection>,
+    /// Where shared state lives (the same section as `a2a-server`'s): in memory, or Redis shared by several gateways.
+    #[serde(default)]
+    pub store: a2a_server::config::StoreSection,
+    /// Reading agents from the capability registry.
+    #[serde(default)]
+    pub registry: RegistrySection,
+    /// Edge security.
+    #[serde(default)]
+    pub edge: EdgeSection,
+    /// Request limits.
+    #[serde(default)]
+    pub limits: LimitsSection,
+    /// Balancing and outlier ejection.
+    #[serde(default)]
+    pub balancing: BalancingSection,
+    /// The cache of agents' DISCOVER answers.
+    #[serde(default)]
+    pub discover_cache: DiscoverCacheSection,
+    /// The audit log.
+    #[serde(default)]
+    pub audit: AuditSection,
+    /// The admin endpoints (`/metrics`, `/gateway/audit`, `/gateway/agents`).
+    #[serde(default)]
+    pub admin: AdminSection,
+    /// Protocol versions callers may speak, translated to the agents' version (GW-5, GW-11..GW-13).
+    #[serde(default)]
+    pub translations: Vec<crate::version::Translation>,
+}
+
+/// `[gateway]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewaySection {
+    /// The gateway's did:web DID: its `A2A-Sender-ID`, the audience callers sign for (GW-3).
+    pub did: String,
+    /// Display name in the merged capabilities document.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Address to listen on (the command line's `--listen` wins).
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// PEM file of the gateway's P-256 key; the gateway serves its DID document when set.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// The key's id in the DID document.
+    #[serde(default = "default_key_id")]
+    pub key_id: String,
+}
+
+fn default_key_id() -> String {
+    "key-1".to_owned()
+}
+
+/// One `[[agents]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    /// The agent's A2A endpoint, `http://host:port/a2a` (or a path prefix before `/a2a`).
+    pub url: String,
+}
+
+/// `[registry]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegistrySection {
+    /// Read agents that registered themselves in the shared capability registry (needs `[store]` Redis).
+    pub enabled: bool,
+    /// How often the registry is read, in milliseconds.
+    pub poll_ms: u64,
+}
+
+impl Default for RegistrySection {
+    fn default() -> Self {
+        RegistrySection { enabled: true, poll_ms: 5_000 }
+    }
+}
+
+/// `[edge]`: what the gateway checks before any request reaches an agent.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EdgeSection {
+    /// Verify `A2A-Signature` at the edge (as the audience, GW-3) and re-sign forwarded requests (GW-8). Off: the
+    /// gateway forwards requests as they are and agents verify (transparent mode; no key needed).
+    pub verify_signatures: bool,
+    /// Largest difference between a request's time (signature `iat`, else its `Date` header) and the gateway's
+    /// clock, in seconds (GW-4; `401 clock_skew` beyond).
+    pub max_clock_skew_s: u64,
+    /// Requests per second allowed per sender DID (`429 rate_limited` beyond); 0 disables the limit.
+    pub rate_limit_per_s: u32,
+    /// Burst above the rate, in requests.
+    pub rate_limit_burst: u32,
+    /// Senders tracked by the rate limiter at most (least recently seen are forgotten first).
+    pub rate_limit_max_senders: u64,
+    /// Internal domains (AUTH-7): callers from elsewhere are cross-domain.
+    pub internal_domains: Vec<String>,
+    /// Cross-domain callers must sign every request (`403 did_auth_required`), whatever the capability declares.
+    pub require_did_auth_cross_domain: bool,
+    /// Resolve `did:web:localhost…` / `127.0.0.1` senders over plain HTTP (tests and local development only).
+    pub allow_http_loopback_dids: bool,
+    /// Lifetime of the signatures the gateway makes when it re-signs, in seconds.
+    pub resign_lifetime_s: u32,
+}
+
+impl Default for EdgeSection {
+    fn default() -> Self {
+        EdgeSection {
+            verify_signatures: true,
+            max_clock_skew_s: 25,
+            rate_limit_per_s: 0,
+            rate_limit_burst: 0,
+            rate_limit_max_senders: 100_000,
+            internal_domains: Vec::new(),
+            require_did_auth_cross_domain: false,
+            allow_http_loopback_dids: false,
+            resign_lifetime_s: 60,
+        }
+    }
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsSection {
+    /// Largest request body, in bytes (`413 payload_too_large`).
+    pub max_body_bytes: usize,
+    /// Largest total size of request headers, in bytes (`431 headers_too_large`).
+    pub max_header_bytes: usize,
+    /// Most request headers (`431 headers_too_large`).
+    pub max_headers: usize,
+    /// Time to receive the request headers, in milliseconds (the connection is closed after it).
+    pub header_read_timeout_ms: u64,
+    /// Time to receive the request body, in milliseconds (`408 request_timeout`).
+    pub body_read_timeout_ms: u64,
+    /// Time an agent has to start answering, in milliseconds (`504 agent_timeout`); above the agents' `max_wait_ms`.
+    pub agent_timeout_ms: u64,
+    /// Time to open a connection to an agent, in milliseconds (`502 agent_unavailable`).
+    pub connect_timeout_ms: u64,
+    /// Idle keep-alive connections kept per agent.
+    pub pool_max_idle_per_agent: usize,
+    /// Agents known at most (configuration, registry and routes together).
+    pub max_agents: usize,
+    /// Routes (negotiation and execution → agent) kept in memory at most.
+    pub max_routes: u64,
+    /// How long an execution stays routable after EXECUTE when the agent does not announce its limits, in ms.
+    pub execution_route_ttl_ms: u64,
+    /// How long an agent keeps a terminal result (RES-3; not announced by agents), added to the execution route TTL.
+    pub result_retention_ms: u64,
+    /// Time given to requests in flight on shutdown, in milliseconds.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for LimitsSection {
+    fn default() -> Self {
+        LimitsSection {
+            max_body_bytes: 1024 * 1024,
+            max_header_bytes: 16 * 1024,
+            max_headers: 64,
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 30_000,
+            agent_timeout_ms: 35_000,
+            connect_timeout_ms: 2_000,
+            pool_max_idle_per_agent: 256,
+            max_agents: 256,
+            max_routes: 1_000_000,
+            execution_route_ttl_ms: 2 * 3_600_000,
+            result_retention_ms: 3_600_000,
+            shutdown_grace_ms: 10_000,
+        }
+    }
+}
+
+/// `[balancing]`: which agent gets a NEGOTIATE, and when an agent is taken out of rotation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BalancingSection {
+    /// Consecutive failures (connection refused or reset, timeout, 5xx) after which an agent is ejected.
+    pub consecutive_failures: u32,
+    /// First ejection time, in milliseconds; doubled at each further ejection, up to `max_ejection_ms`.
+    pub ejection_ms: u64,
+    /// Longest ejection, in milliseconds.
+    pub max_ejection_ms: u64,
+}
+
+impl Default for BalancingSection {
+    fn default() -> Self {
+        BalancingSection { consecutive_failures: 3, ejection_ms: 10_000, max_ejection_ms: 300_000 }
+    }
+}
+
+/// `[discover_cache]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiscoverCacheSection {
+    /// How long an agent's DISCOVER and capabilities answers are reused, in milliseconds (seed §4.3: 5 minutes).
+    pub ttl_ms: u64,
+    /// Agents' answers kept at most (least recently used dropped first).
+    pub max_entries: u64,
+    /// How long a failed DISCOVER is remembered before the agent is asked again, in milliseconds.
+    pub negative_ttl_ms: u64,
+}
+
+impl Default for DiscoverCacheSection {
+    fn default() -> Self {
+        DiscoverCacheSection { ttl_ms: 300_000, max_entries: 1024, negative_ttl_ms: 2_000 }
+    }
+}
+
+/// `[audit]`: one record per request.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditSection {
+    /// JSON-lines file the records are appended to.
+    pub file: Option<PathBuf>,
+    /// Append the records to a Redis stream (when `[store]` names Redis).
+    pub redis_stream: bool,
+    /// Bound of the stream (`XADD MAXLEN ~`).
+    pub stream_max_len: u64,
+    /// Records waiting to be written at most; beyond it records are dropped and counted.
+    pub queue: usize,
+    /// Records a query examines at most (newest first).
+    pub max_scan: usize,
+}
+
+impl Default for AuditSection {
+    fn default() -> Self {
+        AuditSection { file: None, redis_stream: true, stream_max_len: 1_000_000, queue: 65_536, max_scan: 200_000 }
+    }
+}
+
+/// `[admin]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminSection {
+    /// Environment variable holding a bearer token the admin endpoints require (`Authorization: Bearer …`);
+    /// unset: the admin endpoints are open (bind the gateway to a trusted network).
+    pub token_env: Option<String>,
+}
+
+/// A configuration error, formatted as `file:line:column: message` where a position is known.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+impl Config {
+    /// Reads and parses a file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("{}: cannot read the configuration: {e}", path.display())))?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses configuration text (`path` is used in messages).
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| {
+            let (line, col) = e.span().map_or((0, 0), |s| {
+                let before = &text[..s.start.min(text.len())];
+                (
+                    before.matches('\n').count() + 1,
+                    before.rfind('\n').map_or(before.len(), |i| before.len() - i - 1) + 1,
+                )
+            });
+            ConfigError(format!("{}:{line}:{col}: {}", path.display(), e.message()))
+        })?;
+        cfg.validate().map_err(|m| ConfigError(format!("{}: {m}", path.display())))?;
+        Ok(cfg)
+    }
+
+    /// Checks values serde cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        a2a_core::did::Did::parse(&self.gateway.did).map_err(|e| format!("gateway.did: {e}"))?;
+        for (i, a) in self.agents.iter().enumerate() {
+            crate::agents::Endpoint::parse(&a.url).map_err(|e| format!("agents[{i}].url: {e}"))?;
+        }
+        if self.edge.verify_signatures && self.gateway.key_file.is_none() {
+            return Err(
+                "edge.verify_signatures needs gateway.key_file: the gateway re-signs the requests it verified \
+                        (GW-8); give a P-256 key, or set edge.verify_signatures = false to forward requests unchanged"
+                    .into(),
+            );
+        }
+        if self.edge.resign_lifetime_s == 0 || u64::from(self.edge.resign_lifetime_s) > 300 {
+            return Err("edge.resign_lifetime_s: must be 1 to 300".into());
+        }
+        if self.balancing.consecutive_failures == 0 {
+            return Err("balancing.consecutive_failures: must be at least 1".into());
+        }
+        let mut seen = BTreeMap::new();
+        for (i, t) in self.translations.iter().enumerate() {
+            t.validate().map_err(|e| format!("translations[{i}]: {e}"))?;
+            if seen.insert(t.caller_version.clone(), i).is_some() {
+                return Err(format!("translations[{i}]: caller_version {:?} is translated twice", t.caller_version));
+            }
+        }
+        Ok(())
+    }
+}

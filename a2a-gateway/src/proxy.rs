@@ -1,0 +1,760 @@
+//! The request path: one linear pipeline per request — classify, limits, version, sender, rate, body, route, edge
+//! security, forward, learn routes, answer — then metrics and the audit record.
+//!
+//! The gateway reads only what it must: NEGOTIATE's `target_capability`, CONFIRM's and CANCEL's `execution_id`,
+//! EXECUTE's `A2A-Negotiation-ID` header, RESULT's path. Request bodies are forwarded as the bytes received (never
+//! re-serialised) and answers stream back from the agent, except those the gateway must read (NEGOTIATE's answer,
+//! for the negotiation's lifetime; error answers, for their code; translated answers).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use a2a_core::capability::AuthRequirement;
+use a2a_core::did::Did;
+use a2a_core::error::{A2aError, ErrorCode};
+use a2a_core::execution_id::ExecutionId;
+use a2a_core::headers as h;
+use a2a_core::wire::{FallbackRequest, FallbackResponse};
+use axum::body::Body;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::Inner;
+use crate::agents::{Agent, AgentInfo};
+use crate::audit::AuditRecord;
+use crate::edge::Signed;
+use crate::metrics::Step;
+use crate::routes::{Kind, Route};
+use crate::upstream::UpstreamError;
+use crate::version::Compiled;
+
+/// What is known about a request, for metrics and the audit record.
+#[derive(Default)]
+struct Ctx {
+    step: Option<Step>,
+    sender: Option<String>,
+    verified: bool,
+    capability: Option<String>,
+    negotiation_id: Option<String>,
+    execution_id: Option<String>,
+    agent: Option<Arc<Agent>>,
+    translation: Option<Arc<Compiled>>,
+    /// The error code of the answer, when it is an error.
+    code: Option<String>,
+    /// Whether the request reached an agent.
+    forwarded: bool,
+    /// An admin endpoint (neither audited nor counted as protocol traffic).
+    admin: bool,
+}
+
+/// An error answered by the gateway itself.
+struct Refusal {
+    err: Box<A2aError>,
+    allow: Option<&'static str>,
+    www_authenticate: Option<&'static str>,
+}
+
+impl From<A2aError> for Refusal {
+    fn from(err: A2aError) -> Self {
+        let www = (err.code == ErrorCode::AUTH_REQUIRED
+            && err.details.as_ref().is_some_and(|d| d["auth_requirement"] == "oauth2"))
+        .then_some("Bearer realm=\"a2a\"");
+        Refusal { err: Box::new(err), allow: None, www_authenticate: www }
+    }
+}
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response<Body> {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+impl Refusal {
+    fn into_response(self) -> Response<Body> {
+        let status = StatusCode::from_u16(self.err.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_vec(&self.err.to_body()).unwrap_or_else(|_| b"{}".to_vec());
+        let mut r = json_response(status, body);
+        let retry = self.err.details.as_ref().and_then(|d| d.get("retry_after_s")).and_then(|v| v.as_u64());
+        if let Some(s) =
+            retry.or(matches!(status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE).then_some(1))
+        {
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        if let Some(a) = self.allow {
+            r.headers_mut().insert(header::ALLOW, HeaderValue::from_static(a));
+        }
+        if let Some(w) = self.www_authenticate {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(w));
+        }
+        r
+    }
+}
+
+fn method_not_allowed(allow: &'static str) -> Refusal {
+    Refusal {
+        err: Box::new(A2aError::with_message(ErrorCode::METHOD_NOT_ALLOWED, format!("this endpoint accepts {allow}"))),
+        allow: Some(allow),
+        www_authenticate: None,
+    }
+}
+
+/// The steps, by method and path. `Err` for unknown paths (`None`) and wrong methods (`Some(allow)`).
+fn classify(method: &Method, path: &str, headers: &HeaderMap) -> Result<Step, Option<&'static str>> {
+    let post = |s| match *method {
+        Method::POST => Ok(s),
+        Method::OPTIONS => Ok(Step::Preflight),
+        _ => Err(Some("POST, OPTIONS")),
+    };
+    match path {
+        "/a2a" | "/a2a/" => {
+            if *method == Method::OPTIONS {
+                Ok(Step::Discover)
+            } else {
+                Err(Some("OPTIONS"))
+            }
+        }
+        "/a2a/capabilities" => match *method {
+            Method::GET => Ok(Step::Capabilities),
+            Method::OPTIONS => Ok(Step::Preflight),
+            _ => Err(Some("GET, OPTIONS")),
+        },
+        "/a2a/negotiate" => post(Step::Negotiate),
+        "/a2a/execute" => post(Step::Execute),
+        "/a2a/confirm" => post(Step::Confirm),
+        "/a2a/cancel" => post(Step::Cancel),
+        "/a2a/fallback" => post(Step::Fallback),
+        p if p.strip_prefix("/a2a/result/").is_some_and(|s| !s.is_empty() && !s.contains('/')) => match *method {
+            Method::GET => Ok(Step::Result),
+            Method::OPTIONS => Ok(Step::Preflight),
+            _ => Err(Some("GET, OPTIONS")),
+        },
+        p if p.starts_with("/a2a/")
+            && *method == Method::OPTIONS
+            && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD) =>
+        {
+            Ok(Step::Preflight)
+        }
+        _ => Err(None),
+    }
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, A2aError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(v) => v.to_str().map(Some).map_err(|_| {
+            A2aError::with_message(ErrorCode::INVALID_HEADER, format!("header {name} is not visible ASCII"))
+                .details(json!({"header": name}))
+        }),
+    }
+}
+
+fn parse_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, A2aError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        use serde_json::error::Category;
+        let code = match e.classify() {
+            Category::Data => ErrorCode::INVALID_REQUEST,
+            _ => ErrorCode::INVALID_JSON,
+        };
+        A2aError::with_message(code, format!("the request body is not the expected message: {e}"))
+            .details(json!({"line": e.line(), "column": e.column()}))
+    })
+}
+
+#[derive(Deserialize)]
+struct NegotiateProbe<'a> {
+    #[serde(borrow)]
+    target_capability: std::borrow::Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+struct ExecutionProbe<'a> {
+    #[serde(borrow)]
+    execution_id: std::borrow::Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+struct NegotiationAnswer {
+    #[serde(default)]
+    expires_at: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ErrorAnswer {
+    error: ErrorCodeOnly,
+}
+
+#[derive(Deserialize)]
+struct ErrorCodeOnly {
+    code: String,
+}
+
+async fn read_body(gw: &Inner, headers: &HeaderMap, body: Body) -> Result<Bytes, A2aError> {
+    let ct = header_str(headers, "content-type")?.unwrap_or("");
+    let mime = ct.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/json") {
+        return Err(A2aError::with_message(
+            ErrorCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("the body must be sent with `Content-Type: application/json` (got {ct:?})"),
+        ));
+    }
+    let limit = gw.limits.max_body_bytes;
+    let too_large = || {
+        A2aError::with_message(ErrorCode::PAYLOAD_TOO_LARGE, format!("the request body is larger than {limit} bytes"))
+            .details(json!({"limit_bytes": limit}))
+    };
+    if headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|len| len > limit as u64)
+    {
+        return Err(too_large());
+    }
+    let limited = http_body_util::Limited::new(body, limit);
+    match tokio::time::timeout(Duration::from_millis(gw.limits.body_read_timeout_ms), limited.collect()).await {
+        Err(_) => Err(A2aError::with_message(
+            ErrorCode::REQUEST_TIMEOUT,
+            format!("the request body was not received within {} ms", gw.limits.body_read_timeout_ms),
+        )),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Ok(Err(e)) => {
+            Err(A2aError::with_message(ErrorCode::INVALID_REQUEST, format!("the body could not be read: {e}")))
+        }
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+    }
+}
+
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+];
+
+fn strip_hop_by_hop(hm: &mut HeaderMap) {
+    for n in HOP_BY_HOP {
+        hm.remove(n);
+    }
+}
+
+/// Serves one request.
+pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body> {
+    let started = Instant::now();
+    let origin = req.headers().get(header::ORIGIN).cloned();
+    let mut ctx = Ctx::default();
+    let mut resp = match process(&gw, &mut ctx, req).await {
+        Ok(r) => r,
+        Err(refusal) => {
+            ctx.code = Some(refusal.err.code.as_str().to_owned());
+            if !ctx.forwarded {
+                gw.metrics.rejected(refusal.err.code.as_str());
+            }
+            if ctx.step == Some(Step::Negotiate) {
+                gw.metrics.negotiation_failed(refusal.err.code.as_str());
+            }
+            if refusal.err.fallback_options.is_some() {
+                gw.metrics.fallback(crate::metrics::bounded(refusal.err.code.as_str()));
+            }
+            refusal.into_response()
+        }
+    };
+    let hs = resp.headers_mut();
+    hs.insert(HeaderName::from_static(h::A2A_SENDER_ID), gw.did_header.clone());
+    match &ctx.translation {
+        Some(t) => t.response_headers(hs),
+        None => {
+            hs.insert(HeaderName::from_static(h::A2A_VERSION), HeaderValue::from_static(a2a_core::PROTOCOL_VERSION));
+        }
+    }
+    if origin.is_some() && !hs.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN) {
+        hs.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+        hs.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(h::CORS_EXPOSE_HEADERS));
+    }
+    if ctx.admin {
+        return resp;
+    }
+    let step = ctx.step.unwrap_or(Step::Other);
+    let agent_label = ctx.agent.as_ref().filter(|_| ctx.forwarded).map_or("none", |a| a.label.as_str());
+    let outcome = match &ctx.code {
+        None if resp.status().is_success() => "ok",
+        None => "other",
+        Some(c) => crate::metrics::bounded(c),
+    };
+    let elapsed = started.elapsed();
+    gw.metrics.request(step, agent_label, outcome, elapsed.as_secs_f64());
+    if gw.audit.enabled() {
+        gw.audit.record(AuditRecord {
+            time: a2a_core::wire::format_timestamp(std::time::SystemTime::now()),
+            gateway: gw.instance.clone(),
+            step: step.as_str().to_owned(),
+            sender_id: ctx.sender,
+            verified: ctx.verified,
+            capability: ctx.capability,
+            negotiation_id: ctx.negotiation_id,
+            execution_id: ctx.execution_id,
+            agent: ctx.agent.filter(|_| ctx.forwarded).map(|a| a.endpoint.url.clone()),
+            outcome: ctx.code.unwrap_or_else(|| outcome.to_owned()),
+            status: resp.status().as_u16(),
+            latency_us: elapsed.as_micros() as u64,
+        });
+    }
+    resp
+}
+
+async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<Response<Body>, Refusal> {
+    let (mut parts, body) = req.into_parts();
+    let path = parts.uri.path();
+    if let Some(r) = crate::admin::handle(gw, &parts).await {
+        ctx.admin = true;
+        return Ok(r);
+    }
+    let step = match classify(&parts.method, path, &parts.headers) {
+        Ok(s) => s,
+        Err(Some(allow)) => return Err(method_not_allowed(allow)),
+        Err(None) => {
+            if path.starts_with("/a2a") {
+                gw.metrics.probe();
+                tracing::debug!(path = %path, method = %parts.method, "probe of an unknown A2A path answered at the edge");
+            }
+            return Err(A2aError::with_message(
+                ErrorCode::NOT_FOUND,
+                "no A2A endpoint at this path; the endpoints are OPTIONS /a2a, GET /a2a/capabilities, POST \
+                 /a2a/negotiate, /a2a/execute, /a2a/confirm, /a2a/cancel, /a2a/fallback and GET \
+                 /a2a/result/{execution_id}",
+            )
+            .into());
+        }
+    };
+    ctx.step = Some(step);
+    let header_bytes: usize = parts.headers.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
+    if parts.headers.len() > gw.limits.max_headers || header_bytes > gw.limits.max_header_bytes {
+        return Err(A2aError::with_message(
+            ErrorCode::HEADERS_TOO_LARGE,
+            format!(
+                "the request has {} headers and {header_bytes} bytes of headers; the limits are {} headers and {} bytes",
+                parts.headers.len(),
+                gw.limits.max_headers,
+                gw.limits.max_header_bytes
+            ),
+        )
+        .details(json!({"max_headers": gw.limits.max_headers, "max_header_bytes": gw.limits.max_header_bytes}))
+        .into());
+    }
+    match step {
+        Step::Discover => {
+            ctx.translation = gw.versions.resolve(&parts.headers, false).ok().flatten();
+            let (decls, infos) = crate::discover::union(&gw.agents).await;
+            let mut r = Response::new(Body::empty());
+            *r.status_mut() = StatusCode::NO_CONTENT;
+            r.headers_mut().extend(crate::discover::discover_headers(&decls, &infos));
+            return Ok(r);
+        }
+        Step::Preflight => {
+            let mut r = Response::new(Body::empty());
+            *r.status_mut() = StatusCode::NO_CONTENT;
+            let hs = r.headers_mut();
+            hs.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(h::CORS_ALLOW_METHODS));
+            hs.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(h::CORS_ALLOW_HEADERS));
+            hs.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("300"));
+            return Ok(r);
+        }
+        Step::Capabilities => {
+            ctx.translation = gw.versions.resolve(&parts.headers, false)?;
+            let (decls, infos) = crate::discover::union(&gw.agents).await;
+            let doc =
+                crate::discover::document(&gw.did, gw.name.clone(), decls, &infos, gw.limits.max_body_bytes as u64);
+            let body = serde_json::to_vec(&doc).unwrap_or_default();
+            let body = match &ctx.translation {
+                Some(t) => t.response_body(Bytes::from(body)).to_vec(),
+                None => body,
+            };
+            return Ok(json_response(StatusCode::OK, body));
+        }
+        _ => {}
+    }
+    // Every other step names its sender and speaks a version the gateway accepts (HDR-3..HDR-6).
+    let translation = gw.versions.resolve(&parts.headers, true)?;
+    if let Some(t) = &translation {
+        t.request_headers(&mut parts.headers);
+    }
+    ctx.translation = translation.clone();
+    let sender = header_str(&parts.headers, h::A2A_SENDER_ID)?
+        .ok_or_else(|| A2aError::new(ErrorCode::SENDER_REQUIRED))?
+        .trim()
+        .to_owned();
+    Did::parse(&sender).map_err(|e| {
+        A2aError::with_message(
+            ErrorCode::INVALID_SENDER,
+            format!("A2A-Sender-ID {sender:?} is not a valid did:web DID: {e}"),
+        )
+    })?;
+    ctx.sender = Some(sender.clone());
+    gw.edge.rate_limit(&sender)?;
+    let mut body = if parts.method == Method::POST { read_body(gw, &parts.headers, body).await? } else { Bytes::new() };
+    if let Some(t) = translation.as_ref().filter(|t| t.renames_fields()) {
+        body = t.request_body(body);
+    }
+    let target = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
+
+    // Where the request goes, and what it is about.
+    let mut candidates: Vec<(Arc<Agent>, Arc<AgentInfo>)> = Vec::new();
+    let mut routed: Option<(Arc<Agent>, Route)> = None;
+    match step {
+        Step::Negotiate => {
+            let probe: NegotiateProbe<'_> = parse_json(&body)?;
+            let cap = probe.target_capability.into_owned();
+            ctx.capability = Some(cap.clone());
+            candidates = gw.agents.offering(&cap).await;
+            if candidates.is_empty() {
+                let options = crate::discover::fallback_options(&gw.agents, gw.registry.as_ref(), &cap, None).await;
+                return Err(A2aError::with_message(
+                    ErrorCode::NO_MATCHING_CAPABILITY,
+                    format!("no agent behind this gateway offers {cap:?}; see fallback_options"),
+                )
+                .details(json!({"capability": cap}))
+                .fallback(options)
+                .into());
+            }
+        }
+        Step::Execute => {
+            let id = header_str(&parts.headers, h::A2A_NEGOTIATION_ID)?
+                .ok_or_else(|| A2aError::new(ErrorCode::NEGOTIATION_REQUIRED))?;
+            let id = h::parse_token("A2A-Negotiation-ID", id).map_err(|e| {
+                A2aError::with_message(ErrorCode::INVALID_HEADER, e.to_string())
+                    .details(json!({"header": "A2A-Negotiation-ID"}))
+            })?;
+            ctx.negotiation_id = Some(id.to_owned());
+            routed = Some(route(gw, Kind::Negotiation, id).await?);
+        }
+        Step::Confirm | Step::Cancel => {
+            let probe: ExecutionProbe<'_> = parse_json(&body)?;
+            let id = probe.execution_id.into_owned();
+            ctx.execution_id = Some(id.clone());
+            routed = Some(route(gw, Kind::Execution, &id).await?);
+        }
+        Step::Result => {
+            let segment = parts.uri.path().rsplit('/').next().unwrap_or("");
+            let id = ExecutionId::from_path_segment(segment).map_err(|e| {
+                A2aError::with_message(ErrorCode::UNKNOWN_EXECUTION, format!("{segment:?} is not an execution id: {e}"))
+            })?;
+            ctx.execution_id = Some(id.as_str().to_owned());
+            routed = Some(route(gw, Kind::Execution, id.as_str()).await?);
+        }
+        Step::Fallback => {
+            let req: FallbackRequest = parse_json(&body)?;
+            ctx.capability = Some(req.target_capability.clone());
+        }
+        _ => {}
+    }
+    if let Some((_, r)) = &routed {
+        ctx.capability = Some(r.capability.to_string());
+    }
+
+    // Edge security: signature and clock (GW-3, GW-4), replay, then the capability's requirement and the policy.
+    let signed = gw.edge.verify(parts.method.as_str(), &target, &parts.headers, &body).await?;
+    if signed == Signed::No {
+        gw.edge.check_date(&parts.headers)?;
+    }
+    ctx.verified = matches!(signed, Signed::Verified(_));
+    let requirement: Option<AuthRequirement> = match (&routed, candidates.first()) {
+        (Some((agent, r)), _) => match gw.agents.info(agent).await {
+            Ok(info) => info.capability(&r.capability).map(|d| d.auth_requirement),
+            // The agent cannot be asked what it requires: demand the most, so nothing unauthenticated gets through.
+            Err(_) => Some(AuthRequirement::DidAuth).filter(|_| gw.edge.cfg.verify_signatures),
+        },
+        (None, Some((_, info))) => {
+            ctx.capability.as_deref().and_then(|c| info.capability(c)).map(|d| d.auth_requirement)
+        }
+        (None, None) => None,
+    };
+    gw.edge.authorize(&sender, signed, requirement, &parts.headers, !body.is_empty())?;
+
+    if step == Step::Fallback {
+        let cap = ctx.capability.clone().unwrap_or_default();
+        let options = crate::discover::fallback_options(&gw.agents, gw.registry.as_ref(), &cap, None).await;
+        gw.metrics.fallback("fallback_request");
+        let resp = FallbackResponse { requested_capability: cap, fallback_options: options };
+        let body = Bytes::from(serde_json::to_vec(&resp).unwrap_or_default());
+        let body = match &translation {
+            Some(t) => t.response_body(body),
+            None => body,
+        };
+        return Ok(json_response(StatusCode::OK, body.to_vec()));
+    }
+
+    // Forward. NEGOTIATE may be retried on another agent when no connection could be made (nothing was sent).
+    let mut tried: Vec<Arc<Agent>> = Vec::new();
+    loop {
+        let (agent, info) = match &routed {
+            Some((agent, _)) => {
+                let info = gw.agents.info(agent).await.ok();
+                (agent.clone(), info)
+            }
+            None => {
+                let region = header_str(&parts.headers, h::A2A_REGION).ok().flatten().map(str::trim);
+                let cap = ctx.capability.as_deref().unwrap_or("");
+                let Some((a, i)) = gw.agents.choose(&candidates, cap, region, &tried) else {
+                    return Err(A2aError::with_message(
+                        ErrorCode::AGENT_UNAVAILABLE,
+                        format!("no agent offering {cap:?} could be reached"),
+                    )
+                    .into());
+                };
+                (a, Some(i))
+            }
+        };
+        ctx.agent = Some(agent.clone());
+        let upstream_req = build_request(gw, &agent, info.as_deref(), &parts, &target, &sender, signed, body.clone())?;
+        ctx.forwarded = true;
+        let guard = agent.start(&gw.metrics);
+        let sent = gw.upstream.send(upstream_req).await;
+        drop(guard);
+        match sent {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                if matches!(status, 500 | 502 | 503 | 504) {
+                    gw.agents.failure(&agent, "5xx answer");
+                } else {
+                    gw.agents.success(&agent);
+                }
+                return answer(gw, ctx, &agent, info.as_deref(), resp).await;
+            }
+            Err(e) => {
+                gw.metrics.upstream_error(e.reason());
+                gw.agents.failure(&agent, e.reason());
+                tracing::warn!(agent = %agent.label, endpoint = %agent.endpoint.url, error = %e, step = step.as_str(),
+                    "agent unreachable");
+                let retry = step == Step::Negotiate && matches!(e, UpstreamError::Connect(_)) && tried.len() < 3;
+                if retry {
+                    tried.push(agent);
+                    ctx.forwarded = false;
+                    continue;
+                }
+                let err = match e {
+                    UpstreamError::Timeout(ms) => A2aError::with_message(
+                        ErrorCode::AGENT_TIMEOUT,
+                        format!("the agent did not answer within {ms} ms"),
+                    ),
+                    other => A2aError::with_message(ErrorCode::AGENT_UNAVAILABLE, other.to_string()),
+                };
+                return Err(err.into());
+            }
+        }
+    }
+}
+
+async fn route(gw: &Inner, kind: Kind, id: &str) -> Result<(Arc<Agent>, Route), Refusal> {
+    let unknown = || -> Refusal {
+        match kind {
+            Kind::Negotiation => A2aError::with_message(
+                ErrorCode::UNKNOWN_NEGOTIATION,
+                format!("no negotiation {id:?} through this gateway (unknown or expired); NEGOTIATE again"),
+            )
+            .into(),
+            Kind::Execution => A2aError::with_message(
+                ErrorCode::UNKNOWN_EXECUTION,
+                format!("no execution {id:?} through this gateway (unknown or expired)"),
+            )
+            .into(),
+        }
+    };
+    let r = gw
+        .routes
+        .get(kind, id)
+        .await
+        .map_err(|e| {
+            A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, format!("the routing state is unavailable: {e}"))
+        })?
+        .ok_or_else(unknown)?;
+    let agent = match gw.agents.get(&r.agent) {
+        Some(a) => a,
+        // Another gateway on the same Redis sent it to an agent this one has not seen yet.
+        None => {
+            let ep = crate::agents::Endpoint::parse(&r.agent).map_err(|_| unknown())?;
+            gw.agents.add(ep, false, false).ok_or_else(|| {
+                Refusal::from(A2aError::with_message(ErrorCode::AGENT_UNAVAILABLE, "too many agents known"))
+            })?
+        }
+    };
+    Ok((agent, r))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_request(
+    gw: &Inner,
+    agent: &Agent,
+    info: Option<&AgentInfo>,
+    parts: &http::request::Parts,
+    target: &str,
+    sender: &str,
+    signed: Signed,
+    body: Bytes,
+) -> Result<Request<Full<Bytes>>, Refusal> {
+    let mut hm = parts.headers.clone();
+    strip_hop_by_hop(&mut hm);
+    hm.remove(h::A2A_FORWARDED_SENDER);
+    hm.remove(h::A2A_FORWARDED_VERIFIED);
+    if !body.is_empty() {
+        hm.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
+    if let Signed::Verified(_) = signed {
+        let Some(info) = info else {
+            return Err(A2aError::with_message(
+                ErrorCode::AGENT_UNAVAILABLE,
+                "the agent's DID is unknown (its DISCOVER failed); cannot forward a verified request",
+            )
+            .into());
+        };
+        gw.edge.resign(&mut hm, sender, &info.did, parts.method.as_str(), &agent.endpoint.target(target), &body)?;
+    }
+    let uri = agent
+        .endpoint
+        .uri(target)
+        .map_err(|e| A2aError::with_message(ErrorCode::INTERNAL_ERROR, format!("bad upstream URI: {e}")))?;
+    let mut req = Request::new(Full::new(body));
+    *req.method_mut() = parts.method.clone();
+    *req.uri_mut() = uri;
+    *req.headers_mut() = hm;
+    Ok(req)
+}
+
+/// Turns an agent's answer into the gateway's: learns routes, reads error codes, rewrites headers, translates.
+async fn answer(
+    gw: &Inner,
+    ctx: &mut Ctx,
+    agent: &Arc<Agent>,
+    info: Option<&AgentInfo>,
+    resp: Response<hyper::body::Incoming>,
+) -> Result<Response<Body>, Refusal> {
+    let (mut parts, incoming) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let status = parts.status;
+    let step = ctx.step.unwrap_or(Step::Other);
+    let hv = |hm: &HeaderMap, n: &str| hm.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    // Answers the gateway reads whole: NEGOTIATE successes (lifetime), errors (code), translated bodies.
+    let must_read = (step == Step::Negotiate && status.is_success())
+        || status.as_u16() >= 400
+        || ctx.translation.as_ref().is_some_and(|t| t.renames_fields());
+    if !must_read {
+        return finish(gw, ctx, agent, info, parts, Body::new(incoming)).await;
+    }
+    let collected = tokio::time::timeout(
+        Duration::from_millis(gw.limits.agent_timeout_ms),
+        http_body_util::Limited::new(incoming, 8 * 1024 * 1024).collect(),
+    )
+    .await;
+    let mut bytes = match collected {
+        Ok(Ok(c)) => c.to_bytes(),
+        _ => {
+            gw.agents.failure(agent, "answer body");
+            return Err(A2aError::with_message(ErrorCode::AGENT_UNAVAILABLE, "the agent's answer was cut short").into());
+        }
+    };
+    if status.as_u16() >= 400 {
+        if let Ok(e) = serde_json::from_slice::<ErrorAnswer>(&bytes) {
+            ctx.code = Some(e.error.code.clone());
+            if step == Step::Negotiate {
+                gw.metrics.negotiation_failed(&e.error.code);
+            }
+            if e.error.code == "no_matching_capability" {
+                // The agent no longer offers it (DISC-4): ask it again next time.
+                gw.agents.forget(agent).await;
+            }
+            if matches!(e.error.code.as_str(), "no_matching_capability" | "region_restricted" | "schema_incompatible") {
+                gw.metrics.fallback(crate::metrics::bounded(&e.error.code));
+                bytes = merge_fallback(gw, ctx, agent, bytes).await;
+                parts.headers.remove(header::CONTENT_LENGTH);
+            }
+        } else {
+            ctx.code = Some(format!("status_{}", status.as_u16()));
+        }
+    }
+    if step == Step::Negotiate && status.is_success() {
+        let id = hv(&parts.headers, h::A2A_NEGOTIATION_ID).ok_or_else(|| {
+            Refusal::from(A2aError::with_message(
+                ErrorCode::AGENT_UNAVAILABLE,
+                "the agent's NEGOTIATE answer has no A2A-Negotiation-ID",
+            ))
+        })?;
+        let ttl = serde_json::from_slice::<NegotiationAnswer>(&bytes)
+            .ok()
+            .and_then(|a| a.expires_at)
+            .and_then(|t| a2a_core::wire::parse_timestamp(&t))
+            .and_then(|t| t.duration_since(std::time::SystemTime::now()).ok())
+            .unwrap_or(Duration::from_secs(3600));
+        let route = Route {
+            agent: agent.endpoint.url.as_str().into(),
+            capability: ctx.capability.clone().unwrap_or_default().into(),
+        };
+        gw.routes.put(Kind::Negotiation, &id, route, ttl).await.map_err(|e| {
+            A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, format!("the routing state is unavailable: {e}"))
+        })?;
+        ctx.negotiation_id = Some(id);
+    }
+    if let Some(t) = &ctx.translation {
+        bytes = t.response_body(bytes);
+        parts.headers.remove(header::CONTENT_LENGTH);
+    }
+    finish(gw, ctx, agent, info, parts, Body::from(bytes)).await
+}
+
+async fn finish(
+    gw: &Inner,
+    ctx: &mut Ctx,
+    agent: &Arc<Agent>,
+    info: Option<&AgentInfo>,
+    mut parts: http::response::Parts,
+    body: Body,
+) -> Result<Response<Body>, Refusal> {
+    if ctx.step == Some(Step::Execute)
+        && parts.status.is_success()
+        && let Some(id) = parts.headers.get(h::A2A_EXECUTION_ID).and_then(|v| v.to_str().ok())
+    {
+        let ttl = info.map_or(Duration::from_millis(gw.limits.execution_route_ttl_ms), |i| {
+            i.execution_lifetime(gw.limits.result_retention_ms, gw.limits.execution_route_ttl_ms)
+        });
+        let route = Route {
+            agent: agent.endpoint.url.as_str().into(),
+            capability: ctx.capability.clone().unwrap_or_default().into(),
+        };
+        gw.routes.put(Kind::Execution, id, route, ttl).await.map_err(|e| {
+            A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, format!("the routing state is unavailable: {e}"))
+        })?;
+        ctx.execution_id = Some(id.to_owned());
+    }
+    // `Location` is relative to the agent's mount point; the gateway serves at the root.
+    if !agent.endpoint.prefix.is_empty()
+        && let Some(loc) = parts.headers.get(header::LOCATION).and_then(|v| v.to_str().ok())
+        && let Some(rest) = loc.strip_prefix(agent.endpoint.prefix.as_str())
+        && let Ok(v) = HeaderValue::from_str(rest)
+    {
+        parts.headers.insert(header::LOCATION, v);
+    }
+    Ok(Response::from_parts(parts, body))
+}
+
+/// Adds the gateway-wide options to an agent's capability-mismatch error (FB-3), after the agent's own.
+async fn merge_fallback(gw: &Inner, ctx: &Ctx, agent: &Arc<Agent>, bytes: Bytes) -> Bytes {
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&bytes) else { return bytes };
+    let cap = ctx.capability.clone().unwrap_or_default();
+    let ours = crate::discover::fallback_options(&gw.agents, gw.registry.as_ref(), &cap, Some(agent)).await;
+    let list = v.as_object_mut().map(|o| o.entry("fallback_options").or_insert_with(|| json!([])));
+    if let Some(serde_json::Value::Array(list)) = list {
+        for o in ours {
+            let dup = list.iter().any(|x| x["capability"] == o.capability.as_str() && x.get("agent").is_none());
+            if !dup && let Ok(j) = serde_json::to_value(&o) {
+                list.push(j);
+            }
+        }
+    }
+    serde_json::to_vec(&v).map(Bytes::from).unwrap_or(bytes)
+}

@@ -1,0 +1,17 @@
+//! Integration tests of the gateway: real agents (the a2a-server library), real gateways, real Redis, over loopback.
+//! One test binary (this file and its modules) keeps link time down.
+
+#![allow(unreachable_pub)] // test helpers are shared between the modules of this one binary
+
+#[path = "it/common.rs"]
+mod common;
+// The redis-server harness of a2a-server's tests, used as is.
+#[allow(dead_code)]
+#[path = "../../a2a-server/tests/e2e/redis_support.rs"]
+mod redis_support;
+#[path = "it/routing.rs"]
+mod routing;
+#[path = "it/security.rs"]
+mod security;
+#[path = "it/shared.rs"]
+mod shared;

@@ -1,0 +1,76 @@
+//! Two gateways on one Redis behave as one: a negotiation made through one is executed, confirmed and read through
+//! the other; replays are refused across them; the audit stream holds the records of both.
+
+use a2a_core::capability::AuthRequirement;
+use serde_json::json;
+
+use crate::common::*;
+use crate::redis_support::{shared_server, unique_prefix};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gateways_on_one_redis_share_routes_replay_memory_and_the_audit_stream() {
+    let redis = shared_server();
+    let world = World::new();
+    let a = TestAgent::start("agent-r1", vec![decl("submit_report", AuthRequirement::None)], &world);
+    let b = TestAgent::start(
+        "agent-r2",
+        vec![decl("submit_report", AuthRequirement::None), decl("sign_contract", AuthRequirement::DidAuth)],
+        &world,
+    );
+    let store = format!("[store]\nredis_url = \"{}\"\nkey_prefix = \"{}\"\n", redis.url(), unique_prefix("gw"));
+    let g1 = TestGateway::start(&[&a, &b], &world, &store).await;
+    let g2 = TestGateway::start(&[&a, &b], &world, &store).await;
+    let (c1, c2) = (Caller::new(&g1.base), Caller::new(&g2.base));
+    for _ in 0..4 {
+        let n = c1
+            .send(
+                "POST",
+                "/a2a/negotiate",
+                &[],
+                Some(&json!({"target_capability": "submit_report", "proposed_schema": {"type": "object"}})),
+                Sign::No,
+            )
+            .await;
+        assert_eq!(n.status, 200, "{}", n.body);
+        let neg = n.body["negotiation_id"].as_str().expect("neg").to_owned();
+        let e = c2
+            .send("POST", "/a2a/execute", &[("a2a-negotiation-id", &neg)], Some(&json!({"title": "t"})), Sign::No)
+            .await;
+        assert_eq!(e.status, 201, "execute through the other gateway: {}", e.body);
+        let id = e.body["execution_id"].as_str().expect("id").to_owned();
+        let c = c1.send("POST", "/a2a/confirm", &[], Some(&json!({"execution_id": id})), Sign::No).await;
+        assert_eq!(c.status, 202, "{}", c.body);
+        let seg = a2a_core::execution_id::ExecutionId::parse(&id).expect("id").to_path_segment();
+        let r = c2.send("GET", &format!("/a2a/result/{seg}?wait_ms=20000"), &[], None, Sign::No).await;
+        assert_eq!(r.body["status"], "succeeded", "{}", r.body);
+    }
+    // A signature accepted by one gateway is a replay at the other.
+    let body =
+        serde_json::to_vec(&json!({"target_capability": "sign_contract", "proposed_schema": {"type": "object"}}))
+            .expect("json");
+    let sign = Sign::With { key: &world.client_key, aud: GATEWAY, skew: 0, lifetime: 60 };
+    let (first, token) = c1.send_raw("POST", "/a2a/negotiate", &[], Some(body.clone()), sign, None).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let (again, _) = c2.send_raw("POST", "/a2a/negotiate", &[], Some(body), Sign::No, token).await;
+    assert_eq!(again.code(), "replayed_request");
+    // The audit stream has the records of both gateways, queryable from either.
+    let mut gateways = std::collections::BTreeSet::new();
+    for _ in 0..100 {
+        let v: serde_json::Value = c2
+            .http
+            .get(format!("{}/gateway/audit?sender={}&limit=1000", g2.base, CLIENT))
+            .send()
+            .await
+            .expect("audit")
+            .json()
+            .await
+            .expect("json");
+        let records = v["records"].as_array().cloned().unwrap_or_default();
+        gateways = records.iter().filter_map(|r| r["gateway"].as_str().map(str::to_owned)).collect();
+        if records.len() >= 18 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(gateways.len(), 2, "records of both gateways");
+}
