@@ -46,7 +46,7 @@ pub(crate) async fn handle(gw: &Arc<Inner>, parts: &http::request::Parts) -> Opt
         && path == doc_path
         && parts.method == Method::GET
     {
-        return Some(json(StatusCode::OK, doc));
+        return Some(a2a_server::app::did_document_response(doc.clone()));
     }
     if path != "/metrics" && !path.starts_with("/gateway/") {
         return None;

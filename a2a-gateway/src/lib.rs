@@ -110,7 +110,7 @@ pub(crate) struct Inner {
     pub(crate) versions: Versions,
     pub(crate) limits: LimitsSection,
     pub(crate) registry: Option<Arc<dyn Registry>>,
-    pub(crate) did_document: Option<(String, serde_json::Value)>,
+    pub(crate) did_document: Option<(String, bytes::Bytes)>,
     pub(crate) admin_token: Option<[u8; 32]>,
     pub(crate) instance: String,
 }
@@ -123,12 +123,6 @@ type SharedState = (Arc<dyn Routes>, Arc<dyn Store>, Option<Arc<dyn Registry>>, 
 pub struct Gateway {
     inner: Arc<Inner>,
     _tasks: Arc<tokio_util::sync::DropGuard>,
-}
-
-/// The path at which a did:web DID's document is served.
-fn document_path(did: &Did) -> String {
-    let segs = did.path_segments();
-    if segs.is_empty() { "/.well-known/did.json".to_owned() } else { format!("/{}/did.json", segs.join("/")) }
 }
 
 impl Gateway {
@@ -151,7 +145,10 @@ impl Gateway {
             Some(k) => {
                 let doc = DidDocument::try_generate(&did, &[(cfg.gateway.key_id.clone(), k.verifying_key().to_jwk())])
                     .map_err(|e| format!("gateway.key_id {:?}: {e}", cfg.gateway.key_id))?;
-                Some((document_path(&did), serde_json::to_value(&doc).map_err(|e| e.to_string())?))
+                Some((
+                    a2a_server::app::document_path(&did),
+                    serde_json::to_vec(&doc).map_err(|e| e.to_string())?.into(),
+                ))
             }
         };
         let resolver: Arc<dyn DidResolver> = match opts.resolver {
@@ -293,8 +290,8 @@ impl Gateway {
         &self.inner.did
     }
 
-    /// The gateway's DID document (path, JSON), when it has a key.
-    pub fn did_document(&self) -> Option<&(String, serde_json::Value)> {
+    /// The gateway's DID document (path, JSON bytes), when it has a key.
+    pub fn did_document(&self) -> Option<&(String, bytes::Bytes)> {
         self.inner.did_document.as_ref()
     }
 

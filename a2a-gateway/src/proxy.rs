@@ -1,8 +1,9 @@
 //! The request path: one linear pipeline per request — classify, limits, version, sender, rate, body, route, edge
 //! security, forward, learn routes, answer — then metrics and the audit record.
 //!
-//! The gateway reads only what it must: NEGOTIATE's `target_capability`, CONFIRM's and CANCEL's `execution_id`,
-//! EXECUTE's `A2A-Negotiation-ID` header, RESULT's path. Request bodies are forwarded as the bytes received (never
+//! The gateway reads only what it routes on: the bodies of NEGOTIATE, CONFIRM, CANCEL and FALLBACK (parsed strictly,
+//! as an agent parses them, so that a malformed message is refused at the edge with the agent's code and
+//! `details.member`), EXECUTE's `A2A-Negotiation-ID` and `Idempotency-Key` headers, RESULT's path. Request bodies are forwarded as the bytes received (never
 //! re-serialised) and answers stream back from the agent, except those the gateway must read (NEGOTIATE's answer,
 //! for the negotiation's lifetime; error answers, for their code; translated answers).
 
@@ -14,7 +15,8 @@ use a2a_core::did::Did;
 use a2a_core::error::{A2aError, ErrorCode};
 use a2a_core::execution_id::ExecutionId;
 use a2a_core::headers as h;
-use a2a_core::wire::{FallbackRequest, FallbackResponse};
+use a2a_core::wire::{ExecutionRef, FallbackRequest, FallbackResponse, NegotiateRequest};
+use a2a_server::parse_json;
 use axum::body::Body;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
@@ -48,6 +50,8 @@ struct Ctx {
     forwarded: bool,
     /// An admin endpoint (neither audited nor counted as protocol traffic).
     admin: bool,
+    /// EXECUTE's idempotency route id (sender and `Idempotency-Key`), recorded when the execution is created.
+    idempotency: Option<String>,
 }
 
 /// An error answered by the gateway itself.
@@ -150,30 +154,6 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&
                 .details(json!({"header": name}))
         }),
     }
-}
-
-fn parse_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, A2aError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        use serde_json::error::Category;
-        let code = match e.classify() {
-            Category::Data => ErrorCode::INVALID_REQUEST,
-            _ => ErrorCode::INVALID_JSON,
-        };
-        A2aError::with_message(code, format!("the request body is not the expected message: {e}"))
-            .details(json!({"line": e.line(), "column": e.column()}))
-    })
-}
-
-#[derive(Deserialize)]
-struct NegotiateProbe<'a> {
-    #[serde(borrow)]
-    target_capability: std::borrow::Cow<'a, str>,
-}
-
-#[derive(Deserialize)]
-struct ExecutionProbe<'a> {
-    #[serde(borrow)]
-    execution_id: std::borrow::Cow<'a, str>,
 }
 
 #[derive(Deserialize)]
@@ -387,10 +367,23 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
         t.request_headers(&mut parts.headers);
     }
     ctx.translation = translation.clone();
-    let sender = header_str(&parts.headers, h::A2A_SENDER_ID)?
-        .ok_or_else(|| A2aError::new(ErrorCode::SENDER_REQUIRED))?
-        .trim()
-        .to_owned();
+    // A sender that is not visible ASCII cannot be a did:web DID (DID-6, hosts in punycode): invalid_sender, as at an
+    // agent (HDR-6, DID-11).
+    let sender = match parts.headers.get(h::A2A_SENDER_ID) {
+        None => return Err(A2aError::new(ErrorCode::SENDER_REQUIRED).into()),
+        Some(v) => v.to_str().map_err(|_| {
+            A2aError::with_message(
+                ErrorCode::INVALID_SENDER,
+                format!(
+                    "A2A-Sender-ID {:?} is not a valid did:web DID: it has non-ASCII characters; write the host in \
+                     punycode (xn--...)",
+                    String::from_utf8_lossy(v.as_bytes())
+                ),
+            )
+        })?,
+    }
+    .trim()
+    .to_owned();
     Did::parse(&sender).map_err(|e| {
         A2aError::with_message(
             ErrorCode::INVALID_SENDER,
@@ -410,8 +403,7 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
     let mut routed: Option<(Arc<Agent>, Route)> = None;
     match step {
         Step::Negotiate => {
-            let probe: NegotiateProbe<'_> = parse_json(&body)?;
-            let cap = probe.target_capability.into_owned();
+            let cap = parse_json::<NegotiateRequest>(&body)?.target_capability;
             ctx.capability = Some(cap.clone());
             candidates = gw.agents.offering(&cap).await;
             if candidates.is_empty() {
@@ -433,11 +425,25 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
                     .details(json!({"header": "A2A-Negotiation-ID"}))
             })?;
             ctx.negotiation_id = Some(id.to_owned());
-            routed = Some(route(gw, Kind::Negotiation, id).await?);
+            let (agent, r) = route(gw, Kind::Negotiation, id).await?;
+            if let Some(key) = idempotency_key(&parts.headers)? {
+                let key = idempotency_id(&sender, key);
+                let used = gw.routes.get(Kind::Idempotency, &key).await.map_err(unavailable)?;
+                ctx.idempotency = Some(key);
+                // The key names an execution at another agent, so another negotiation (EXE-7): the agent holding
+                // this negotiation cannot know it, the gateway answers for the deployment.
+                if used.is_some_and(|u| *u.agent != *agent.endpoint.url) {
+                    return Err(A2aError::with_message(
+                        ErrorCode::IDEMPOTENCY_CONFLICT,
+                        "this Idempotency-Key was already used by this sender with another negotiation",
+                    )
+                    .into());
+                }
+            }
+            routed = Some((agent, r));
         }
         Step::Confirm | Step::Cancel => {
-            let probe: ExecutionProbe<'_> = parse_json(&body)?;
-            let id = probe.execution_id.into_owned();
+            let id = parse_json::<ExecutionRef>(&body)?.execution_id;
             ctx.execution_id = Some(id.clone());
             routed = Some(route(gw, Kind::Execution, &id).await?);
         }
@@ -552,6 +558,20 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
     }
 }
 
+fn unavailable(e: a2a_server::store::StoreError) -> Refusal {
+    A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, format!("the routing state is unavailable: {e}")).into()
+}
+
+/// EXECUTE's `Idempotency-Key`, when it has a valid one (an invalid one is for the agent to refuse).
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, A2aError> {
+    Ok(header_str(headers, h::IDEMPOTENCY_KEY)?.and_then(|k| h::parse_token("Idempotency-Key", k).ok()))
+}
+
+/// The route id of an idempotency key: keys are scoped to the sender (EXE-7).
+fn idempotency_id(sender: &str, key: &str) -> String {
+    format!("{sender} {key}")
+}
+
 async fn route(gw: &Inner, kind: Kind, id: &str) -> Result<(Arc<Agent>, Route), Refusal> {
     let unknown = || -> Refusal {
         match kind {
@@ -560,21 +580,14 @@ async fn route(gw: &Inner, kind: Kind, id: &str) -> Result<(Arc<Agent>, Route), 
                 format!("no negotiation {id:?} through this gateway (unknown or expired); NEGOTIATE again"),
             )
             .into(),
-            Kind::Execution => A2aError::with_message(
+            Kind::Execution | Kind::Idempotency => A2aError::with_message(
                 ErrorCode::UNKNOWN_EXECUTION,
                 format!("no execution {id:?} through this gateway (unknown or expired)"),
             )
             .into(),
         }
     };
-    let r = gw
-        .routes
-        .get(kind, id)
-        .await
-        .map_err(|e| {
-            A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, format!("the routing state is unavailable: {e}"))
-        })?
-        .ok_or_else(unknown)?;
+    let r = gw.routes.get(kind, id).await.map_err(unavailable)?.ok_or_else(unknown)?;
     let agent = match gw.agents.get(&r.agent) {
         Some(a) => a,
         // Another gateway on the same Redis sent it to an agent this one has not seen yet.
@@ -695,9 +708,7 @@ async fn answer(
             agent: agent.endpoint.url.as_str().into(),
             capability: ctx.capability.clone().unwrap_or_default().into(),
         };
-        gw.routes.put(Kind::Negotiation, &id, route, ttl).await.map_err(|e| {
-            A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, format!("the routing state is unavailable: {e}"))
-        })?;
+        gw.routes.put(Kind::Negotiation, &id, route, ttl).await.map_err(unavailable)?;
         ctx.negotiation_id = Some(id);
     }
     if let Some(t) = &ctx.translation {
@@ -726,9 +737,10 @@ async fn finish(
             agent: agent.endpoint.url.as_str().into(),
             capability: ctx.capability.clone().unwrap_or_default().into(),
         };
-        gw.routes.put(Kind::Execution, id, route, ttl).await.map_err(|e| {
-            A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, format!("the routing state is unavailable: {e}"))
-        })?;
+        if let Some(key) = &ctx.idempotency {
+            gw.routes.put(Kind::Idempotency, key, route.clone(), ttl).await.map_err(unavailable)?;
+        }
+        gw.routes.put(Kind::Execution, id, route, ttl).await.map_err(unavailable)?;
         ctx.execution_id = Some(id.to_owned());
     }
     // `Location` is relative to the agent's mount point; the gateway serves at the root.

@@ -1,6 +1,6 @@
 //! Where a negotiation or an execution lives (GW-2): `negotiation_id → agent` is recorded when NEGOTIATE succeeds,
 //! `execution_id → agent` when EXECUTE does, each for the lifetime of what it names. EXECUTE, CONFIRM, RESULT and
-//! CANCEL are sent where their route points.
+//! CANCEL are sent where their route points; `(sender, Idempotency-Key) → agent` is recorded with the execution.
 //!
 //! [`MemoryRoutes`] keeps routes in this process (the embedded default). [`RedisRoutes`] shares them between every
 //! gateway on one Redis (string keys `<prefix>:gw:n:<id>` and `<prefix>:gw:x:<id>` with `PX` expiry, written before
@@ -19,6 +19,9 @@ pub enum Kind {
     Negotiation,
     /// An execution id.
     Execution,
+    /// A sender's `Idempotency-Key` (`<sender> <key>`), recorded with its execution: the key reused with a
+    /// negotiation at another agent is a conflict the gateway sees and no agent can (EXE-7, GW-6).
+    Idempotency,
 }
 
 impl Kind {
@@ -26,6 +29,7 @@ impl Kind {
         match self {
             Kind::Negotiation => "n",
             Kind::Execution => "x",
+            Kind::Idempotency => "k",
         }
     }
 }

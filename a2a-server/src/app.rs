@@ -58,25 +58,31 @@ fn base_url(listener: &TcpListener) -> Result<(String, u16), String> {
 pub fn app_router(agent: &Agent, did_document: Option<(String, Value)>) -> Router {
     let mut app = agent.router().merge(agent.metrics_router());
     if let Some((path, doc)) = did_document {
-        let body = serde_json::to_vec(&doc).unwrap_or_default();
+        let body = bytes::Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
         app = app.route(
             &path,
             axum::routing::get(move || {
                 let body = body.clone();
-                async move {
-                    (
-                        [
-                            (axum::http::header::CONTENT_TYPE, "application/did+json"),
-                            (axum::http::header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
-                            (axum::http::header::CACHE_CONTROL, "max-age=300"),
-                        ],
-                        body,
-                    )
-                }
+                async move { did_document_response(body) }
             }),
         );
     }
     app
+}
+
+/// The answer to a GET of a DID document (its JSON bytes): `application/did+json`, readable from a browser and
+/// cacheable for 5 minutes (DID-16). Agents and gateways serve their documents with it.
+pub fn did_document_response(body: bytes::Bytes) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        [
+            (axum::http::header::CONTENT_TYPE, "application/did+json"),
+            (axum::http::header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+            (axum::http::header::CACHE_CONTROL, "max-age=300"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 async fn shutdown_signal() {
@@ -112,7 +118,7 @@ async fn run(agent: Agent, listener: TcpListener, app: Router) -> Result<(), Str
 }
 
 /// The path at which a did:web DID's document is served (`/.well-known/did.json` or `/a/b/did.json`).
-fn document_path(did: &Did) -> String {
+pub fn document_path(did: &Did) -> String {
     let segs = did.path_segments();
     if segs.is_empty() { "/.well-known/did.json".to_owned() } else { format!("/{}/did.json", segs.join("/")) }
 }

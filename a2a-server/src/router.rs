@@ -451,8 +451,8 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
 }
 
 /// Parses a JSON request message: syntax errors are `invalid_json`, shape errors `invalid_request` whose
-/// `details.member` names the offending member (TR-7).
-fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aError> {
+/// `details.member` names the offending member (TR-7). The gateway reads the messages it routes with it too.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();

@@ -16,6 +16,7 @@ mod discover;
 mod execute;
 mod executions;
 mod fallback;
+mod gateway;
 mod headers;
 mod invariants;
 mod negotiate;
@@ -39,6 +40,7 @@ pub fn all() -> Vec<Check> {
     v.extend(auth::checks());
     v.extend(signature::checks());
     v.extend(resolver::checks());
+    v.extend(gateway::checks());
     v.extend(invariants::checks());
     v
 }

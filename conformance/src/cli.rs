@@ -63,6 +63,10 @@ pub struct Cli {
     /// How long to wait for an execution to finish, in seconds.
     #[arg(long, default_value_t = 60, value_name = "SECONDS")]
     pub result_timeout: u64,
+    /// The target is a gateway in front of agents (§15): run the gateway checks (routing, forwarding headers, edge
+    /// policy, versions) instead of the agent-only ones.
+    #[arg(long)]
+    pub gateway: bool,
     /// No progress display, even on a terminal.
     #[arg(long)]
     pub quiet: bool,
@@ -98,6 +102,7 @@ fn options(cli: &Cli) -> Result<Options, String> {
     o.timeout = Duration::from_secs(cli.timeout.max(1));
     o.result_timeout = Duration::from_secs(cli.result_timeout.max(1));
     o.serve_did = cli.serve_did.clone();
+    o.gateway = cli.gateway;
     if let (Some(key), Some(did)) = (&cli.identity, &cli.did) {
         o.identity = Some(Identity::load(key, did, &cli.key_id)?);
     }

@@ -43,6 +43,8 @@ pub struct Options {
     pub timeout: Duration,
     /// How long to wait for an execution to become terminal.
     pub result_timeout: Duration,
+    /// The target is a gateway (`--gateway`, §15): the gateway checks run, the agent-only ones are skipped.
+    pub gateway: bool,
 }
 
 impl Options {
@@ -58,6 +60,7 @@ impl Options {
             origin: DEFAULT_ORIGIN.to_owned(),
             timeout: Duration::from_secs(30),
             result_timeout: Duration::from_secs(60),
+            gateway: false,
         }
     }
 }

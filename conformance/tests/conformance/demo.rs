@@ -21,10 +21,21 @@ async fn demo_agent_passes_every_check_that_applies_with_a_served_did() {
     assert!(report.ids_with(Status::Blocked).is_empty(), "{}", common::explain(&report));
     let mut skipped: Vec<&str> = report.ids_with(Status::Skip);
     skipped.sort();
-    // The demo has no oauth2 capability, a confirm window (60 s) longer than the suite waits, and signs no responses.
+    // The demo has no oauth2 capability, a confirm window (60 s) longer than the suite waits, signs no responses,
+    // and is not a gateway.
     assert_eq!(
         skipped,
-        ["auth/oauth2", "auth/oauth2-algorithms", "execute/confirm-window-elapses", "responses/signatures"]
+        [
+            "auth/oauth2",
+            "auth/oauth2-algorithms",
+            "execute/confirm-window-elapses",
+            "gateway/date-skew",
+            "gateway/forwarded-sender-removed",
+            "gateway/own-sender-id",
+            "gateway/routes-follow",
+            "gateway/unsupported-version",
+            "responses/signatures"
+        ]
     );
     assert_eq!(report.compliance, Compliance::Full);
     assert!(report.checks.len() > 140, "{} checks", report.checks.len());

@@ -10,4 +10,5 @@ mod broken;
 mod cli;
 mod coverage;
 mod demo;
+mod gateway;
 mod report_schema;

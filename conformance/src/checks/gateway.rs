@@ -1,0 +1,220 @@
+//! Gateways (§15): what a caller can see of a gateway's routing, forwarding, edge policy and versions, run when the
+//! target is declared a gateway (`--gateway`); and what every agent does with a forwarding header from a sender it
+//! does not trust as a gateway (GW-9), run against agents.
+
+use serde_json::{Value, json};
+
+use super::{MISSING_CAPABILITY, execute, execute_req, main_plan, negotiate, result_path, show, wait_terminal};
+use crate::check;
+use crate::check::{Check, Outcome, Stop, Trial};
+
+/// When a check applies: the target is a gateway.
+pub(crate) const GATEWAY: &str = "the target is a gateway (--gateway)";
+/// When a check applies: the target is an agent.
+pub(crate) const AGENT: &str = "the target is an agent, not a gateway (without --gateway)";
+
+/// How many full handshakes `gateway/routes-follow` makes: with agents behind the gateway balanced per negotiation,
+/// a step sent to the wrong agent would fail one of them.
+const ROUNDS: usize = 4;
+
+pub(super) fn checks() -> Vec<Check> {
+    vec![
+        check!(
+            "gateway/routes-follow",
+            ["GW-2", "GW-6"],
+            Must,
+            GATEWAY,
+            "every EXECUTE, CONFIRM and RESULT reaches the agent holding its negotiation or execution (several handshakes in a row succeed), and ids the gateway never issued are answered 404 unknown_negotiation / unknown_execution",
+            routes_follow
+        ),
+        check!(
+            "gateway/own-sender-id",
+            ["GW-7"],
+            Should,
+            GATEWAY,
+            "the gateway answers under its own DID: A2A-Sender-ID of DISCOVER, of the capabilities document's agent.id and of every step's answer are the same",
+            own_sender_id
+        ),
+        check!(
+            "gateway/forwarded-sender-removed",
+            ["GW-8"],
+            Must,
+            GATEWAY,
+            "A2A-Forwarded-Sender and A2A-Forwarded-Verified sent by a caller are removed, not honoured: the negotiation belongs to the caller's own A2A-Sender-ID",
+            forwarded_removed
+        ),
+        check!(
+            "agent/forwarded-sender-refused",
+            ["GW-9"],
+            Must,
+            AGENT,
+            "a request carrying A2A-Forwarded-Sender from a sender that is not a trusted gateway is answered 403 forbidden",
+            forwarded_refused
+        ),
+        check!(
+            "gateway/date-skew",
+            ["GW-10"],
+            Should,
+            GATEWAY,
+            "an unsigned request whose Date header is 60 s off the gateway's clock is refused 401 clock_skew before it reaches an agent; one with the current Date is served",
+            date_skew
+        ),
+        check!(
+            "gateway/unsupported-version",
+            ["GW-11"],
+            Must,
+            GATEWAY,
+            "a version the gateway neither speaks nor translates is answered 400 unsupported_version, details.supported_versions listing 0.3",
+            unsupported_version
+        ),
+    ]
+}
+
+fn gateway_only(t: &Trial<'_>) -> Outcome {
+    if t.ctx.opts.gateway { Ok(()) } else { Err(Stop::Skip("the target is not declared a gateway (--gateway)".into())) }
+}
+
+async fn routes_follow(t: &mut Trial<'_>) -> Outcome {
+    gateway_only(t)?;
+    let plan = main_plan(t)?;
+    for round in 1..=ROUNDS {
+        let neg = negotiate(t, &plan, &plan.decl.input_schema).await?;
+        let exe = execute(t, &plan, &neg.id, &plan.payload).await?;
+        let r = t
+            .send(
+                format!("CONFIRM #{round}"),
+                t.ctx.for_cap(&plan, "POST", "/confirm").json(&super::execution_ref(&exe.id)),
+            )
+            .await?;
+        t.expect_status(&r, 202);
+        let (_, last) = wait_terminal(t, &plan, &exe.id).await?;
+        t.check(
+            last["execution_id"] == exe.id.as_str() && super::is_terminal(last["status"].as_str().unwrap_or("")),
+            format!("RESULT #{round}: execution {} in a terminal state", exe.id),
+            show(&last),
+        );
+    }
+    let r = t
+        .send(
+            "EXECUTE under a negotiation id never issued",
+            execute_req(t, &plan, "n_never_issued_by_this_gateway", &plan.payload),
+        )
+        .await?;
+    t.expect_error(&r, 404, "unknown_negotiation");
+    let unknown = format!("{}_1_aaaaaaaaaaaaaaaaaaaaaaaaaa", plan.sender());
+    let r =
+        t.send("RESULT of an execution id never issued", t.ctx.for_cap(&plan, "GET", &result_path(&unknown))).await?;
+    t.expect_error(&r, 404, "unknown_execution");
+    Ok(())
+}
+
+async fn own_sender_id(t: &mut Trial<'_>) -> Outcome {
+    gateway_only(t)?;
+    let did = t.ctx.agent_did().to_owned();
+    t.require(!did.is_empty(), "DISCOVER's A2A-Sender-ID", "none")?;
+    let doc_id = t.ctx.disc.doc.as_ref().map(|d| d["agent"]["id"].clone()).unwrap_or(Value::Null);
+    t.check(doc_id == did.as_str(), format!("agent.id {did}"), format!("{doc_id}"));
+    let plan = main_plan(t)?;
+    let neg = negotiate(t, &plan, &plan.decl.input_schema).await?;
+    let r = t.send("EXECUTE", execute_req(t, &plan, &neg.id, &plan.payload)).await?;
+    t.check(
+        r.header("A2A-Sender-ID") == Some(did.as_str()),
+        format!("A2A-Sender-ID {did}"),
+        format!("{:?}", r.header("A2A-Sender-ID")),
+    );
+    let r = t
+        .send("FALLBACK", t.ctx.request("POST", "/fallback").json(&json!({"target_capability": MISSING_CAPABILITY})))
+        .await?;
+    t.check(
+        r.header("A2A-Sender-ID") == Some(did.as_str()),
+        format!("A2A-Sender-ID {did}"),
+        format!("{:?}", r.header("A2A-Sender-ID")),
+    );
+    Ok(())
+}
+
+const CLAIMED: &str = "did:web:forwarded.conformance.example";
+
+async fn forwarded_removed(t: &mut Trial<'_>) -> Outcome {
+    gateway_only(t)?;
+    let plan = main_plan(t)?;
+    let body = super::negotiate_body(&plan.decl.name, &plan.decl.input_schema);
+    let req = t
+        .ctx
+        .for_cap(&plan, "POST", "/negotiate")
+        .header("A2A-Forwarded-Sender", CLAIMED)
+        .header("A2A-Forwarded-Verified", "true")
+        .json(&body);
+    let r = t.send(format!("NEGOTIATE claiming to forward {CLAIMED}"), req).await?;
+    t.expect_status(&r, 200);
+    let id = r.json().and_then(|b| b["negotiation_id"].as_str().map(str::to_owned));
+    t.require(id.is_some(), "a negotiation_id", r.summary())?;
+    let id = id.unwrap_or_default();
+    let r = t
+        .send(
+            format!("EXECUTE as {} (the caller, not the claimed sender)", plan.sender()),
+            execute_req(t, &plan, &id, &plan.payload),
+        )
+        .await?;
+    t.expect_status(&r, 201);
+    let exe = r.json().and_then(|b| b["execution_id"].as_str().map(str::to_owned)).unwrap_or_default();
+    t.check(!exe.starts_with(CLAIMED), format!("an execution id not naming {CLAIMED} (EID-2)"), exe);
+    Ok(())
+}
+
+async fn forwarded_refused(t: &mut Trial<'_>) -> Outcome {
+    if t.ctx.opts.gateway {
+        return Err(Stop::Skip("the target is a gateway, which removes forwarding headers (GW-8)".into()));
+    }
+    let plan = main_plan(t)?;
+    let body = super::negotiate_body(&plan.decl.name, &plan.decl.input_schema);
+    let req = t
+        .ctx
+        .for_cap(&plan, "POST", "/negotiate")
+        .header("A2A-Forwarded-Sender", CLAIMED)
+        .header("A2A-Forwarded-Verified", "false")
+        .json(&body);
+    let r = t.send(format!("NEGOTIATE from {} claiming to forward {CLAIMED}", plan.sender()), req).await?;
+    t.expect_error(&r, 403, "forbidden");
+    Ok(())
+}
+
+fn http_date(offset_s: i64) -> String {
+    let t = time::OffsetDateTime::now_utc() + time::Duration::seconds(offset_s);
+    let f = time::macros::format_description!(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+    );
+    t.format(&f).unwrap_or_default()
+}
+
+async fn date_skew(t: &mut Trial<'_>) -> Outcome {
+    gateway_only(t)?;
+    let body = json!({"target_capability": MISSING_CAPABILITY});
+    for offset in [-60, 60] {
+        let req = t.ctx.request("POST", "/fallback").header("Date", http_date(offset)).json(&body);
+        let r = t.send(format!("FALLBACK with a Date {offset:+} s off"), req).await?;
+        t.expect_error(&r, 401, "clock_skew");
+    }
+    let req = t.ctx.request("POST", "/fallback").header("Date", http_date(0)).json(&body);
+    let r = t.send("FALLBACK with the current Date", req).await?;
+    t.expect_status(&r, 200);
+    Ok(())
+}
+
+async fn unsupported_version(t: &mut Trial<'_>) -> Outcome {
+    gateway_only(t)?;
+    let req = t
+        .ctx
+        .request("POST", "/fallback")
+        .set("A2A-Version", "9.9")
+        .json(&json!({"target_capability": MISSING_CAPABILITY}));
+    let r = t.send("FALLBACK in version 9.9", req).await?;
+    t.expect_error(&r, 400, "unsupported_version");
+    let versions = r.error_details()["supported_versions"].clone();
+    t.check(
+        versions.as_array().is_some_and(|a| a.iter().any(|v| v == a2a_core::PROTOCOL_VERSION)),
+        format!("details.supported_versions listing {}", a2a_core::PROTOCOL_VERSION),
+        show(&versions),
+    );
+    Ok(())
+}
