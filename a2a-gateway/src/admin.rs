@@ -13,7 +13,7 @@ use serde_json::json;
 use subtle::ConstantTimeEq;
 
 use crate::Inner;
-use crate::audit::AuditQuery;
+use crate::audit::AuditParams;
 
 fn json(status: StatusCode, v: &serde_json::Value) -> Response<Body> {
     let mut r = Response::new(Body::from(serde_json::to_vec(v).unwrap_or_default()));
@@ -66,6 +66,9 @@ pub(crate) async fn handle(gw: &Arc<Inner>, parts: &http::request::Parts) -> Opt
     }
     Some(match path {
         "/metrics" => {
+            if let Some(log) = &gw.audit {
+                gw.metrics.set_audit_dropped(log.dropped());
+            }
             let mut r = Response::new(Body::from(gw.metrics.encode()));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -74,7 +77,7 @@ pub(crate) async fn handle(gw: &Arc<Inner>, parts: &http::request::Parts) -> Opt
             r
         }
         "/gateway/audit" => {
-            let q = match axum::extract::Query::<AuditQuery>::try_from_uri(&parts.uri) {
+            let q = match axum::extract::Query::<AuditParams>::try_from_uri(&parts.uri) {
                 Ok(q) => q.0,
                 Err(e) => {
                     return Some(error(A2aError::with_message(
@@ -83,13 +86,13 @@ pub(crate) async fn handle(gw: &Arc<Inner>, parts: &http::request::Parts) -> Opt
                     )));
                 }
             };
-            if !gw.audit.enabled() {
+            let Some(log) = &gw.audit else {
                 return Some(error(A2aError::with_message(
                     ErrorCode::NOT_FOUND,
                     "the audit log is off: set [audit] file or a Redis [store]",
                 )));
-            }
-            match gw.audit.query(&q).await {
+            };
+            match crate::audit::query(log.as_ref(), &q).await {
                 Ok(records) => json(StatusCode::OK, &json!({"records": records})),
                 Err(e) => error(A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, e.to_string())),
             }

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::audit::{AuditQuery, AuditSinks};
+use crate::audit::{AuditParams, AuditSinks};
 use crate::config::Config;
 use crate::{Gateway, Options};
 
@@ -50,7 +50,7 @@ pub async fn run(path: &Path, listen: Option<&str>) -> Result<(), String> {
 
 /// `a2a-gateway audit --config FILE [--sender DID] [--negotiation ID] [--execution ID] [--limit N]`: prints the
 /// matching records as JSON lines (oldest first).
-pub async fn audit(path: &Path, q: AuditQuery) -> Result<(), String> {
+pub async fn audit(path: &Path, q: AuditParams) -> Result<(), String> {
     let cfg = Config::load(path).map_err(|e| e.to_string())?;
     let base = path.parent().unwrap_or(Path::new("."));
     let redis = match cfg.store.redis(|k| std::env::var(k).ok()).filter(|_| cfg.audit.redis_stream) {
@@ -68,10 +68,10 @@ pub async fn audit(path: &Path, q: AuditQuery) -> Result<(), String> {
         }
     };
     let sinks = AuditSinks { file: cfg.audit.file.as_ref().map(|f| base.join(f)), redis };
-    if sinks.file.is_none() && sinks.redis.is_none() {
+    let Some(log) = crate::audit::open(sinks, cfg.audit.queue)? else {
         return Err(format!("{}: the audit log is off: set [audit] file or a Redis [store]", path.display()));
-    }
-    let records = crate::audit::query(&sinks, &q, cfg.audit.max_scan).await.map_err(|e| e.to_string())?;
+    };
+    let records = crate::audit::query(log.as_ref(), &q).await.map_err(|e| e.to_string())?;
     for r in records {
         println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);
     }

@@ -252,15 +252,13 @@ pub struct AuditSection {
     pub redis_stream: bool,
     /// Bound of the stream (`XADD MAXLEN ~`).
     pub stream_max_len: u64,
-    /// Records waiting to be written at most; beyond it records are dropped and counted.
+    /// Records waiting to be written to the file at most; beyond it records are dropped and counted.
     pub queue: usize,
-    /// Records a query examines at most (newest first).
-    pub max_scan: usize,
 }
 
 impl Default for AuditSection {
     fn default() -> Self {
-        AuditSection { file: None, redis_stream: true, stream_max_len: 1_000_000, queue: 65_536, max_scan: 200_000 }
+        AuditSection { file: None, redis_stream: true, stream_max_len: 1_000_000, queue: 65_536 }
     }
 }
 

@@ -62,7 +62,7 @@ use axum::body::Body;
 use http::{HeaderValue, Request};
 
 use crate::agents::{Agents, Endpoint};
-use crate::audit::{Audit, AuditSinks};
+use crate::audit::AuditSinks;
 use crate::config::{Config, LimitsSection};
 use crate::edge::{Edge, Identity};
 use crate::metrics::Metrics;
@@ -104,7 +104,7 @@ pub(crate) struct Inner {
     pub(crate) agents: Arc<Agents>,
     pub(crate) routes: Arc<dyn Routes>,
     pub(crate) edge: Edge,
-    pub(crate) audit: Audit,
+    pub(crate) audit: Option<Arc<dyn a2a_server::store::audit::AuditLog>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) upstream: Upstream,
     pub(crate) versions: Versions,
@@ -205,14 +205,12 @@ impl Gateway {
                 None,
             ),
         };
-        let audit = Audit::start(
+        let audit = crate::audit::open(
             AuditSinks {
                 file: cfg.audit.file.as_ref().map(|f| base.join(f)),
                 redis: redis_store.filter(|_| cfg.audit.redis_stream).map(|s| (s, cfg.audit.stream_max_len)),
             },
             cfg.audit.queue,
-            cfg.audit.max_scan,
-            metrics.clone(),
         )?;
         let admin_token = match &cfg.admin.token_env {
             None => None,
@@ -305,9 +303,9 @@ impl Gateway {
         &self.inner.agents
     }
 
-    /// The audit log.
-    pub fn audit(&self) -> &Audit {
-        &self.inner.audit
+    /// The audit log, when one is configured.
+    pub fn audit(&self) -> Option<&Arc<dyn a2a_server::store::audit::AuditLog>> {
+        self.inner.audit.as_ref()
     }
 }
 

@@ -64,7 +64,7 @@ fn main() -> ExitCode {
         match cli.command {
             None => a2a_gateway::app::run(&config, cli.listen.as_deref()).await,
             Some(Command::Audit { sender, negotiation, execution, limit }) => {
-                let q = a2a_gateway::audit::AuditQuery { sender, negotiation, execution, limit: Some(limit) };
+                let q = a2a_gateway::audit::AuditParams { sender, negotiation, execution, limit: Some(limit) };
                 a2a_gateway::app::audit(&config, q).await
             }
         }

@@ -104,7 +104,7 @@ pub struct Metrics {
     cache_hits: Counter,
     cache_misses: Counter,
     cache_ratio: Gauge<f64, AtomicU64>,
-    audit_dropped: Counter,
+    audit_dropped: Gauge<i64, AtomicI64>,
     upstream_errors: Family<Reason, Counter>,
 }
 
@@ -178,10 +178,10 @@ impl Metrics {
             "hits / (hits + misses) of the DISCOVER cache",
             cache_ratio.clone(),
         );
-        let audit_dropped = Counter::default();
+        let audit_dropped = Gauge::<i64, AtomicI64>::default();
         registry.register(
             "audit_dropped",
-            "Audit records dropped because the writer fell behind",
+            "Audit records dropped since the start (the writer fell behind or its backend was down)",
             audit_dropped.clone(),
         );
         let upstream_errors = Family::<Reason, Counter>::default();
@@ -274,9 +274,9 @@ impl Metrics {
         (self.cache_hits.get(), self.cache_misses.get())
     }
 
-    /// Counts a dropped audit record.
-    pub fn audit_dropped(&self) {
-        self.audit_dropped.inc();
+    /// Sets the number of audit records dropped so far (read from the audit log when metrics are served).
+    pub fn set_audit_dropped(&self, n: u64) {
+        self.audit_dropped.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// Counts a failure to reach an agent (`connect`, `timeout`, `protocol`).

@@ -271,20 +271,20 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
     };
     let elapsed = started.elapsed();
     gw.metrics.request(step, agent_label, outcome, elapsed.as_secs_f64());
-    if gw.audit.enabled() {
-        gw.audit.record(AuditRecord {
-            time: a2a_core::wire::format_timestamp(std::time::SystemTime::now()),
-            gateway: gw.instance.clone(),
-            step: step.as_str().to_owned(),
-            sender_id: ctx.sender,
-            verified: ctx.verified,
+    if let Some(audit) = &gw.audit {
+        audit.record(AuditRecord {
+            time_ms: a2a_server::store::now_ms(),
+            sender_id: ctx.sender.unwrap_or_default(),
             capability: ctx.capability,
             negotiation_id: ctx.negotiation_id,
             execution_id: ctx.execution_id,
-            agent: ctx.agent.filter(|_| ctx.forwarded).map(|a| a.endpoint.url.clone()),
+            agent: ctx.agent.filter(|_| ctx.forwarded).map(|a| a.endpoint.url.clone()).unwrap_or_default(),
+            step: step.as_str().to_owned(),
             outcome: ctx.code.unwrap_or_else(|| outcome.to_owned()),
-            status: resp.status().as_u16(),
             latency_us: elapsed.as_micros() as u64,
+            verified: ctx.verified,
+            status: Some(resp.status().as_u16()),
+            gateway: Some(gw.instance.clone()),
         });
     }
     resp

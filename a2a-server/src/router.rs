@@ -183,6 +183,7 @@ async fn a2a_layer(State(state): State<Arc<AppState>>, req: Request, next: Next)
             step: step.as_str().to_owned(),
             outcome: resp.extensions().get::<Outcome>().map_or_else(|| "ok".to_owned(), |o| o.0.as_str().to_owned()),
             latency_us: started.elapsed().as_micros() as u64,
+            ..Default::default()
         });
     }
     if span.is_disabled() {

@@ -1,8 +1,10 @@
 //! The audit stream: one record per request (time, sender, capability, negotiation, execution, agent, step,
 //! outcome, latency), bounded in length and queryable by sender, negotiation or execution.
 //!
-//! [`MemoryAudit`] keeps the newest records in this process; [`RedisAudit`] appends them to one Redis stream
-//! (`<prefix>:audit`, `XADD MAXLEN ~`) shared by every process (servers and gateways). Recording never delays or
+//! [`MemoryAudit`] keeps the newest records in this process; [`FileAudit`] appends them to a JSON-lines file;
+//! [`RedisAudit`] appends them to one Redis stream (`<prefix>:audit`, `XADD MAXLEN ~`) shared by every process
+//! (servers and gateways); [`Fanout`] writes to several. Agents and `a2a-gateway` write and query records only
+//! through [`AuditLog`]. Recording never delays or
 //! fails a request: records are handed to a background writer that sends them in batches (one round trip per batch;
 //! a record waits at most [`RedisAudit::LINGER`] for its batch), and records that cannot be written are counted as
 //! dropped.
@@ -19,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::{RedisStore, StoreError};
 
 /// One request, as audited.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditRecord {
     /// When the request was answered (ms since the epoch).
     pub time_ms: u64,
@@ -34,7 +36,8 @@ pub struct AuditRecord {
     /// The execution, when known.
     #[serde(default)]
     pub execution_id: Option<String>,
-    /// The agent that answered (its DID).
+    /// The agent that answered: its DID at an agent; at a gateway, the endpoint URL of the agent the request was
+    /// forwarded to (empty when the gateway answered itself).
     pub agent: String,
     /// The protocol step (`negotiate`, `execute`, ...).
     pub step: String,
@@ -42,6 +45,15 @@ pub struct AuditRecord {
     pub outcome: String,
     /// Time to answer, in microseconds.
     pub latency_us: u64,
+    /// Whether a signature proved the sender (recorded by gateways, which verify at the edge).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verified: bool,
+    /// The HTTP status returned to the caller (recorded by gateways).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The gateway instance that answered (absent in an agent's records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
 }
 
 /// Which records [`AuditLog::query`] returns.
@@ -115,6 +127,131 @@ impl AuditLog for MemoryAudit {
     async fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
         let g = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         Ok(g.iter().rev().filter(|r| q.matches(r)).take(q.limit()).cloned().collect())
+    }
+}
+
+/// Records appended to a JSON-lines file, one object per line, by a background writer (bounded queue: records that do
+/// not fit are dropped and counted); queries read the file.
+pub struct FileAudit {
+    path: std::path::PathBuf,
+    tx: mpsc::Sender<Msg>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl FileAudit {
+    /// Appends to `path` (created if missing), with at most `queue` records waiting. Starts the writer (must be called
+    /// inside a Tokio runtime). Fails when the file cannot be opened for appending.
+    pub fn new(path: std::path::PathBuf, queue: usize) -> Result<Arc<Self>, StoreError> {
+        let open = || std::fs::OpenOptions::new().create(true).append(true).open(&path);
+        let file = open().map_err(|e| StoreError(format!("audit file {}: {e}", path.display())))?;
+        let (tx, mut rx) = mpsc::channel::<Msg>(queue.max(1));
+        let dropped = Arc::new(AtomicU64::new(0));
+        let lost = dropped.clone();
+        let shown = path.display().to_string();
+        tokio::spawn(async move {
+            use std::io::Write;
+            let mut out = std::io::BufWriter::new(file);
+            let mut batch = Vec::with_capacity(BATCH);
+            while rx.recv_many(&mut batch, BATCH).await > 0 {
+                let mut records = 0u64;
+                for m in batch.drain(..) {
+                    match m {
+                        Msg::Record(r) => {
+                            records += 1;
+                            if let Ok(line) = serde_json::to_string(&r) {
+                                let _ = writeln!(out, "{line}");
+                            }
+                        }
+                        Msg::Flush(f) => {
+                            let _ = out.flush();
+                            let _ = f.send(());
+                        }
+                    }
+                }
+                if let Err(e) = out.flush() {
+                    lost.fetch_add(records, Ordering::Relaxed);
+                    tracing::error!(file = %shown, error = %e, "cannot write the audit file");
+                }
+            }
+        });
+        Ok(Arc::new(FileAudit { path, tx, dropped }))
+    }
+}
+
+#[async_trait::async_trait]
+impl AuditLog for FileAudit {
+    fn record(&self, rec: AuditRecord) {
+        if self.tx.try_send(Msg::Record(rec)).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    async fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        use std::io::BufRead;
+        let path = self.path.clone();
+        let q = q.clone();
+        let read = move || -> Result<Vec<AuditRecord>, StoreError> {
+            let err = |e: std::io::Error| StoreError(format!("audit file {}: {e}", path.display()));
+            let file = match std::fs::File::open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(err(e)),
+            };
+            // The newest `limit` matches, kept in a ring while the file is read oldest first.
+            let mut ring = VecDeque::with_capacity(q.limit());
+            for line in std::io::BufReader::new(file).lines() {
+                if let Ok(r) = serde_json::from_str::<AuditRecord>(&line.map_err(err)?)
+                    && q.matches(&r)
+                {
+                    if ring.len() == q.limit() {
+                        ring.pop_front();
+                    }
+                    ring.push_back(r);
+                }
+            }
+            Ok(ring.into_iter().rev().collect())
+        };
+        tokio::task::spawn_blocking(read).await.map_err(|e| StoreError(format!("audit query: {e}")))?
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Msg::Flush(tx)).await.map_err(|_| StoreError("audit writer stopped".into()))?;
+        rx.await.map_err(|_| StoreError("audit writer stopped".into()))
+    }
+
+    fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// Writes every record to each log; queries the first (list the shared one first).
+pub struct Fanout(pub Vec<Arc<dyn AuditLog>>);
+
+#[async_trait::async_trait]
+impl AuditLog for Fanout {
+    fn record(&self, rec: AuditRecord) {
+        for log in &self.0 {
+            log.record(rec.clone());
+        }
+    }
+
+    async fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
+        match self.0.first() {
+            Some(log) => log.query(q).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        for log in &self.0 {
+            log.flush().await?;
+        }
+        Ok(())
+    }
+
+    fn dropped(&self) -> u64 {
+        self.0.iter().map(|l| l.dropped()).sum()
     }
 }
 

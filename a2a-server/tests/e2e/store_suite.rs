@@ -475,6 +475,7 @@ pub async fn audit_records_are_bounded_and_queryable_by_sender_negotiation_and_e
         step: "execute".into(),
         outcome: "ok".into(),
         latency_us: i as u64,
+        ..Default::default()
     };
     for i in 0..1000 {
         if i % 2 == 0 { one.record(rec(i)) } else { two.record(rec(i)) }
