@@ -367,29 +367,8 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
         t.request_headers(&mut parts.headers);
     }
     ctx.translation = translation.clone();
-    // A sender that is not visible ASCII cannot be a did:web DID (DID-6, hosts in punycode): invalid_sender, as at an
-    // agent (HDR-6, DID-11).
-    let sender = match parts.headers.get(h::A2A_SENDER_ID) {
-        None => return Err(A2aError::new(ErrorCode::SENDER_REQUIRED).into()),
-        Some(v) => v.to_str().map_err(|_| {
-            A2aError::with_message(
-                ErrorCode::INVALID_SENDER,
-                format!(
-                    "A2A-Sender-ID {:?} is not a valid did:web DID: it has non-ASCII characters; write the host in \
-                     punycode (xn--...)",
-                    String::from_utf8_lossy(v.as_bytes())
-                ),
-            )
-        })?,
-    }
-    .trim()
-    .to_owned();
-    Did::parse(&sender).map_err(|e| {
-        A2aError::with_message(
-            ErrorCode::INVALID_SENDER,
-            format!("A2A-Sender-ID {sender:?} is not a valid did:web DID: {e}"),
-        )
-    })?;
+    // The sender, checked as an agent checks it (HDR-6, DID-11).
+    let sender = a2a_server::sender_id(&parts.headers)?.to_owned();
     ctx.sender = Some(sender.clone());
     gw.edge.rate_limit(&sender)?;
     let mut body = if parts.method == Method::POST { read_body(gw, &parts.headers, body).await? } else { Bytes::new() };

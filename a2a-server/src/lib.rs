@@ -62,7 +62,7 @@ use axum::http::HeaderValue;
 pub use auth::{ApiKey, OAuth2};
 pub use engine::Engine;
 pub use limits::Limits;
-pub use router::{CorsPolicy, parse_json};
+pub use router::{CorsPolicy, parse_json, sender_id};
 
 use crate::engine::Capability;
 use crate::handler::{BoxHandler, Handler};

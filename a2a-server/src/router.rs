@@ -373,9 +373,9 @@ fn check_version(headers: &HeaderMap, required: bool) -> Result<(), A2aError> {
     }
 }
 
-/// The common prelude of every step with a sender: version, sender (HDR-6), region and trace headers.
-fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
-    check_version(headers, true)?;
+/// `A2A-Sender-ID`, trimmed and checked to be a did:web DID (HDR-6): `sender_required` when absent,
+/// `invalid_sender` otherwise. The gateway reads senders with it too.
+pub fn sender_id(headers: &HeaderMap) -> Result<&str, A2aError> {
     // A sender that is not visible ASCII cannot be a did:web DID (DID-6: hosts are written in punycode): HDR-6 and
     // DID-11 answer it invalid_sender, not invalid_header.
     let sender = match headers.get(h::A2A_SENDER_ID) {
@@ -398,6 +398,13 @@ fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
             format!("A2A-Sender-ID {sender:?} is not a valid did:web DID: {e}"),
         )
     })?;
+    Ok(sender)
+}
+
+/// The common prelude of every step with a sender: version, sender (HDR-6), region and trace headers.
+fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
+    check_version(headers, true)?;
+    let sender = sender_id(headers)?;
     let region = match header_str(headers, h::A2A_REGION)? {
         None => None,
         Some(r) => Some(

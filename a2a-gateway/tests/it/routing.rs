@@ -255,6 +255,21 @@ async fn audit_log_has_one_record_per_request_queryable_by_sender_negotiation_an
     assert_eq!(by_sender["records"].as_array().map(Vec::len), Some(4));
     let file = std::fs::read_to_string(gw.dir.0.join("audit.jsonl")).expect("audit file");
     assert_eq!(file.lines().count(), 4);
+    // The query command reads the same log (`a2a-gateway audit`), oldest first, one JSON object a line.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_a2a-gateway"))
+        .arg("--config")
+        .arg(gw.dir.0.join("gateway.toml"))
+        .args(["audit", "--execution", &exe])
+        .output()
+        .expect("a2a-gateway audit");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let steps: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).expect("a JSON line")["step"].as_str().unwrap_or("").to_owned()
+        })
+        .collect();
+    assert_eq!(steps, ["execute", "confirm", "result"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

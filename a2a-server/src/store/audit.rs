@@ -181,9 +181,7 @@ impl FileAudit {
 #[async_trait::async_trait]
 impl AuditLog for FileAudit {
     fn record(&self, rec: AuditRecord) {
-        if self.tx.try_send(Msg::Record(rec)).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        }
+        hand_over(&self.tx, &self.dropped, rec);
     }
 
     async fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
@@ -215,9 +213,7 @@ impl AuditLog for FileAudit {
     }
 
     async fn flush(&self) -> Result<(), StoreError> {
-        let (tx, rx) = oneshot::channel();
-        self.tx.send(Msg::Flush(tx)).await.map_err(|_| StoreError("audit writer stopped".into()))?;
-        rx.await.map_err(|_| StoreError("audit writer stopped".into()))
+        flush_writer(&self.tx).await
     }
 
     fn dropped(&self) -> u64 {
@@ -253,6 +249,20 @@ impl AuditLog for Fanout {
     fn dropped(&self) -> u64 {
         self.0.iter().map(|l| l.dropped()).sum()
     }
+}
+
+/// Hands a record to a writer; counts it as dropped when the writer's queue is full.
+fn hand_over(tx: &mpsc::Sender<Msg>, dropped: &AtomicU64, rec: AuditRecord) {
+    if tx.try_send(Msg::Record(rec)).is_err() {
+        dropped.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Waits until a writer has written every record handed to it before.
+async fn flush_writer(tx: &mpsc::Sender<Msg>) -> Result<(), StoreError> {
+    let (done, rx) = oneshot::channel();
+    tx.send(Msg::Flush(done)).await.map_err(|_| StoreError("audit writer stopped".into()))?;
+    rx.await.map_err(|_| StoreError("audit writer stopped".into()))
 }
 
 enum Msg {
@@ -339,9 +349,7 @@ async fn writer(
 #[async_trait::async_trait]
 impl AuditLog for RedisAudit {
     fn record(&self, rec: AuditRecord) {
-        if self.tx.try_send(Msg::Record(rec)).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        }
+        hand_over(&self.tx, &self.dropped, rec);
     }
 
     async fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, StoreError> {
@@ -379,9 +387,7 @@ impl AuditLog for RedisAudit {
     }
 
     async fn flush(&self) -> Result<(), StoreError> {
-        let (tx, rx) = oneshot::channel();
-        self.tx.send(Msg::Flush(tx)).await.map_err(|_| StoreError("audit writer stopped".into()))?;
-        rx.await.map_err(|_| StoreError("audit writer stopped".into()))
+        flush_writer(&self.tx).await
     }
 
     fn dropped(&self) -> u64 {

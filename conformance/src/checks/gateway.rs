@@ -135,16 +135,20 @@ async fn own_sender_id(t: &mut Trial<'_>) -> Outcome {
 
 const CLAIMED: &str = "did:web:forwarded.conformance.example";
 
+/// A NEGOTIATE of the plan's capability claiming to forward [`CLAIMED`] (`A2A-Forwarded-Verified: verified`).
+fn forwarding_negotiate(t: &Trial<'_>, plan: &crate::ctx::CapPlan, verified: &str) -> crate::http::Req {
+    let body = super::negotiate_body(&plan.decl.name, &plan.decl.input_schema);
+    t.ctx
+        .for_cap(plan, "POST", "/negotiate")
+        .header("A2A-Forwarded-Sender", CLAIMED)
+        .header("A2A-Forwarded-Verified", verified)
+        .json(&body)
+}
+
 async fn forwarded_removed(t: &mut Trial<'_>) -> Outcome {
     gateway_only(t)?;
     let plan = main_plan(t)?;
-    let body = super::negotiate_body(&plan.decl.name, &plan.decl.input_schema);
-    let req = t
-        .ctx
-        .for_cap(&plan, "POST", "/negotiate")
-        .header("A2A-Forwarded-Sender", CLAIMED)
-        .header("A2A-Forwarded-Verified", "true")
-        .json(&body);
+    let req = forwarding_negotiate(t, &plan, "true");
     let r = t.send(format!("NEGOTIATE claiming to forward {CLAIMED}"), req).await?;
     t.expect_status(&r, 200);
     let id = r.json().and_then(|b| b["negotiation_id"].as_str().map(str::to_owned));
@@ -167,13 +171,7 @@ async fn forwarded_refused(t: &mut Trial<'_>) -> Outcome {
         return Err(Stop::Skip("the target is a gateway, which removes forwarding headers (GW-8)".into()));
     }
     let plan = main_plan(t)?;
-    let body = super::negotiate_body(&plan.decl.name, &plan.decl.input_schema);
-    let req = t
-        .ctx
-        .for_cap(&plan, "POST", "/negotiate")
-        .header("A2A-Forwarded-Sender", CLAIMED)
-        .header("A2A-Forwarded-Verified", "false")
-        .json(&body);
+    let req = forwarding_negotiate(t, &plan, "false");
     let r = t.send(format!("NEGOTIATE from {} claiming to forward {CLAIMED}", plan.sender()), req).await?;
     t.expect_error(&r, 403, "forbidden");
     Ok(())
