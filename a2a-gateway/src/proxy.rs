@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use a2a_core::capability::AuthRequirement;
-use a2a_core::did::Did;
 use a2a_core::error::{A2aError, ErrorCode};
 use a2a_core::execution_id::ExecutionId;
 use a2a_core::headers as h;

@@ -253,7 +253,7 @@ impl AuditLog for Fanout {
 
 /// Hands a record to a writer; counts it as dropped when the writer's queue is full.
 fn hand_over(tx: &mpsc::Sender<Msg>, dropped: &AtomicU64, rec: AuditRecord) {
-    if tx.try_send(Msg::Record(rec)).is_err() {
+    if tx.try_send(Msg::Record(Box::new(rec))).is_err() {
         dropped.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -266,7 +266,7 @@ async fn flush_writer(tx: &mpsc::Sender<Msg>) -> Result<(), StoreError> {
 }
 
 enum Msg {
-    Record(AuditRecord),
+    Record(Box<AuditRecord>),
     Flush(oneshot::Sender<()>),
 }
 
@@ -311,7 +311,7 @@ async fn writer(
         let mut batch = Vec::new();
         let mut flushes = Vec::new();
         let push = |m: Msg, batch: &mut Vec<AuditRecord>, flushes: &mut Vec<oneshot::Sender<()>>| match m {
-            Msg::Record(r) => batch.push(r),
+            Msg::Record(r) => batch.push(*r),
             Msg::Flush(f) => flushes.push(f),
         };
         push(first, &mut batch, &mut flushes);
