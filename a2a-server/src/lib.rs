@@ -289,8 +289,7 @@ impl AgentBuilder {
         engine.start_workers();
         let mut auth = self.auth;
         auth.did = self.did.clone();
-        let (discover_headers, capabilities_json) =
-            router::discover_parts(&engine, self.name, &features);
+        let (discover_headers, capabilities_json) = router::discover_parts(&engine, self.name, &features);
         let sender_header = HeaderValue::from_str(&self.did)
             .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
         let state = Arc::new(router::AppState {

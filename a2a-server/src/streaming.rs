@@ -318,7 +318,8 @@ impl Streaming {
 
     /// A worker started the handler (a `status` event); failures are logged, the execution goes on.
     pub(crate) async fn started(&self, rec: &ExecutionRecord) {
-        let data = json!({"status": rec.status, "attempt": rec.attempts, "at": timestamp(rec.updated_at_ms)}).to_string();
+        let data =
+            json!({"status": rec.status, "attempt": rec.attempts, "at": timestamp(rec.updated_at_ms)}).to_string();
         if let Err(e) = self.log.append(&rec.id, EventKind::Status, &data, rec.retain_until_ms).await {
             tracing::warn!(error = %e, "could not record the execution's status event");
         }

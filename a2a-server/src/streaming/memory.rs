@@ -31,7 +31,12 @@ pub struct MemoryEventLog {
 impl MemoryEventLog {
     /// A log with these per-execution limits, keeping the events of at most `max_logs` executions.
     pub fn new(limits: EventLimits, max_logs: usize) -> Self {
-        MemoryEventLog { limits, max_logs: max_logs.max(1), logs: Mutex::new(HashMap::new()), wakers: Default::default() }
+        MemoryEventLog {
+            limits,
+            max_logs: max_logs.max(1),
+            logs: Mutex::new(HashMap::new()),
+            wakers: Default::default(),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Log>> {
@@ -124,11 +129,7 @@ impl EventLog for MemoryEventLog {
     }
 
     async fn last_id(&self, execution_id: &str) -> Result<u64, StoreError> {
-        Ok(self
-            .lock()
-            .get(execution_id)
-            .filter(|l| l.retain_until_ms > now_ms())
-            .map_or(0, |l| l.events.len() as u64))
+        Ok(self.lock().get(execution_id).filter(|l| l.retain_until_ms > now_ms()).map_or(0, |l| l.events.len() as u64))
     }
 
     async fn wait(&self, execution_id: &str, after: u64, timeout: Duration) {

@@ -63,16 +63,17 @@ pub(crate) async fn respond(
         )
         .details(json!({"retry_after_s": 1})));
     };
-    let store_err = |e: crate::store::StoreError| {
-        A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, format!("{e}; retry later"))
-    };
+    let store_err =
+        |e: crate::store::StoreError| A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, format!("{e}; retry later"));
     let final_id =
         if rec.status.is_terminal() { Some(streaming.ensure_final(&rec).await.map_err(store_err)?) } else { None };
     let last = streaming.log.last_id(&rec.id).await.map_err(store_err)?;
     if after > last {
         return Err(A2aError::with_message(
             ErrorCode::INVALID_HEADER,
-            format!("Last-Event-ID {after} is beyond the last event of this execution ({last}); resume from an id it sent"),
+            format!(
+                "Last-Event-ID {after} is beyond the last event of this execution ({last}); resume from an id it sent"
+            ),
         )
         .details(json!({"header": "Last-Event-ID", "last_event_id": last})));
     }
@@ -163,9 +164,8 @@ impl Cursor {
                 self.last_write = Instant::now();
                 return Some(Bytes::from_static(b": keep-alive\n\n"));
             }
-            let slice = (heartbeat - since).min(RECORD_CHECK.saturating_sub(self.last_check.elapsed()).max(
-                Duration::from_millis(1),
-            ));
+            let slice = (heartbeat - since)
+                .min(RECORD_CHECK.saturating_sub(self.last_check.elapsed()).max(Duration::from_millis(1)));
             tokio::select! {
                 () = self.streaming.log.wait(&self.id, self.after, slice) => {}
                 () = self.engine.shutdown.cancelled() => return None,

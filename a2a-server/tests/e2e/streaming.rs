@@ -180,7 +180,9 @@ fn check_complete(events: &[Ev], words: &[&str]) {
     let got: Vec<String> = events
         .iter()
         .filter(|e| e.event == "progress")
-        .map(|e| serde_json::from_str::<Value>(&e.data).expect("json")["data"]["word"].as_str().unwrap_or("").to_owned())
+        .map(|e| {
+            serde_json::from_str::<Value>(&e.data).expect("json")["data"]["word"].as_str().unwrap_or("").to_owned()
+        })
         .collect();
     assert_eq!(got, words, "every word, in order, once");
     assert_eq!(events.iter().filter(|e| e.event == "result").count(), 1);
@@ -362,13 +364,14 @@ async fn callers_and_agents_that_do_not_stream_are_unaffected() {
     assert_eq!(bad.body["error"]["details"]["header"], "A2A-Stream");
 
     // STR-3: an agent without streaming ignores the header and answers the plain RESULT; `emit` does nothing there.
-    let plain_agent = TestAgent::start(
-        AgentBuilder::new(AGENT).capability(decl("count_words", words_schema()), |ctx: ExecutionContext, p: Value| async move {
+    let plain_agent = TestAgent::start(AgentBuilder::new(AGENT).capability(
+        decl("count_words", words_schema()),
+        |ctx: ExecutionContext, p: Value| async move {
             assert!(!ctx.events.is_enabled());
             ctx.events.emit(json!({"ignored": true})).await.map_err(|e| HandlerError::new(e.to_string()))?;
             Ok(json!({"text": p["text"]}))
-        }),
-    )
+        },
+    ))
     .await;
     let caps = plain_agent.get("/a2a/capabilities").await;
     assert!(!caps.body["features"].as_array().expect("features").contains(&json!("streaming")));
@@ -457,7 +460,8 @@ async fn redis_limits_match_the_memory_log() {
         AgentScope { did: AGENT.into(), retention: Duration::from_secs(3600), max_received: 1000 },
     )
     .expect("connect");
-    let log = RedisEventLog::new(store.clone(), EventLimits { max_events: 3, max_bytes: 1 << 20 }, Duration::from_millis(20));
+    let log =
+        RedisEventLog::new(store.clone(), EventLimits { max_events: 3, max_bytes: 1 << 20 }, Duration::from_millis(20));
     let t = TestAgent::start(
         streaming_agent(StreamConfig { max_events: 3, ..fast() }).store(store).event_log(Arc::new(log)),
     )
@@ -466,5 +470,8 @@ async fn redis_limits_match_the_memory_log() {
     let events = Sse::open(&t, &exe, None).await.rest().await;
     let kinds: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
     assert_eq!(kinds, ["status", "progress", "progress", "progress", "truncated", "result"]);
-    assert_eq!(serde_json::from_str::<Value>(&events[5].data).expect("json")["result"], json!({"kept": 3, "refused": 3}));
+    assert_eq!(
+        serde_json::from_str::<Value>(&events[5].data).expect("json")["result"],
+        json!({"kept": 3, "refused": 3})
+    );
 }
