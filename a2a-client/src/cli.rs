@@ -31,6 +31,7 @@ Examples:
   a2a discover http://127.0.0.1:8080
   a2a call http://127.0.0.1:8080 submit_report --data '{\"title\":\"Lift 3\",\"timestamp\":\"2026-11-29T21:00:00Z\"}'
   a2a call https://agent.example.com summarize --data @doc.json --json --fallback accept-degraded
+  a2a call http://127.0.0.1:8080 stream_summary --data '{\"text\":\"one two three\"}' --stream
   a2a result http://127.0.0.1:8080 EXECUTION_ID --wait
   a2a keygen --did did:web:caller.example.com --out keys/
   a2a schema fix openapi-schema.json -o schema.json
@@ -182,6 +183,10 @@ enum Command {
         /// Cancel the execution if the deadline passes.
         #[arg(long)]
         cancel_on_deadline: bool,
+        /// Stream the result (spec §18): print the execution's events as they arrive (JSON lines with --json),
+        /// resuming a dropped connection. Calls this agent only (no fallback to others).
+        #[arg(long, conflicts_with = "cancel_on_deadline")]
+        stream: bool,
     },
     /// RESULT of an execution; with --wait, until it is terminal.
     Result {
@@ -195,6 +200,12 @@ enum Command {
         /// How long --wait waits.
         #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
         deadline: Duration,
+        /// Stream the execution's events as they arrive (spec §18), from the one after --last-event-id.
+        #[arg(long, conflicts_with = "wait")]
+        stream: bool,
+        /// With --stream: resume after this event id.
+        #[arg(long, default_value_t = 0, requires = "stream")]
+        last_event_id: u64,
     },
     /// CANCEL an execution.
     Cancel {

@@ -54,6 +54,7 @@ mod endpoint;
 mod error;
 pub mod fallback;
 mod identity;
+pub mod stream;
 mod transport;
 mod types;
 
@@ -63,6 +64,7 @@ pub use config::{ClientConfig, DidResolution, ResponseVerification, SigningMode}
 pub use endpoint::Endpoint;
 pub use error::{ClientError, Step};
 pub use identity::Identity;
+pub use stream::{EventStream, StreamEvent, StreamOptions};
 pub use types::{CallOutcome, CallTrace, Capabilities, Discovery, Execution, Negotiation, Peer, Progress, ProgressFn};
 
 /// The protocol types the client returns, re-exported from `a2a-core`.

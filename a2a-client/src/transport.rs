@@ -37,6 +37,8 @@ pub(crate) struct Request<'a> {
     pub(crate) retry: bool,
     /// Send the credentials configured for the endpoint's origin.
     pub(crate) credentials: bool,
+    /// A `200 text/event-stream` answer is returned unread in [`Response::stream`] (§18).
+    pub(crate) accept_stream: bool,
 }
 
 impl<'a> Request<'a> {
@@ -54,6 +56,7 @@ impl<'a> Request<'a> {
             timeout: Duration::from_secs(10),
             retry: step.is_idempotent(),
             credentials: false,
+            accept_stream: false,
         }
     }
 
@@ -71,6 +74,8 @@ pub(crate) struct Response {
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
     pub(crate) url: String,
+    /// The unread body of a `text/event-stream` answer (requests with `accept_stream`).
+    pub(crate) stream: Option<reqwest::Response>,
 }
 
 impl Response {
@@ -223,6 +228,16 @@ impl Inner {
         };
         let status = resp.status().as_u16();
         let resp_headers = resp.headers().clone();
+        if req.accept_stream
+            && status == 200
+            && resp_headers
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim().starts_with("text/event-stream"))
+        {
+            check_version(step, &url, req.endpoint, status, &resp_headers).map_err(|e| (e, None))?;
+            return Ok(Response { status, headers: resp_headers, body: Bytes::new(), url, stream: Some(resp) });
+        }
         let max = self.config.max_response_bytes;
         let too_large = |url: &str| ClientError::Protocol {
             step,
@@ -247,30 +262,7 @@ impl Inner {
             }
         }
         let body = Bytes::from(buf);
-        // CLI-5: the answer must come from an agent of our version.
-        match resp_headers.get(h::A2A_VERSION).and_then(|v| v.to_str().ok()) {
-            None => {
-                return Err((
-                    ClientError::Protocol {
-                        step,
-                        url,
-                        reason: format!(
-                            "it answered {status} without an A2A-Version header: this is not an A2A endpoint"
-                        ),
-                    },
-                    None,
-                ));
-            }
-            Some(v) => match h::parse_version(v) {
-                Ok(ver) if ver == h::Version::V0_3 => {}
-                _ => {
-                    return Err((
-                        ClientError::UnsupportedVersion { url: req.endpoint.to_string(), version: v.trim().to_owned() },
-                        None,
-                    ));
-                }
-            },
-        }
+        check_version(step, &url, req.endpoint, status, &resp_headers).map_err(|e| (e, None))?;
         self.verify_response(req, &target, status, &resp_headers, &body).await.map_err(|e| (e, None))?;
         if status >= 400 {
             let after = retry_after(&resp_headers);
@@ -284,7 +276,7 @@ impl Inner {
             };
             return Err((err, after));
         }
-        Ok(Response { status, headers: resp_headers, body, url })
+        Ok(Response { status, headers: resp_headers, body, url, stream: None })
     }
 
     fn sign(
@@ -328,13 +320,37 @@ impl Inner {
         headers: &HeaderMap,
         body: &[u8],
     ) -> Result<(), ClientError> {
+        if self.config.response_verification == ResponseVerification::Off {
+            return Ok(());
+        }
+        let sig = match headers.get(h::A2A_SIGNATURE) {
+            None => None,
+            Some(v) => Some(v.to_str().map_err(|_| ClientError::ResponseNotVerified {
+                step: req.step,
+                code: ErrorCode::SIGNATURE_MALFORMED,
+                reason: "A2A-Signature is not ASCII".into(),
+            })?),
+        };
+        let pairs: Vec<(&str, &str)> =
+            headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
+        let parts = MessageParts { method: req.method.as_str(), target, headers: &pairs, body, status: Some(status) };
+        self.verify_signed(req.step, req.agent.as_deref(), sig, &parts).await
+    }
+
+    /// INT-10 for any signed answer (a response, or the final event of a stream, STR-7): `sig` is its `A2A-Signature`.
+    pub(crate) async fn verify_signed(
+        &self,
+        step: Step,
+        agent: Option<&str>,
+        sig: Option<&str>,
+        parts: &MessageParts<'_>,
+    ) -> Result<(), ClientError> {
         let mode = self.config.response_verification;
         if mode == ResponseVerification::Off {
             return Ok(());
         }
-        let step = req.step;
         let fail = |code: ErrorCode, reason: String| ClientError::ResponseNotVerified { step, code, reason };
-        let Some(sig) = headers.get(h::A2A_SIGNATURE) else {
+        let Some(sig) = sig else {
             if mode == ResponseVerification::Required {
                 return Err(fail(
                     ErrorCode::SIGNATURE_REQUIRED,
@@ -343,14 +359,9 @@ impl Inner {
             }
             return Ok(());
         };
-        let sig =
-            sig.to_str().map_err(|_| fail(ErrorCode::SIGNATURE_MALFORMED, "A2A-Signature is not ASCII".into()))?;
-        let pairs: Vec<(&str, &str)> =
-            headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
-        let parts = MessageParts { method: req.method.as_str(), target, headers: &pairs, body, status: Some(status) };
-        let pending = integrity::prepare(sig, &parts, self.identity.did(), unix_now())
+        let pending = integrity::prepare(sig, parts, self.identity.did(), unix_now())
             .map_err(|e| fail(e.code(), e.to_string()))?;
-        if let Some(agent) = &req.agent
+        if let Some(agent) = agent
             && pending.did() != agent
         {
             return Err(fail(
@@ -363,7 +374,28 @@ impl Inner {
             .resolve_key(pending.did(), pending.key_id())
             .await
             .map_err(|e| fail(e.code.clone(), e.message.clone()))?;
-        pending.finish(&key, &parts).map_err(|e| fail(e.code(), e.to_string()))?;
+        pending.finish(&key, parts).map_err(|e| fail(e.code(), e.to_string()))?;
         Ok(())
+    }
+}
+
+/// CLI-5: the answer must come from an agent of our version.
+fn check_version(
+    step: Step,
+    url: &str,
+    endpoint: &Endpoint,
+    status: u16,
+    headers: &HeaderMap,
+) -> Result<(), ClientError> {
+    match headers.get(h::A2A_VERSION).and_then(|v| v.to_str().ok()) {
+        None => Err(ClientError::Protocol {
+            step,
+            url: url.to_owned(),
+            reason: format!("it answered {status} without an A2A-Version header: this is not an A2A endpoint"),
+        }),
+        Some(v) => match h::parse_version(v) {
+            Ok(ver) if ver == h::Version::V0_3 => Ok(()),
+            _ => Err(ClientError::UnsupportedVersion { url: endpoint.to_string(), version: v.trim().to_owned() }),
+        },
     }
 }

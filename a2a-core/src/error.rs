@@ -307,6 +307,9 @@ error_table! {
     /// The handler's result does not match the capability's declared output schema.
     OUTPUT_INVALID = "output_invalid", Execution,
         "the handler's result does not match the capability's output schema";
+    /// A streamed execution emitted more progress than its stream may keep (§18, STR-8).
+    STREAM_LIMIT_EXCEEDED = "stream_limit_exceeded", Execution,
+        "the execution's stream reached its event or byte limit; later progress was dropped, the result still follows";
 }
 
 /// The JSON body of every error response.

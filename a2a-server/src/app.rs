@@ -205,6 +205,9 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
     let did = Did::parse(&cfg.agent.did).map_err(|e| format!("{}: agent.did: {e}", at(&[Key("agent"), Key("did")])))?;
     let base = path.parent().unwrap_or(Path::new("."));
     let mut builder = AgentBuilder::new(did.to_string()).limits(cfg.limits.clone());
+    if cfg.streaming.enabled {
+        builder = builder.streaming(cfg.streaming.clone());
+    }
     if let Some(name) = &cfg.agent.name {
         builder = builder.name(name.clone());
     }
@@ -298,6 +301,14 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
             max_received: cfg.limits.max_received_executions,
         };
         let store = RedisStore::connect(redis, scope).map_err(|e| format!("{}: {e}", at(&[Key("store")])))?;
+        if cfg.streaming.enabled {
+            let limits = crate::streaming::EventLimits {
+                max_events: cfg.streaming.max_events,
+                max_bytes: cfg.streaming.max_bytes,
+            };
+            let poll = Duration::from_millis(cfg.streaming.poll_ms.max(1));
+            builder = builder.event_log(Arc::new(crate::streaming::RedisEventLog::new(store.clone(), limits, poll)));
+        }
         builder = builder.store(store.clone()).registry(Arc::new(RedisRegistry::new(store, cfg.registry.clone())));
     } else if !cfg.registry.is_empty() {
         builder = builder.registry(Arc::new(MemoryRegistry::new(cfg.registry.clone())));

@@ -49,6 +49,9 @@ pub struct Config {
     /// Where the state lives: the in-memory store (default) or Redis.
     #[serde(default)]
     pub store: StoreSection,
+    /// Streaming results (`spec/PROTOCOL.md` §18): `enabled = true` and the limits of `crate::streaming::StreamConfig`.
+    #[serde(default)]
+    pub streaming: crate::streaming::StreamConfig,
     /// Other agents' capabilities, offered as fallback options.
     #[serde(default)]
     pub registry: Vec<RegistryEntry>,

@@ -94,7 +94,18 @@ pub fn capabilities(builder: AgentBuilder) -> AgentBuilder {
         AuthRequirement::DidAuth,
         json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
     );
+    let stream = decl(
+        "stream_summary",
+        "Summarises a text word by word: each word of the summary (at most 100) is a progress event for callers that \
+         stream RESULT (`A2A-Stream: true`, spec §18), `delay_ms` apart (default 100, at most 1000); the result is the \
+         whole summary.",
+        AuthRequirement::None,
+        json!({"type": "object",
+               "properties": {"text": {"type": "string"}, "delay_ms": {"type": "number", "multipleOf": 1, "minimum": 0, "maximum": 1000}},
+               "required": ["text"]}),
+    );
     builder
+        .streaming(crate::streaming::StreamConfig { enabled: true, ..Default::default() })
         .capability(echo, crate::handlers::echo())
         .capability(report, |ctx: ExecutionContext, p: Value| async move {
             Ok(json!({"report_id": format!("r-{}", &ctx.execution_id[ctx.execution_id.len().saturating_sub(8)..]),
@@ -122,6 +133,22 @@ pub fn capabilities(builder: AgentBuilder) -> AgentBuilder {
         .capability(pay, |ctx: ExecutionContext, p: Value| async move {
             Ok(json!({"charged": false, "amount": p["amount"], "currency": p["currency"], "execution_id": ctx.execution_id,
                       "note": "demo agent: nothing was charged"}))
+        })
+        .capability(stream, |ctx: ExecutionContext, p: Value| async move {
+            let text = p["text"].as_str().unwrap_or_default();
+            let delay = Duration::from_millis(p["delay_ms"].as_u64().unwrap_or(100).min(1000));
+            let words: Vec<&str> = text.split_whitespace().take(100).collect();
+            for (i, w) in words.iter().enumerate() {
+                if i > 0 && !delay.is_zero() {
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        () = ctx.cancel.cancelled() => return Err(HandlerError::new("stopped")),
+                    }
+                }
+                // Past the stream's limits the words are still summarised; only their events are dropped (STR-8).
+                let _ = ctx.events.emit(json!({"index": i, "word": w})).await;
+            }
+            Ok(json!({"summary": words.join(" "), "words": words.len()}))
         })
         .capability(notarize, |ctx: ExecutionContext, p: Value| async move {
             Ok(json!({"message": p["message"], "signed_by": ctx.sender, "verified": ctx.sender_verified,
@@ -160,6 +187,11 @@ curl -s -X POST {base}/a2a/confirm {h} -d "{{\"execution_id\":\"$EXE\"}}"; echo
 
 # 6. RESULT: long-poll for up to 5 s
 curl -s "{base}/a2a/result/$EXE?wait_ms=5000" {h}; echo
+
+# STREAM (spec §18): the words of a summary as they are produced, as Server-Sent Events (resume a dropped stream
+# with -H 'Last-Event-ID: <last id seen>')
+NEG2=$(curl -s -X POST {base}/a2a/negotiate {h} -d '{{"target_capability":"stream_summary","proposed_schema":{{"type":"object","properties":{{"text":{{"type":"string"}}}},"required":["text"]}}}}' | sed -E 's/.*"negotiation_id":"([^"]+)".*/\1/'); EXE2=$(curl -s -X POST {base}/a2a/execute {h} -H "A2A-Negotiation-ID: $NEG2" -d '{{"text":"the lift on floor three is out of service until monday"}}' | sed -E 's/.*"execution_id":"([^"]+)".*/\1/'); curl -s -X POST {base}/a2a/confirm {h} -d "{{\"execution_id\":\"$EXE2\"}}" >/dev/null
+curl -sN {base}/a2a/result/$EXE2 {h} -H 'A2A-Stream: true'
 
 # FALLBACK: ask for a capability this agent does not offer
 curl -s -X POST {base}/a2a/fallback {h} -d '{{"target_capability":"generate_summary"}}'; echo

@@ -92,6 +92,8 @@ pub struct Engine {
     /// Fires when the grace period of a drain is over: handlers still running are told to stop.
     pub(crate) shutdown: CancellationToken,
     tasks: tokio_util::task::TaskTracker,
+    /// Streaming results (§18), when the agent streams.
+    streaming: std::sync::OnceLock<Arc<crate::streaming::Streaming>>,
 }
 
 fn store_err(e: StoreError) -> A2aError {
@@ -161,7 +163,18 @@ impl Engine {
             draining: std::sync::atomic::AtomicBool::new(false),
             shutdown: CancellationToken::new(),
             tasks: tokio_util::task::TaskTracker::new(),
+            streaming: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Streaming results (§18), when the agent streams.
+    pub fn streaming(&self) -> Option<&Arc<crate::streaming::Streaming>> {
+        self.streaming.get()
+    }
+
+    /// Turns streaming on (once, when the agent is built).
+    pub(crate) fn set_streaming(&self, s: Arc<crate::streaming::Streaming>) {
+        let _ = self.streaming.set(s);
     }
 
     /// The audit log (one record per request).
@@ -479,7 +492,7 @@ impl Engine {
         self.expire_if_due(rec).await
     }
 
-    async fn expire_if_due(&self, rec: ExecutionRecord) -> Result<ExecutionRecord, A2aError> {
+    pub(crate) async fn expire_if_due(&self, rec: ExecutionRecord) -> Result<ExecutionRecord, A2aError> {
         let now = now_ms();
         let due = match rec.status {
             ExecutionStatus::Received if now >= rec.confirm_by_ms => Some((
@@ -706,7 +719,16 @@ impl Engine {
         }
         let token = self.shutdown.child_token();
         self.lock_running().insert(rec.id.clone(), token.clone());
+        // §18: the `running` status event, and where the handler emits progress.
+        let events = match self.streaming.get() {
+            Some(s) => {
+                s.started(&rec).await;
+                s.sink(&rec)
+            }
+            None => crate::streaming::EventSink::disabled(),
+        };
         let ctx = ExecutionContext {
+            events: events.clone(),
             sender: rec.sender.clone(),
             sender_verified: rec.sender_verified,
             capability: rec.capability.clone(),
@@ -758,6 +780,7 @@ impl Engine {
                 }
             }
         };
+        events.close();
         let (status, result, error) = match outcome {
             None => {
                 token.cancel();
@@ -841,6 +864,9 @@ impl Engine {
         self.lock_admitted().remove(&r.id);
         if let Some(token) = self.lock_running().remove(&r.id) {
             token.cancel();
+        }
+        if let Some(s) = self.streaming.get() {
+            s.finished(r);
         }
     }
 

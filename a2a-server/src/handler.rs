@@ -45,6 +45,9 @@ pub struct ExecutionContext {
     pub cancel: CancellationToken,
     /// The W3C `traceparent` of this execution's trace, to forward on outgoing calls.
     pub traceparent: Option<String>,
+    /// Where the handler emits progress for streaming callers (`spec/PROTOCOL.md` §18): `ctx.events.emit(json)`.
+    /// Does nothing on an agent that does not stream.
+    pub events: crate::streaming::EventSink,
 }
 
 impl ExecutionContext {

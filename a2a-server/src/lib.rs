@@ -48,6 +48,7 @@ mod response_signing;
 mod router;
 pub mod serve;
 pub mod store;
+pub mod streaming;
 pub mod trace_context;
 
 use std::sync::Arc;
@@ -84,6 +85,12 @@ pub enum BuildError {
     /// A capability declaration is invalid.
     #[error(transparent)]
     Capability(#[from] capability::CapabilityError),
+    /// The streaming configuration is invalid.
+    #[error("streaming: {reason}")]
+    Streaming {
+        /// Why.
+        reason: String,
+    },
     /// A declared output schema does not compile.
     #[error("capability {name:?}: output_schema does not compile: {reason}")]
     OutputSchema {
@@ -107,7 +114,11 @@ pub struct AgentBuilder {
     auth: auth::Auth,
     cors: CorsPolicy,
     response_signer: Option<response_signing::ResponseSigner>,
+    streaming: Option<(streaming::StreamConfig, Option<Arc<dyn streaming::EventLog>>)>,
 }
+
+/// Executions whose events the default in-memory event log keeps at most (the ones kept shortest go first).
+pub const MEMORY_EVENT_LOGS: usize = 100_000;
 
 impl AgentBuilder {
     /// An agent identified by this did:web DID.
@@ -123,7 +134,24 @@ impl AgentBuilder {
             auth: auth::Auth::default(),
             cors: CorsPolicy::default(),
             response_signer: None,
+            streaming: None,
         }
+    }
+
+    /// Streams results (`spec/PROTOCOL.md` §18) with these limits: the agent lists `streaming` in `features`, and
+    /// RESULT with `A2A-Stream: true` answers Server-Sent Events. Events are kept in memory unless
+    /// [`AgentBuilder::event_log`] gives a shared log (e.g. [`streaming::RedisEventLog`] beside a Redis store).
+    pub fn streaming(mut self, config: streaming::StreamConfig) -> Self {
+        let log = self.streaming.take().and_then(|(_, l)| l);
+        self.streaming = Some((config, log));
+        self
+    }
+
+    /// The event log of streamed executions (turns streaming on with default limits if it is not on yet).
+    pub fn event_log(mut self, log: Arc<dyn streaming::EventLog>) -> Self {
+        let config = self.streaming.take().map(|(c, _)| c).unwrap_or_default();
+        self.streaming = Some((config, Some(log)));
+        self
     }
 
     /// A display name for the capabilities document.
@@ -250,11 +278,18 @@ impl AgentBuilder {
         let registry = self.registry.unwrap_or_else(|| Arc::new(MemoryRegistry::default()));
         let audit = self.audit.unwrap_or_else(|| Arc::new(store::audit::MemoryAudit::new(10_000)));
         let engine = Arc::new(Engine::new(self.did.clone(), caps, store, registry, audit, self.limits, metrics));
+        let mut features = vec!["long_poll", "cancel", "idempotency"];
+        if let Some((config, log)) = self.streaming {
+            config.validate().map_err(|reason| BuildError::Streaming { reason })?;
+            let limits = streaming::EventLimits { max_events: config.max_events, max_bytes: config.max_bytes };
+            let log = log.unwrap_or_else(|| Arc::new(streaming::MemoryEventLog::new(limits, MEMORY_EVENT_LOGS)));
+            engine.set_streaming(Arc::new(streaming::Streaming::new(config, log)));
+            features.push(streaming::FEATURE);
+        }
         engine.start_workers();
         let mut auth = self.auth;
         auth.did = self.did.clone();
-        let (discover_headers, capabilities_json) =
-            router::discover_parts(&engine, self.name, &["long_poll", "cancel", "idempotency"]);
+        let (discover_headers, capabilities_json) = router::discover_parts(&engine, self.name, &features);
         let sender_header = HeaderValue::from_str(&self.did)
             .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
         let state = Arc::new(router::AppState {

@@ -31,6 +31,10 @@ pub(crate) struct Answered {
 /// DID (there is no audience to sign for) or signing fails (logged).
 pub(crate) async fn sign(signer: &ResponseSigner, agent_did: &str, answered: Answered, resp: Response) -> Response {
     let Some(aud) = answered.requester.filter(|r| Did::parse(r).is_ok()) else { return resp };
+    // A stream has no end to sign: its final event carries the signature instead (STR-7).
+    if resp.headers().get(axum::http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes() == b"text/event-stream") {
+        return resp;
+    }
     let (mut parts, body) = resp.into_parts();
     let bytes = match body.collect().await {
         Ok(b) => b.to_bytes(),

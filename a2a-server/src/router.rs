@@ -679,6 +679,16 @@ async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
     state.auth.forwarded(&state.engine, &signed_parts("GET", &uri, &headers, b""), &mut caller, false).await?;
     let rec = authorized_execution(&state, &mut caller, id.as_ref(), &signed_parts("GET", &uri, &headers, b""), false)
         .await?;
+    // §18: with `A2A-Stream: true` at an agent that streams, the events of the execution (STR-1).
+    if let Some(streaming) = state.engine.streaming().cloned()
+        && crate::streaming::wants_stream(&headers)?
+    {
+        let tag = AuditTag { capability: rec.capability.clone(), negotiation: Some(rec.negotiation_id.clone()) };
+        let target = uri.0.path_and_query().map_or_else(|| uri.0.path().to_owned(), |pq| pq.as_str().to_owned());
+        let mut r = crate::streaming::sse::respond(&state, &streaming, rec, &headers, target, caller.sender).await?;
+        r.extensions_mut().insert(tag);
+        return Ok(r);
+    }
     let resp = state.engine.result(rec, wait).await?;
     let mut r = json_response(StatusCode::OK, &resp);
     tag_execution(&mut r, &resp);

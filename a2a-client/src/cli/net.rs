@@ -1,6 +1,7 @@
 //! The commands that talk to an agent.
 
 use std::io::Read;
+use std::time::Duration;
 
 use a2a_core::integrity::Coverage;
 use a2a_core::wire::ExecutionStatus;
@@ -10,7 +11,8 @@ use super::output::{Output, Spinner};
 use super::{Command, CoverageArg, FallbackArg, Global, SignArg, VerifyArg, exit_code};
 use crate::fallback::FallbackPolicy;
 use crate::{
-    CallOptions, Client, ClientConfig, ClientError, Identity, Progress, ResponseVerification, SigningMode, Wait,
+    CallOptions, Client, ClientConfig, ClientError, ExecuteOptions, Identity, Progress, ResponseVerification,
+    SigningMode, Wait,
 };
 
 /// The DID used when none is given: a claim that names no one (`.invalid`, RFC 6761), for trying agents out.
@@ -210,8 +212,27 @@ async fn execute(out: &Output, client: &Client, command: Command) -> Result<i32,
             timeout_ms,
             idempotency_key,
             cancel_on_deadline,
+            stream,
         } => {
             let payload = read_json_arg("--data", &data)?;
+            if stream {
+                let proposed = match schema {
+                    Some(s) => Some(read_json_arg("--schema", &s)?),
+                    None => None,
+                };
+                let neg = match timeout_ms {
+                    Some(t) => client.negotiate_with(&url, &capability, proposed, Some(t), false).await?,
+                    None => client.negotiate(&url, &capability, proposed).await?,
+                };
+                let mut eo = ExecuteOptions::default();
+                if let Some(k) = idempotency_key {
+                    eo = eo.idempotency_key(k);
+                }
+                let exe = client.execute(&neg, &payload, &eo).await?;
+                client.confirm(&exe).await?;
+                out.note(format!("streaming execution {}", exe.id()));
+                return print_stream(out, client, &url, exe.id(), deadline, 0).await;
+            }
             let mut opts = CallOptions::default().deadline(deadline).cancel_on_deadline(cancel_on_deadline);
             if let Some(s) = schema {
                 opts = opts.proposed_schema(read_json_arg("--schema", &s)?);
@@ -287,7 +308,10 @@ async fn execute(out: &Output, client: &Client, command: Command) -> Result<i32,
             }
             Ok(0)
         }
-        Command::Result { url, execution_id, wait, deadline } => {
+        Command::Result { url, execution_id, stream: true, deadline, last_event_id, .. } => {
+            print_stream(out, client, &url, &execution_id, deadline, last_event_id).await
+        }
+        Command::Result { url, execution_id, wait, deadline, .. } => {
             let spinner = if wait { Some(Spinner::start(out)) } else { None };
             if let Some(s) = &spinner {
                 s.set(format!("waiting for {execution_id}"));
@@ -355,5 +379,67 @@ async fn execute(out: &Output, client: &Client, command: Command) -> Result<i32,
             Ok(0)
         }
         Command::Keygen { .. } | Command::Key(_) | Command::Schema(_) | Command::Capability(_) => Ok(2),
+    }
+}
+
+/// Prints the events of a streamed RESULT as they arrive (§18); the exit code follows the final status.
+async fn print_stream(
+    out: &Output,
+    client: &Client,
+    url: &str,
+    execution_id: &str,
+    deadline: Duration,
+    last_event_id: u64,
+) -> Result<i32, ClientError> {
+    use futures_util::StreamExt;
+    let opts = crate::StreamOptions::default().max_duration(deadline).last_event_id(last_event_id);
+    let mut events = client.stream_result(url, execution_id, opts).await?;
+    while let Some(event) = events.next().await {
+        let event = event?;
+        let line = match &event {
+            crate::StreamEvent::Status { id, status, attempt, at } => {
+                json!({"id": id, "event": "status", "status": status, "attempt": attempt, "at": at})
+            }
+            crate::StreamEvent::Progress { id, data } => json!({"id": id, "event": "progress", "data": data}),
+            crate::StreamEvent::Truncated { id, error } => json!({"id": id, "event": "truncated", "error": error}),
+            crate::StreamEvent::Result { id, result, verified } => {
+                json!({"id": id, "event": "result", "result": result, "verified": verified})
+            }
+        };
+        let code = match &event {
+            crate::StreamEvent::Result { result, .. } => {
+                Some(if result.status == ExecutionStatus::Succeeded { 0 } else { 1 })
+            }
+            _ => None,
+        };
+        if out.json {
+            out.line(line.to_string());
+        } else {
+            print_event(out, &event);
+        }
+        if let Some(code) = code {
+            return Ok(code);
+        }
+    }
+    Ok(1)
+}
+
+/// One streamed event for people.
+fn print_event(out: &Output, event: &crate::StreamEvent) {
+    match event {
+        crate::StreamEvent::Status { id, status, attempt, .. } => {
+            out.line(format!("[{id}] status {status} (attempt {attempt})"));
+        }
+        crate::StreamEvent::Progress { id, data } => out.line(format!("[{id}] {data}")),
+        crate::StreamEvent::Truncated { id, error } => out.line(format!("[{id}] truncated: {}", error.message)),
+        crate::StreamEvent::Result { id, result, .. } => {
+            out.line(format!("[{id}] {} ", result.status));
+            if let Some(res) = &result.result {
+                out.line(serde_json::to_string_pretty(res).unwrap_or_default());
+            }
+            if let Some(e) = &result.error {
+                out.line(format!("error      {}: {}", e.code, e.message));
+            }
+        }
     }
 }

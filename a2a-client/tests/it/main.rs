@@ -10,3 +10,4 @@ mod did_https;
 mod fallback;
 mod sdk;
 mod signing;
+mod stream;

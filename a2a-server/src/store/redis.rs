@@ -571,6 +571,12 @@ impl RedisStore {
         format!("{{{}:{}:{shard}}}", self.cfg.key_prefix, self.ns)
     }
 
+    /// The hash tag of an execution's keys (`{<prefix>:<ns>:<k>}`), for state kept beside it in the same slot (the
+    /// event log of a streamed execution, `crate::streaming::redis_log`).
+    pub fn execution_tag(&self, execution_id: &str) -> String {
+        self.tag(self.shard_of(execution_id))
+    }
+
     fn exec_key(&self, id: &str) -> String {
         format!("{}:x:{id}", self.tag(self.shard_of(id)))
     }
