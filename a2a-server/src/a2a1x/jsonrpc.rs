@@ -126,7 +126,7 @@ pub(crate) async fn serve(
             return json_answer(&envelope(&id, Err(e)));
         }
     };
-    let params = match req.get("params") {
+    let p = match req.get("params") {
         None | Some(Value::Null) => json!({}),
         Some(p @ Value::Object(_)) => p.clone(),
         Some(_) => {
@@ -140,12 +140,12 @@ pub(crate) async fn serve(
     };
     let ctx = Ctx { caller, headers: &headers, method: "POST", target: &target, body: &bytes };
     let outcome = match method.as_str() {
-        method::SEND_MESSAGE => match params::<SendMessageRequest>("SendMessage params", params) {
+        method::SEND_MESSAGE => match params::<SendMessageRequest>("SendMessage params", p) {
             Ok(req) => inner.send(ctx, &req).await.map(|t| json!({"task": t})),
             Err(e) => Err(e),
         },
         method::SEND_STREAMING_MESSAGE => {
-            let req = match params::<SendMessageRequest>("SendStreamingMessage params", params) {
+            let req = match params::<SendMessageRequest>("SendStreamingMessage params", p) {
                 Ok(r) => r,
                 Err(e) => return json_answer(&envelope(&id, Err(e))),
             };
@@ -161,7 +161,7 @@ pub(crate) async fn serve(
             };
         }
         method::SUBSCRIBE_TO_TASK => {
-            let req = match params::<TaskIdRequest>("SubscribeToTask params", params) {
+            let req = match params::<TaskIdRequest>("SubscribeToTask params", p) {
                 Ok(r) => r,
                 Err(e) => return json_answer(&envelope(&id, Err(e))),
             };
@@ -177,15 +177,15 @@ pub(crate) async fn serve(
                 Err(e) => json_answer(&envelope(&id, Err(e))),
             };
         }
-        method::GET_TASK => match params::<TaskIdRequest>("GetTask params", params) {
+        method::GET_TASK => match params::<TaskIdRequest>("GetTask params", p) {
             Ok(req) => inner.get(ctx, &req.id, req.history_length).await.map(|t| json!(t)),
             Err(e) => Err(e),
         },
-        method::CANCEL_TASK => match params::<TaskIdRequest>("CancelTask params", params) {
+        method::CANCEL_TASK => match params::<TaskIdRequest>("CancelTask params", p) {
             Ok(req) => inner.cancel(ctx, &req.id).await.map(|t| json!(t)),
             Err(e) => Err(e),
         },
-        method::LIST_TASKS => match params::<ListTasksRequest>("ListTasks params", params) {
+        method::LIST_TASKS => match params::<ListTasksRequest>("ListTasks params", p) {
             Ok(req) => inner.list(ctx, &req).await.map(|l| json!(l)),
             Err(e) => Err(e),
         },

@@ -119,7 +119,6 @@ fn new_context_id() -> Result<String, BridgeError> {
 /// What a started message is (BR-12).
 pub(crate) struct Started {
     pub(crate) task_id: String,
-    pub(crate) context_id: String,
     pub(crate) caller: Caller,
 }
 
@@ -295,7 +294,7 @@ impl Inner {
         stored.context_id = Some(context_id.clone());
         stored.task_id = Some(exe.execution_id.clone());
         self.remember(&exe.execution_id, &caller.sender, &context_id, &stored);
-        Ok(Started { task_id: exe.execution_id, context_id, caller })
+        Ok(Started { task_id: exe.execution_id, caller })
     }
 
     /// `SendMessage` (BR-12): waits for a terminal state up to `max_wait_ms` unless `returnImmediately`.

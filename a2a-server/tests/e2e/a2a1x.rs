@@ -295,9 +295,16 @@ async fn a_stream_reports_each_state_and_ends_with_the_same_task_as_get() {
     assert!(events.iter().all(|e| e["id"] == "s1" && e["jsonrpc"] == "2.0"));
     let results: Vec<&Value> = events.iter().map(|e| &e["result"]).collect();
     assert!(results[0]["task"].is_object(), "the first event is the task: {results:?}");
-    let states: Vec<&str> =
-        results.iter().filter_map(|r| r["statusUpdate"]["status"]["state"].as_str()).collect();
-    assert_eq!(states, ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"], "{results:?}");
+    // Each state once, in order, ending completed; the first event is the task as it was when it started.
+    let mut states: Vec<&str> = vec![results[0]["task"]["status"]["state"].as_str().unwrap()];
+    states.extend(results.iter().filter_map(|r| r["statusUpdate"]["status"]["state"].as_str()));
+    let order = ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"];
+    let mut sorted = states.clone();
+    sorted.sort_by_key(|s| order.iter().position(|o| o == s));
+    sorted.dedup();
+    assert_eq!(states, sorted, "{results:?}");
+    assert_eq!(states.last(), Some(&"TASK_STATE_COMPLETED"));
+    assert!(states.contains(&"TASK_STATE_WORKING"), "a 600 ms task is seen working: {results:?}");
     let n = results.len();
     assert_eq!(results[n - 2]["artifactUpdate"]["artifact"]["parts"][0]["data"], json!({"slept_ms": 600}));
     assert_eq!(results[n - 2]["artifactUpdate"]["lastChunk"], true);
