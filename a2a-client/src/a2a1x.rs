@@ -350,7 +350,8 @@ impl A2a1xClient {
     }
 
     fn task_from(url: &str, v: Value) -> Result<Task, A2a1xError> {
-        serde_json::from_value(v).map_err(|e| A2a1xError::Protocol { url: url.to_owned(), reason: format!("not a Task: {e}") })
+        serde_json::from_value(v)
+            .map_err(|e| A2a1xError::Protocol { url: url.to_owned(), reason: format!("not a Task: {e}") })
     }
 
     /// `SendMessage` with one data part (the payload) naming `skill`; answers the task (or, for an agent that
@@ -374,7 +375,10 @@ impl A2a1xClient {
         match serde_json::from_value::<a2a1x::SendMessageResponse>(v.clone()) {
             Ok(a2a1x::SendMessageResponse::Task(t)) => Ok(t),
             Ok(a2a1x::SendMessageResponse::Message(m)) => Ok(message_task(m)),
-            Err(e) => Err(A2a1xError::Protocol { url: agent.card_url.clone(), reason: format!("not a SendMessageResponse: {e}: {v}") }),
+            Err(e) => Err(A2a1xError::Protocol {
+                url: agent.card_url.clone(),
+                reason: format!("not a SendMessageResponse: {e}: {v}"),
+            }),
         }
     }
 
@@ -452,8 +456,10 @@ impl A2a1xClient {
                 if data.is_empty() {
                     continue;
                 }
-                let v: Value = serde_json::from_str(&data)
-                    .map_err(|e| A2a1xError::Protocol { url: url.clone(), reason: format!("an SSE event is not JSON: {e}") })?;
+                let v: Value = serde_json::from_str(&data).map_err(|e| A2a1xError::Protocol {
+                    url: url.clone(),
+                    reason: format!("an SSE event is not JSON: {e}"),
+                })?;
                 if let Some(err) = v.get("error").filter(|e| e.is_object()) {
                     return Err(refused(err, err["code"].as_i64().unwrap_or(0)));
                 }
@@ -464,7 +470,8 @@ impl A2a1xClient {
                 apply(&mut task, ev);
             }
         }
-        let task = task.ok_or_else(|| A2a1xError::Protocol { url: url.clone(), reason: "the stream had no task".into() })?;
+        let task =
+            task.ok_or_else(|| A2a1xError::Protocol { url: url.clone(), reason: "the stream had no task".into() })?;
         if task.status.state.is_terminal() || interrupted(task.status.state) {
             Ok(task)
         } else {
@@ -549,9 +556,8 @@ fn refused(err: &Value, code: i64) -> A2a1xError {
 
 fn binding_of(card: &Value) -> Option<Binding> {
     let ifaces = card["supportedInterfaces"].as_array().cloned().unwrap_or_default();
-    let find = |b: &str| {
-        ifaces.iter().find(|i| i["protocolBinding"] == b).and_then(|i| i["url"].as_str()).map(str::to_owned)
-    };
+    let find =
+        |b: &str| ifaces.iter().find(|i| i["protocolBinding"] == b).and_then(|i| i["url"].as_str()).map(str::to_owned);
     if let Some(u) = find(BINDING_JSONRPC) {
         return Some(Binding::JsonRpc(u));
     }
@@ -572,7 +578,10 @@ pub fn capabilities_of(card: &Value) -> Vec<CapabilityDeclaration> {
     let schemes = card["securitySchemes"].as_object().cloned().unwrap_or_default();
     let auth = if schemes.values().any(|s| s.get("apiKeySecurityScheme").is_some()) {
         AuthRequirement::ApiKey
-    } else if schemes.values().any(|s| s.get("httpAuthSecurityScheme").is_some() || s.get("oauth2SecurityScheme").is_some()) {
+    } else if schemes
+        .values()
+        .any(|s| s.get("httpAuthSecurityScheme").is_some() || s.get("oauth2SecurityScheme").is_some())
+    {
         AuthRequirement::Oauth2
     } else {
         AuthRequirement::None
@@ -584,9 +593,9 @@ pub fn capabilities_of(card: &Value) -> Vec<CapabilityDeclaration> {
                 .iter()
                 .filter_map(|s| {
                     let id = s["id"].as_str()?;
-                    let tagged = s["tags"].as_array().and_then(|t| {
-                        t.iter().filter_map(Value::as_str).find_map(|t| t.strip_prefix("auth:"))
-                    });
+                    let tagged = s["tags"]
+                        .as_array()
+                        .and_then(|t| t.iter().filter_map(Value::as_str).find_map(|t| t.strip_prefix("auth:")));
                     Some(CapabilityDeclaration {
                         name: id.to_owned(),
                         description: s["description"].as_str().unwrap_or_default().to_owned(),

@@ -5,7 +5,7 @@
 //! `-- --iterations 2000 --sdk-iterations 500 --warmup 50`); for isolation on a noisy VM run the built binary under
 //! `chrt -f 10`.
 //!
-//! Both agents serve an `echo` skill that answers the message's data part. The client (reqwest, keep-alive, one
+//! Both agents serve an echo skill (`echo_message` here, `echo` there) that answers the message's data part. The client (reqwest, keep-alive, one
 //! connection) sends `SendMessage` over JSON-RPC with one data part, sequentially, and checks every answer is a
 //! completed task. Our agent runs in this process on its own 2-thread runtime (the same code as `a2a-server`, with
 //! the in-memory store); the SDK agent is `tests/fixtures/a2a1x/sdk_agent.py` on uvicorn, its own process.
@@ -54,7 +54,7 @@ fn our_agent() -> std::net::SocketAddr {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
         rt.block_on(async move {
             let decl = CapabilityDeclaration {
-                name: "echo".into(),
+                name: "echo_message".into(),
                 description: "Answers the payload.".into(),
                 auth_requirement: AuthRequirement::None,
                 sub_capabilities: vec![],
@@ -74,7 +74,8 @@ fn our_agent() -> std::net::SocketAddr {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
             tx.send(listener.local_addr().expect("addr")).expect("send addr");
             let limits = agent.engine().limits().clone();
-            let _ = a2a_server::serve::serve(listener, app, &limits, std::future::pending(), Duration::from_secs(1)).await;
+            let _ =
+                a2a_server::serve::serve(listener, app, &limits, std::future::pending(), Duration::from_secs(1)).await;
         });
     });
     rx.recv().expect("our agent starts")
@@ -117,13 +118,13 @@ struct Stats {
     rps: f64,
 }
 
-async fn run(http: &reqwest::Client, url: &str, n: usize, warmup: usize) -> Stats {
+async fn run(http: &reqwest::Client, url: &str, skill: &str, n: usize, warmup: usize) -> Stats {
     let mut lat = Vec::with_capacity(n);
     let mut total = Duration::ZERO;
     for i in 0..(warmup + n) {
         let body = json!({"jsonrpc": "2.0", "id": i, "method": "SendMessage", "params": {"message": {
             "messageId": format!("bench-{i}-{}", std::process::id()), "role": "ROLE_USER",
-            "parts": [{"data": {"text": "Lift 3 out of service", "n": i}}], "metadata": {"skill": "echo"}}}});
+            "parts": [{"data": {"text": "Lift 3 out of service", "n": i}}], "metadata": {"skill": skill}}}});
         let started = Instant::now();
         let resp = http.post(url).header("A2A-Version", "1.0").json(&body).send().await.expect("request");
         let v: Value = resp.json().await.expect("JSON answer");
@@ -142,7 +143,9 @@ async fn run(http: &reqwest::Client, url: &str, n: usize, warmup: usize) -> Stat
 fn main() {
     let a = args();
     let Some(python) = std::env::var("A2A_SDK_PYTHON").ok().filter(|p| !p.is_empty()) else {
-        eprintln!("set A2A_SDK_PYTHON to a Python with a2a-sdk[http-server]==1.3.0 and uvicorn (bash .ci/run makes one)");
+        eprintln!(
+            "set A2A_SDK_PYTHON to a Python with a2a-sdk[http-server]==1.3.0 and uvicorn (bash .ci/run makes one)"
+        );
         std::process::exit(2);
     };
     let ours = our_agent();
@@ -155,12 +158,14 @@ fn main() {
         let sdk_base = format!("http://127.0.0.1:{port}");
         wait_ready(&http, &our_base).await;
         wait_ready(&http, &sdk_base).await;
-        let us = run(&http, &format!("{our_base}/a2a1x/jsonrpc"), a.iterations, a.warmup).await;
-        let sdk = run(&http, &format!("{sdk_base}/"), a.sdk_iterations, a.warmup).await;
+        let us = run(&http, &format!("{our_base}/a2a1x/jsonrpc"), "echo_message", a.iterations, a.warmup).await;
+        let sdk = run(&http, &format!("{sdk_base}/"), "echo", a.sdk_iterations, a.warmup).await;
         println!("A2A 1.x SendMessage (JSON-RPC, echo skill), sequential, one keep-alive connection");
         println!("| agent | requests | median | p95 | requests/s |");
         println!("|---|---|---|---|---|");
-        for (name, n, s) in [("a2a-server bridge", a.iterations, &us), ("a2a-sdk 1.3.0 (uvicorn)", a.sdk_iterations, &sdk)] {
+        for (name, n, s) in
+            [("a2a-server bridge", a.iterations, &us), ("a2a-sdk 1.3.0 (uvicorn)", a.sdk_iterations, &sdk)]
+        {
             println!("| {name} | {n} | {:.0} µs | {:.0} µs | {:.0} |", s.median_us, s.p95_us, s.rps);
         }
         println!(

@@ -1,7 +1,6 @@
 //! `a2a a2a1x card URL` and `a2a a2a1x call URL SKILL --data JSON [--stream]`: Agent2Agent 1.x agents from the
 //! command line (`spec/PROTOCOL.md` §20.8).
 
-
 use a2a_core::a2a1x::StreamResponse;
 use serde_json::json;
 
@@ -147,4 +146,3 @@ pub(crate) async fn run(out: &Output, g: &Global, cmd: A2a1xCommand) -> i32 {
         }
     }
 }
-

@@ -14,7 +14,7 @@ use a2a_server::a2a1x::{Bridge, BridgeOptions};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use crate::common::{TestAgent, report_schema, decl};
+use crate::common::{TestAgent, decl, report_schema};
 
 fn sdk_python() -> Option<String> {
     match std::env::var("A2A_SDK_PYTHON") {

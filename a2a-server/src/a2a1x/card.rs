@@ -37,7 +37,6 @@ fn skill(c: &Capability) -> Value {
     Value::Object(s)
 }
 
-
 /// The unsigned card for `origin`.
 pub(crate) fn card(inner: &Inner, origin: &str) -> Value {
     let engine = &inner.app.engine;
@@ -45,10 +44,7 @@ pub(crate) fn card(inner: &Inner, origin: &str) -> Value {
     let name = inner.app.agent_name.clone().unwrap_or_else(|| engine.did.clone());
     let mut schemes = Map::new();
     if skills.iter().any(|c| c.decl.auth_requirement == AuthRequirement::ApiKey) {
-        schemes.insert(
-            "apiKey".into(),
-            json!({"apiKeySecurityScheme": {"location": "header", "name": "A2A-Api-Key"}}),
-        );
+        schemes.insert("apiKey".into(), json!({"apiKeySecurityScheme": {"location": "header", "name": "A2A-Api-Key"}}));
     }
     if skills.iter().any(|c| c.decl.auth_requirement == AuthRequirement::Oauth2) {
         schemes.insert("bearer".into(), json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}));

@@ -144,6 +144,11 @@ impl From<A2aError> for BridgeError {
         {
             message = format!("{message} (details: {d})");
         }
-        BridgeError { kind, message, code: Some(c), http_status: if kind == Kind::TaskNotCancelable { 400 } else { status } }
+        BridgeError {
+            kind,
+            message,
+            code: Some(c),
+            http_status: if kind == Kind::TaskNotCancelable { 400 } else { status },
+        }
     }
 }

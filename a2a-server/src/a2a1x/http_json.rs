@@ -105,9 +105,8 @@ async fn list(State(inner): State<Arc<Inner>>, uri: OriginalUri, headers: Header
             let caller = caller(&inner, &headers)?;
             let mut req = ListTasksRequest::default();
             for (k, v) in url::form_urlencoded::parse(uri.0.query().unwrap_or("").as_bytes()) {
-                let number = || {
-                    v.parse::<u32>().map_err(|_| BridgeError::params(format!("{k} must be a non-negative integer")))
-                };
+                let number =
+                    || v.parse::<u32>().map_err(|_| BridgeError::params(format!("{k} must be a non-negative integer")));
                 match k.as_ref() {
                     "contextId" => req.context_id = Some(v.to_string()),
                     "pageToken" => req.page_token = Some(v.to_string()),

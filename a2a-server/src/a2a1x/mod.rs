@@ -77,7 +77,9 @@ pub struct BridgeOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeBuildError {
     /// The public URL is not an absolute http(s) URL.
-    #[error("the bridge's public URL {0:?} is not an absolute http(s) URL without path (e.g. https://agent.example.com)")]
+    #[error(
+        "the bridge's public URL {0:?} is not an absolute http(s) URL without path (e.g. https://agent.example.com)"
+    )]
     PublicUrl(String),
     /// The signing key id is not valid.
     #[error("the card signing key id {0:?} is not 1-128 of A-Z a-z 0-9 . _ ~ -")]
@@ -245,9 +247,11 @@ pub(crate) fn origin_of(public_url: Option<&str>, headers: &HeaderMap) -> String
 /// the card.
 pub(crate) fn bridge_to(state: &AppState, headers: &HeaderMap, capability: &str) -> Option<a2a_core::wire::BridgeTo> {
     let announce = state.bridge.get()?;
-    let asked = headers.get_all("a2a-bridges").iter().filter_map(|v| v.to_str().ok()).any(|v| {
-        v.split(',').any(|b| b.trim().eq_ignore_ascii_case(a2a_core::a2a1x::BRIDGE_BINDING))
-    });
+    let asked = headers
+        .get_all("a2a-bridges")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|b| b.trim().eq_ignore_ascii_case(a2a_core::a2a1x::BRIDGE_BINDING)));
     if !asked || !announce.skills.iter().any(|s| s == capability) {
         return None;
     }

@@ -319,14 +319,20 @@ impl Inner {
     }
 
     /// RESULT of the caller's execution `id` (unknown ids are `TaskNotFound`, BR-13).
-    pub(crate) async fn result(&self, caller: &Caller, id: &str, wait: Duration) -> Result<ResultResponse, BridgeError> {
+    pub(crate) async fn result(
+        &self,
+        caller: &Caller,
+        id: &str,
+        wait: Duration,
+    ) -> Result<ResultResponse, BridgeError> {
         let rec = self.record(caller, id).await?;
         Ok(self.app.engine.result(rec, wait).await?)
     }
 
     async fn record(&self, caller: &Caller, id: &str) -> Result<crate::store::ExecutionRecord, BridgeError> {
         if ExecutionId::parse(id).is_err() {
-            let mut e = BridgeError::new(Kind::TaskNotFound, format!("no task {id:?}: it is not a task id of this agent"));
+            let mut e =
+                BridgeError::new(Kind::TaskNotFound, format!("no task {id:?}: it is not a task id of this agent"));
             e.code = Some(ErrorCode::UNKNOWN_EXECUTION);
             return Err(e);
         }
@@ -375,7 +381,9 @@ impl Inner {
         }
         let before = match req.page_token.as_deref().filter(|t| !t.is_empty()) {
             None => u64::MAX,
-            Some(t) => t.parse().map_err(|_| BridgeError::params(format!("pageToken {t:?} is not one this agent gave")))?,
+            Some(t) => {
+                t.parse().map_err(|_| BridgeError::params(format!("pageToken {t:?} is not one this agent gave")))?
+            }
         };
         let candidates = self.list_indexed(&ctx.caller.sender, context, before);
         let mut tasks = Vec::new();

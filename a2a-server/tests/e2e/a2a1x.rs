@@ -199,7 +199,9 @@ async fn a_text_message_to_the_only_skill_and_failures_map_to_failed_tasks() {
 async fn bad_requests_get_a2a_1x_errors_with_readable_messages() {
     let a = start(BridgeLimits { max_parts: 2, max_text_bytes: 8, ..BridgeLimits::default() }, Limits::default()).await;
     // BR-7: several skills and none named.
-    let v = a.rpc("SendMessage", json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"data": {}}]}})).await;
+    let v = a
+        .rpc("SendMessage", json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"data": {}}]}}))
+        .await;
     assert_eq!(code(&v), -32602);
     assert!(v["error"]["message"].as_str().unwrap().contains("submit_report"), "names the skills: {v}");
     // A did_auth skill is not reachable over 1.x.
@@ -240,7 +242,10 @@ async fn bad_requests_get_a2a_1x_errors_with_readable_messages() {
     let v = a.rpc_with("GetTask", json!({"id": "x"}), &[("A2A-Version", "1.0.3")]).await;
     assert_eq!(code(&v), -32001, "1.0.3 is 1.0; the task is unknown: {v}");
     // BR-13: unknown task, not cancelable.
-    assert_eq!(code(&a.rpc("CancelTask", json!({"id": "did:web:x.example.com_1_aaaaaaaaaaaaaaaaaaaaaaaaaa"})).await), -32001);
+    assert_eq!(
+        code(&a.rpc("CancelTask", json!({"id": "did:web:x.example.com_1_aaaaaaaaaaaaaaaaaaaaaaaaaa"})).await),
+        -32001
+    );
     let done = a.rpc("SendMessage", message("submit_report", report())).await;
     let id = done["result"]["task"]["id"].clone();
     assert_eq!(code(&a.rpc("CancelTask", json!({"id": id})).await), -32002);
@@ -358,8 +363,7 @@ async fn the_http_json_binding_serves_the_same_operations() {
     let ctx = v["task"]["contextId"].as_str().unwrap().to_owned();
     let got: Value = a.http.get(b(&format!("/tasks/{id}"))).send().await.unwrap().json().await.unwrap();
     assert_eq!(got, v["task"]);
-    let list: Value =
-        a.http.get(b(&format!("/tasks?contextId={ctx}"))).send().await.unwrap().json().await.unwrap();
+    let list: Value = a.http.get(b(&format!("/tasks?contextId={ctx}"))).send().await.unwrap().json().await.unwrap();
     assert_eq!(list["tasks"][0]["id"], id.as_str());
     let resp = a.http.post(b(&format!("/tasks/{id}:cancel"))).json(&json!({})).send().await.unwrap();
     assert_eq!(resp.status(), 400);
