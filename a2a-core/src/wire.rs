@@ -189,8 +189,7 @@ pub struct NegotiateResponse {
     pub auth_requirement: AuthRequirement,
     /// When the negotiation expires (RFC 3339, UTC).
     pub expires_at: String,
-    /// Another binding the caller may use for this capability (BR-17); present only when the caller announced it
-    /// in `A2A-Bridges` and the agent serves that binding.
+    /// Another binding the caller may use for this capability (BR-17), offered when the caller announced it in `A2A-Bridges`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridge_to: Option<BridgeTo>,
 }
