@@ -12,6 +12,7 @@
 //! | 3 | the agent could not be reached, or is not an A2A 0.3 agent |
 //! | 4 | a timeout or the deadline passed |
 
+mod a2a1x;
 mod net;
 mod output;
 mod tools;
@@ -35,7 +36,9 @@ Examples:
   a2a result http://127.0.0.1:8080 EXECUTION_ID --wait
   a2a keygen --did did:web:caller.example.com --out keys/
   a2a schema fix openapi-schema.json -o schema.json
-  a2a capability lint capabilities.yaml";
+  a2a capability lint capabilities.yaml
+  a2a a2a1x card http://127.0.0.1:9999
+  a2a a2a1x call http://127.0.0.1:9999 echo --data '{\"text\":\"hi\"}' --stream";
 
 /// The A2A protocol 0.3 command-line client.
 #[derive(Debug, Parser)]
@@ -242,6 +245,40 @@ enum Command {
     /// Capability declarations.
     #[command(subcommand)]
     Capability(CapabilityCommand),
+    /// Agent2Agent (A2A) 1.x agents: read a card, call a skill (spec §20.8).
+    #[command(subcommand, name = "a2a1x")]
+    A2a1x(A2a1xCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum A2a1xCommand {
+    /// Fetch and verify an Agent Card; list its skills as capabilities.
+    Card {
+        /// The agent's URL (its origin's /.well-known/agent-card.json is read) or the card's URL.
+        url: String,
+        /// Refuse an unsigned card (a signed one is always verified).
+        #[arg(long)]
+        require_signature: bool,
+    },
+    /// Call a skill: SendMessage (or SendStreamingMessage with --stream), then GetTask until it ends.
+    Call {
+        /// The agent's URL.
+        url: String,
+        /// The skill.
+        skill: String,
+        /// The payload: JSON, @FILE or @- (stdin).
+        #[arg(long, short, value_name = "JSON|@FILE")]
+        data: String,
+        /// Stream the task's events (printed on stderr).
+        #[arg(long)]
+        stream: bool,
+        /// Refuse an unsigned card.
+        #[arg(long)]
+        require_signature: bool,
+        /// The overall deadline.
+        #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+        deadline: Duration,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -345,6 +382,13 @@ fn run(cli: Cli) -> i32 {
         Command::Capability(CapabilityCommand::Convert { file, output }) => {
             tools::capability_convert(&out, &file, output.as_deref())
         }
+        Command::A2a1x(cmd) => match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(a2a1x::run(&out, &cli.global, cmd)),
+            Err(e) => {
+                out.error(&ClientError::invalid(format!("cannot start the runtime: {e}")));
+                2
+            }
+        },
         command => {
             let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(rt) => rt,

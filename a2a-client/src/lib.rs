@@ -45,6 +45,7 @@
 //! Every failure is a [`ClientError`] that names the step, what happened ([`ClientError::code`]) and what to try
 //! ([`ClientError::hint`]); nothing panics on input from the network.
 
+pub mod a2a1x;
 pub mod backoff;
 mod call;
 pub mod cli;

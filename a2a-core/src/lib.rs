@@ -12,11 +12,13 @@
 //!   a proposal;
 //! - [`execution_id`]: generation and parsing of `execution_id`;
 //! - [`sessions`]: sessions and conversations (§17): wire types, skip tokens, addresses, globs, wait chains, redaction;
+//! - [`a2a1x`]: the Agent2Agent 1.0 messages, tasks and card signatures of the bridge (§20);
 //! - [`resolver`]: resolving a sender's DID to its key (with the `http-resolver` feature, over HTTPS).
 //!
 //! Nothing in this crate performs network I/O except the optional [`resolver::HttpResolver`], and nothing panics on
 //! any input.
 
+pub mod a2a1x;
 pub mod canonical;
 pub mod capability;
 pub mod did;

@@ -189,6 +189,25 @@ pub struct NegotiateResponse {
     pub auth_requirement: AuthRequirement,
     /// When the negotiation expires (RFC 3339, UTC).
     pub expires_at: String,
+    /// Another binding the caller may use for this capability (BR-17), offered when the caller announced it in `A2A-Bridges`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge_to: Option<BridgeTo>,
+}
+
+/// A bridge to another binding, offered by NEGOTIATE (`spec/PROTOCOL.md` §20.7, BR-17).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BridgeTo {
+    /// The binding: `a2a1x` (Agent2Agent 1.x, JSON-RPC).
+    pub binding: String,
+    /// The version of the other protocol (`1.0`).
+    pub protocol_version: String,
+    /// Where the binding is served.
+    pub url: String,
+    /// The Agent Card's URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_card: Option<String>,
+    /// The skill to name (`message.metadata.skill`).
+    pub skill: String,
 }
 
 /// `POST /a2a/execute` response (the body of the request is the business payload itself).

@@ -282,6 +282,7 @@ impl Engine {
             confirm_window_ms: rec.confirm_window_ms,
             auth_requirement: cap.decl.auth_requirement,
             expires_at: timestamp(rec.expires_at_ms),
+            bridge_to: None,
         };
         self.store.put_negotiation(rec).await.map_err(store_err)?;
         Ok(resp)

@@ -34,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod a2a1x;
 pub mod app;
 pub mod auth;
 pub mod config;
@@ -289,6 +290,7 @@ impl AgentBuilder {
         engine.start_workers();
         let mut auth = self.auth;
         auth.did = self.did.clone();
+        let agent_name = self.name.clone();
         let (discover_headers, capabilities_json) = router::discover_parts(&engine, self.name, &features);
         let sender_header = HeaderValue::from_str(&self.did)
             .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
@@ -300,6 +302,8 @@ impl AgentBuilder {
             cors: self.cors,
             sender_header,
             response_signer: self.response_signer,
+            agent_name,
+            bridge: std::sync::OnceLock::new(),
         });
         Ok(Agent { state })
     }

@@ -38,6 +38,10 @@ pub(crate) struct AppState {
     pub(crate) cors: CorsPolicy,
     pub(crate) sender_header: HeaderValue,
     pub(crate) response_signer: Option<crate::response_signing::ResponseSigner>,
+    /// The agent's display name (for the A2A 1.x card, §20).
+    pub(crate) agent_name: Option<String>,
+    /// Set when an A2A 1.x bridge serves this agent: NEGOTIATE then offers `bridge_to` (BR-17).
+    pub(crate) bridge: std::sync::OnceLock<crate::a2a1x::Announce>,
 }
 
 /// Which browser origins may call the agent (DISC-6, DISC-7).
@@ -520,7 +524,8 @@ async fn negotiate(State(state): State<Arc<AppState>>, uri: OriginalUri, headers
             &mut caller,
         )
         .await?;
-    let resp = state.engine.negotiate(&caller, &cap, req).await?;
+    let mut resp = state.engine.negotiate(&caller, &cap, req).await?;
+    resp.bridge_to = crate::a2a1x::bridge_to(&state, &headers, &cap.decl.name);
     let mut r = json_response(StatusCode::OK, &resp);
     tag_capability(&mut r, &cap.decl.name);
     if let Ok(v) = HeaderValue::from_str(&resp.negotiation_id) {

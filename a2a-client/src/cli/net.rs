@@ -378,7 +378,9 @@ async fn execute(out: &Output, client: &Client, command: Command) -> Result<i32,
             }
             Ok(0)
         }
-        Command::Keygen { .. } | Command::Key(_) | Command::Schema(_) | Command::Capability(_) => Ok(2),
+        Command::Keygen { .. } | Command::Key(_) | Command::Schema(_) | Command::Capability(_) | Command::A2a1x(_) => {
+            Ok(2)
+        }
     }
 }
 

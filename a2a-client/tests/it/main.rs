@@ -5,6 +5,7 @@
 
 mod common;
 
+mod a2a1x;
 mod cli;
 mod did_https;
 mod fallback;

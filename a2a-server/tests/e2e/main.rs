@@ -5,6 +5,8 @@
 
 mod common;
 
+mod a2a1x;
+mod a2a1x_sdk;
 mod auth;
 mod browser;
 mod config;

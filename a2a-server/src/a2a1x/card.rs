@@ -1,0 +1,113 @@
+//! The A2A 1.0 Agent Card (BR-3, BR-4) and its signature (BR-5).
+
+use std::sync::Arc;
+
+use a2a_core::a2a1x::{self, BINDING_HTTP_JSON, BINDING_JSONRPC, PROTOCOL_VERSION};
+use a2a_core::capability::AuthRequirement;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use super::Inner;
+use crate::engine::{Capability, Engine};
+
+/// Most origins whose signed card is kept (the card names its origin, BR-3).
+const MAX_CACHED_CARDS: usize = 16;
+
+/// The capabilities a 1.x caller can meet: all but `did_auth` ones (BR-4).
+pub(crate) fn skills(engine: &Engine) -> Vec<&Arc<Capability>> {
+    engine.caps.iter().filter(|c| c.decl.auth_requirement != AuthRequirement::DidAuth).collect()
+}
+
+fn skill(c: &Capability) -> Value {
+    let d = &c.decl;
+    let mut tags = vec![json!("a2a-handshake"), json!(format!("auth:{}", d.auth_requirement.as_str()))];
+    tags.extend(d.region_restriction.iter().map(|r| json!(format!("region:{r}"))));
+    let mut s = Map::new();
+    s.insert("id".into(), json!(d.name));
+    s.insert("name".into(), json!(d.name));
+    if !d.description.is_empty() {
+        s.insert("description".into(), json!(d.description));
+    }
+    s.insert("tags".into(), Value::Array(tags));
+    s.insert("inputModes".into(), json!(["application/json"]));
+    s.insert("outputModes".into(), json!(["application/json"]));
+    Value::Object(s)
+}
+
+/// The unsigned card for `origin`.
+pub(crate) fn card(inner: &Inner, origin: &str) -> Value {
+    let engine = &inner.app.engine;
+    let skills = skills(engine);
+    let name = inner.app.agent_name.clone().unwrap_or_else(|| engine.did.clone());
+    let mut schemes = Map::new();
+    if skills.iter().any(|c| c.decl.auth_requirement == AuthRequirement::ApiKey) {
+        schemes.insert("apiKey".into(), json!({"apiKeySecurityScheme": {"location": "header", "name": "A2A-Api-Key"}}));
+    }
+    if skills.iter().any(|c| c.decl.auth_requirement == AuthRequirement::Oauth2) {
+        schemes.insert("bearer".into(), json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}));
+    }
+    let mut card = json!({
+        "name": name,
+        "description": format!(
+            "An agent of the A2A semantic-handshake protocol {} ({}), bridged to A2A {PROTOCOL_VERSION}: every task \
+             runs through its schema-checked NEGOTIATE / EXECUTE / CONFIRM / RESULT.",
+            a2a_core::PROTOCOL_VERSION, engine.did),
+        "version": env!("CARGO_PKG_VERSION"),
+        "supportedInterfaces": [
+            {"url": format!("{origin}/a2a1x/jsonrpc"), "protocolBinding": BINDING_JSONRPC, "protocolVersion": PROTOCOL_VERSION},
+            {"url": format!("{origin}/a2a1x"), "protocolBinding": BINDING_HTTP_JSON, "protocolVersion": PROTOCOL_VERSION},
+        ],
+        "capabilities": {
+            "streaming": true,
+            "extensions": [{
+                "uri": format!("urn:a2a-handshake:{}", a2a_core::PROTOCOL_VERSION),
+                "description": "This agent also speaks the A2A semantic-handshake protocol (DID identity, signed messages, schema negotiation) at params.endpoint.",
+                "params": {"did": engine.did, "endpoint": format!("{origin}/a2a"),
+                           "capabilities": format!("{origin}/a2a/capabilities")},
+            }],
+        },
+        "defaultInputModes": ["application/json", "text/plain"],
+        "defaultOutputModes": ["application/json"],
+        "skills": skills.iter().map(|c| skill(c)).collect::<Vec<_>>(),
+    });
+    if !schemes.is_empty() {
+        card["securitySchemes"] = Value::Object(schemes);
+    }
+    card
+}
+
+/// The card for `origin`, signed when the bridge has a key (BR-5), as bytes; cached per origin.
+pub(crate) fn card_bytes(inner: &Inner, origin: &str) -> Bytes {
+    if let Some(b) = inner.cards.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(origin) {
+        return b.clone();
+    }
+    let mut card = card(inner, origin);
+    if let Some((key_id, key)) = &inner.opts.signing_key {
+        match a2a1x::sign_card(&card, &format!("{}#{key_id}", inner.app.engine.did), key) {
+            Ok(sig) => card["signatures"] = json!([sig]),
+            Err(e) => tracing::warn!(error = %e, "cannot sign the Agent Card; serving it unsigned"),
+        }
+    }
+    let bytes = Bytes::from(serde_json::to_vec(&card).unwrap_or_default());
+    let mut cards = inner.cards.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if cards.len() >= MAX_CACHED_CARDS {
+        cards.clear();
+    }
+    cards.insert(origin.to_owned(), bytes.clone());
+    bytes
+}
+
+/// `GET /.well-known/agent-card.json` (BR-3).
+pub(crate) async fn serve(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Response {
+    let body = card_bytes(&inner, &inner.origin(&headers));
+    let mut resp = (StatusCode::OK, body).into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
+    h.insert("a2a-version", HeaderValue::from_static(PROTOCOL_VERSION));
+    resp
+}

@@ -1,0 +1,207 @@
+//! The JSON-RPC 2.0 binding: `POST /a2a1x/jsonrpc` (BR-1, BR-2, BR-14, BR-15).
+
+use std::sync::Arc;
+
+use a2a_core::a2a1x::{ListTasksRequest, SendMessageRequest, TaskIdRequest, method};
+use a2a_core::error::ErrorCode;
+use axum::body::Body;
+use axum::extract::{OriginalUri, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::Inner;
+use super::error::{BridgeError, Kind};
+use super::ops::{Ctx, caller};
+use super::stream;
+
+/// Reads a 1.x request body within the agent's `max_body_bytes` (BR-9), after checking its media type.
+pub(crate) async fn read_body(inner: &Inner, headers: &HeaderMap, body: Body) -> Result<Bytes, BridgeError> {
+    let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json");
+    let mime = ct.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/json") && !mime.eq_ignore_ascii_case("application/a2a+json") {
+        let mut e = BridgeError::new(
+            Kind::InvalidRequest,
+            format!("send the request as application/json or application/a2a+json (got {ct:?})"),
+        );
+        e.code = Some(ErrorCode::UNSUPPORTED_MEDIA_TYPE);
+        e.http_status = 415;
+        return Err(e);
+    }
+    let limit = inner.app.engine.limits.max_body_bytes;
+    let too_large = || {
+        let mut e = BridgeError::params(format!("the request body is larger than {limit} bytes (max_body_bytes)"));
+        e.code = Some(ErrorCode::PAYLOAD_TOO_LARGE);
+        e.http_status = 413;
+        e
+    };
+    if headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|len| len > limit as u64)
+    {
+        return Err(too_large());
+    }
+    let limited = http_body_util::Limited::new(body, limit);
+    match tokio::time::timeout(inner.app.engine.limits.body_read_timeout(), limited.collect()).await {
+        Err(_) => {
+            let mut e = BridgeError::params("the request body was not received in time");
+            e.code = Some(ErrorCode::REQUEST_TIMEOUT);
+            e.http_status = 408;
+            Err(e)
+        }
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Ok(Err(e)) => Err(BridgeError::new(Kind::InvalidRequest, format!("the request body could not be read: {e}"))),
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+    }
+}
+
+/// Parses `params` as `T`, naming the member at fault.
+pub(crate) fn params<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, BridgeError> {
+    serde_path_to_error::deserialize(v)
+        .map_err(|e| BridgeError::params(format!("{what}: member `{}`: {}", e.path(), e.inner())))
+}
+
+fn envelope(id: &Value, outcome: Result<Value, BridgeError>) -> Value {
+    match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e.jsonrpc_error()}),
+    }
+}
+
+fn json_answer(v: &Value) -> Response {
+    let mut resp = (StatusCode::OK, serde_json::to_vec(v).unwrap_or_default()).into_response();
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert("a2a-version", HeaderValue::from_static(a2a_core::a2a1x::PROTOCOL_VERSION));
+    resp
+}
+
+/// The 1.0 method an A2A 0.3 method name became.
+fn renamed(m: &str) -> Option<&'static str> {
+    Some(match m {
+        "message/send" => method::SEND_MESSAGE,
+        "message/stream" => method::SEND_STREAMING_MESSAGE,
+        "tasks/get" => method::GET_TASK,
+        "tasks/list" => method::LIST_TASKS,
+        "tasks/cancel" => method::CANCEL_TASK,
+        "tasks/resubscribe" => method::SUBSCRIBE_TO_TASK,
+        _ => return None,
+    })
+}
+
+/// `POST /a2a1x/jsonrpc`.
+pub(crate) async fn serve(
+    State(inner): State<Arc<Inner>>,
+    uri: OriginalUri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let bytes = match read_body(&inner, &headers, body).await {
+        Ok(b) => b,
+        Err(e) => return json_answer(&envelope(&Value::Null, Err(e))),
+    };
+    let req: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            let err = BridgeError::new(Kind::Parse, format!("the request body is not well-formed JSON: {e}"));
+            return json_answer(&envelope(&Value::Null, Err(err)));
+        }
+    };
+    let id = req.get("id").filter(|i| i.is_string() || i.is_number()).cloned().unwrap_or(Value::Null);
+    let method = match (&req, req.get("jsonrpc"), req.get("method").and_then(Value::as_str)) {
+        (Value::Array(_), _, _) => {
+            let e = BridgeError::new(Kind::InvalidRequest, "batches are not served; send one request per HTTP request");
+            return json_answer(&envelope(&Value::Null, Err(e)));
+        }
+        (_, Some(Value::String(v)), Some(m)) if v == "2.0" => m.to_owned(),
+        _ => {
+            let e = BridgeError::new(
+                Kind::InvalidRequest,
+                "not a JSON-RPC 2.0 request: send {\"jsonrpc\": \"2.0\", \"id\": ..., \"method\": ..., \"params\": {...}}",
+            );
+            return json_answer(&envelope(&id, Err(e)));
+        }
+    };
+    let p = match req.get("params") {
+        None | Some(Value::Null) => json!({}),
+        Some(p @ Value::Object(_)) => p.clone(),
+        Some(_) => {
+            return json_answer(&envelope(&id, Err(BridgeError::params("params must be an object"))));
+        }
+    };
+    let target = uri.0.path_and_query().map_or("/a2a1x/jsonrpc", |p| p.as_str()).to_owned();
+    let caller = match caller(&inner, &headers) {
+        Ok(c) => c,
+        Err(e) => return json_answer(&envelope(&id, Err(e))),
+    };
+    let ctx = Ctx { caller, headers: &headers, method: "POST", target: &target, body: &bytes };
+    let outcome = match method.as_str() {
+        method::SEND_MESSAGE => match params::<SendMessageRequest>("SendMessage params", p) {
+            Ok(req) => inner.send(ctx, &req).await.map(|t| json!({"task": t})),
+            Err(e) => Err(e),
+        },
+        method::SEND_STREAMING_MESSAGE => {
+            let req = match params::<SendMessageRequest>("SendStreamingMessage params", p) {
+                Ok(r) => r,
+                Err(e) => return json_answer(&envelope(&id, Err(e))),
+            };
+            let started = async {
+                let permit = stream::permit(&inner)?;
+                let s = inner.start(ctx, &req).await?;
+                let first = inner.read(&s.caller, &s.task_id, std::time::Duration::ZERO, None).await?;
+                Ok::<_, BridgeError>(stream::events(inner.clone(), s.caller, first, permit))
+            };
+            return match started.await {
+                Ok(rx) => stream::sse(rx, move |ev| json!({"jsonrpc": "2.0", "id": id, "result": ev})),
+                Err(e) => json_answer(&envelope(&id, Err(e))),
+            };
+        }
+        method::SUBSCRIBE_TO_TASK => {
+            let req = match params::<TaskIdRequest>("SubscribeToTask params", p) {
+                Ok(r) => r,
+                Err(e) => return json_answer(&envelope(&id, Err(e))),
+            };
+            let mut ctx = ctx;
+            let started = async {
+                let permit = stream::permit(&inner)?;
+                inner.authorized(&mut ctx, &req.id).await?;
+                let first = inner.read(&ctx.caller, &req.id, std::time::Duration::ZERO, None).await?;
+                Ok::<_, BridgeError>(stream::events(inner.clone(), ctx.caller, first, permit))
+            };
+            return match started.await {
+                Ok(rx) => stream::sse(rx, move |ev| json!({"jsonrpc": "2.0", "id": id, "result": ev})),
+                Err(e) => json_answer(&envelope(&id, Err(e))),
+            };
+        }
+        method::GET_TASK => match params::<TaskIdRequest>("GetTask params", p) {
+            Ok(req) => inner.get(ctx, &req.id, req.history_length).await.map(|t| json!(t)),
+            Err(e) => Err(e),
+        },
+        method::CANCEL_TASK => match params::<TaskIdRequest>("CancelTask params", p) {
+            Ok(req) => inner.cancel(ctx, &req.id).await.map(|t| json!(t)),
+            Err(e) => Err(e),
+        },
+        method::LIST_TASKS => match params::<ListTasksRequest>("ListTasks params", p) {
+            Ok(req) => inner.list(ctx, &req).await.map(|l| json!(l)),
+            Err(e) => Err(e),
+        },
+        m if m.contains("PushNotificationConfig") => Err(BridgeError::new(
+            Kind::PushNotSupported,
+            "this agent does not send push notifications; stream with SendStreamingMessage or poll with GetTask",
+        )),
+        m => Err(BridgeError::new(
+            Kind::MethodNotFound,
+            match renamed(m) {
+                Some(new) => format!("{m:?} is an A2A 0.3 method name; this endpoint speaks A2A 1.0: call {new:?}"),
+                None => format!(
+                    "no method {m:?}; the methods are SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask and SubscribeToTask"
+                ),
+            },
+        )),
+    };
+    json_answer(&envelope(&id, outcome))
+}

@@ -1,0 +1,271 @@
+//! The bridge to the Linux Foundation Agent2Agent (A2A) protocol 1.x (`spec/PROTOCOL.md` §20, BR-1..BR-18): an
+//! A2A 1.0 Agent Card at `/.well-known/agent-card.json` (signed with the agent's key, BR-5), and the JSON-RPC
+//! (`POST /a2a1x/jsonrpc`) and HTTP+JSON (`/a2a1x/...`) operations, each carried out by the agent's own NEGOTIATE,
+//! EXECUTE, CONFIRM, RESULT and CANCEL.
+//!
+//! ```no_run
+//! # async fn run(agent: a2a_server::Agent) -> Result<(), Box<dyn std::error::Error>> {
+//! use a2a_server::a2a1x::{Bridge, BridgeOptions};
+//! let bridge = Bridge::new(&agent, BridgeOptions::default())?;
+//! let app = axum::Router::new().merge(agent.router()).merge(bridge.router());
+//! # let _ = app; Ok(()) }
+//! ```
+
+mod card;
+pub mod error;
+mod http_json;
+mod jsonrpc;
+mod ops;
+mod stream;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use a2a_core::did::Did;
+use a2a_core::keys::SigningKey;
+use axum::Router;
+use axum::http::HeaderMap;
+use bytes::Bytes;
+use serde::Deserialize;
+
+use crate::Agent;
+use crate::router::AppState;
+
+/// The anonymous sender of 1.x requests without `A2A-Sender-ID` (BR-10).
+pub const ANONYMOUS_SENDER: &str = "did:web:a2a1x.anonymous.invalid";
+
+/// The limits of the bridge (BR-9, BR-16); the body size is the agent's `max_body_bytes`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BridgeLimits {
+    /// Most parts in a message.
+    pub max_parts: usize,
+    /// Longest `text` part, in bytes of UTF-8.
+    pub max_text_bytes: usize,
+    /// Streams open at once.
+    pub max_streams: usize,
+    /// Tasks remembered for `ListTasks` and `history` (oldest forgotten first).
+    pub max_indexed_tasks: usize,
+    /// How often a stream reads its execution, in milliseconds.
+    pub stream_poll_ms: u64,
+}
+
+impl Default for BridgeLimits {
+    fn default() -> Self {
+        BridgeLimits {
+            max_parts: 16,
+            max_text_bytes: 65_536,
+            max_streams: 256,
+            max_indexed_tasks: 10_000,
+            stream_poll_ms: 200,
+        }
+    }
+}
+
+/// How the bridge is served.
+#[derive(Clone, Default)]
+pub struct BridgeOptions {
+    /// The agent's public URL (`https://agent.example.com`); without it, `http://` and the request's `Host`.
+    pub public_url: Option<String>,
+    /// The key that signs the card (BR-5): its id in the agent's DID document, and the key. Unsigned without.
+    pub signing_key: Option<(String, SigningKey)>,
+    /// The limits.
+    pub limits: BridgeLimits,
+}
+
+/// Why a bridge could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeBuildError {
+    /// The public URL is not an absolute http(s) URL.
+    #[error(
+        "the bridge's public URL {0:?} is not an absolute http(s) URL without path (e.g. https://agent.example.com)"
+    )]
+    PublicUrl(String),
+    /// The signing key id is not valid.
+    #[error("the card signing key id {0:?} is not 1-128 of A-Z a-z 0-9 . _ ~ -")]
+    KeyId(String),
+    /// A limit is zero.
+    #[error("bridge limit {0} must be at least 1")]
+    Limit(&'static str),
+}
+
+/// What the `/a2a` router needs to offer `bridge_to` (BR-17).
+pub(crate) struct Announce {
+    pub(crate) public_url: Option<String>,
+    pub(crate) skills: Vec<String>,
+}
+
+/// A task the bridge took: for `ListTasks`, `contextId` and `history`.
+#[derive(Clone)]
+struct Indexed {
+    seq: u64,
+    task_id: String,
+    sender: String,
+    context_id: String,
+    message: a2a_core::a2a1x::Message,
+}
+
+#[derive(Default)]
+struct TaskIndex {
+    next_seq: u64,
+    order: VecDeque<Indexed>,
+    by_id: HashMap<String, u64>,
+}
+
+/// Shared state of the bridge.
+pub(crate) struct Inner {
+    pub(crate) app: Arc<AppState>,
+    pub(crate) opts: BridgeOptions,
+    negotiations: Mutex<HashMap<(String, String), (String, u64)>>,
+    index: Mutex<TaskIndex>,
+    cards: Mutex<HashMap<String, Bytes>>,
+    pub(crate) streams: Arc<tokio::sync::Semaphore>,
+}
+
+/// The bridge of one agent; mount [`Bridge::router`] next to [`Agent::router`].
+#[derive(Clone)]
+pub struct Bridge {
+    inner: Arc<Inner>,
+}
+
+impl Bridge {
+    /// A bridge to `agent`. Also makes the agent's NEGOTIATE offer `bridge_to` (BR-17).
+    pub fn new(agent: &Agent, opts: BridgeOptions) -> Result<Self, BridgeBuildError> {
+        if let Some(u) = &opts.public_url {
+            let ok = url::Url::parse(u)
+                .is_ok_and(|p| matches!(p.scheme(), "http" | "https") && p.has_host() && p.path() == "/");
+            if !ok || u.ends_with('/') {
+                return Err(BridgeBuildError::PublicUrl(u.clone()));
+            }
+        }
+        if let Some((id, _)) = &opts.signing_key
+            && !a2a_core::integrity::is_valid_key_id(id)
+        {
+            return Err(BridgeBuildError::KeyId(id.clone()));
+        }
+        let l = &opts.limits;
+        for (name, v) in [
+            ("max_parts", l.max_parts),
+            ("max_text_bytes", l.max_text_bytes),
+            ("max_streams", l.max_streams),
+            ("max_indexed_tasks", l.max_indexed_tasks),
+            ("stream_poll_ms", l.stream_poll_ms as usize),
+        ] {
+            if v == 0 {
+                return Err(BridgeBuildError::Limit(name));
+            }
+        }
+        let app = agent.state.clone();
+        let _ = app.bridge.set(Announce {
+            public_url: opts.public_url.clone(),
+            skills: card::skills(&app.engine).into_iter().map(|c| c.decl.name.clone()).collect(),
+        });
+        let streams = Arc::new(tokio::sync::Semaphore::new(opts.limits.max_streams));
+        Ok(Bridge {
+            inner: Arc::new(Inner {
+                app,
+                opts,
+                negotiations: Mutex::default(),
+                index: Mutex::default(),
+                cards: Mutex::default(),
+                streams,
+            }),
+        })
+    }
+
+    /// The card and the 1.x endpoints (BR-1).
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route(a2a_core::a2a1x::AGENT_CARD_PATH, axum::routing::get(card::serve))
+            .route("/a2a1x/jsonrpc", axum::routing::post(jsonrpc::serve))
+            .merge(http_json::routes())
+            .with_state(self.inner.clone())
+    }
+}
+
+impl Inner {
+    /// The origin the card and `bridge_to` name: the public URL, or `http://` and the request's `Host`.
+    pub(crate) fn origin(&self, headers: &HeaderMap) -> String {
+        origin_of(self.opts.public_url.as_deref(), headers)
+    }
+
+    fn remember(&self, task_id: &str, sender: &str, context_id: &str, message: &a2a_core::a2a1x::Message) {
+        let mut idx = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if idx.by_id.contains_key(task_id) {
+            return;
+        }
+        let seq = idx.next_seq;
+        idx.next_seq += 1;
+        idx.by_id.insert(task_id.to_owned(), seq);
+        idx.order.push_back(Indexed {
+            seq,
+            task_id: task_id.to_owned(),
+            sender: sender.to_owned(),
+            context_id: context_id.to_owned(),
+            message: message.clone(),
+        });
+        while idx.order.len() > self.opts.limits.max_indexed_tasks {
+            if let Some(old) = idx.order.pop_front() {
+                idx.by_id.remove(&old.task_id);
+            }
+        }
+    }
+
+    fn indexed(&self, task_id: &str) -> Option<Indexed> {
+        let idx = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let seq = *idx.by_id.get(task_id)?;
+        let first = idx.order.front()?.seq;
+        idx.order.get(usize::try_from(seq - first).ok()?).cloned()
+    }
+
+    /// The caller's indexed tasks, newest first, with sequence numbers below `before`.
+    fn list_indexed(&self, sender: &str, context: Option<&str>, before: u64) -> Vec<Indexed> {
+        let idx = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        idx.order
+            .iter()
+            .rev()
+            .filter(|t| t.seq < before && t.sender == sender && context.is_none_or(|c| t.context_id == c))
+            .cloned()
+            .collect()
+    }
+}
+
+/// The origin for a request: the configured URL, or `http://` and the `Host` header (`http://localhost` without).
+pub(crate) fn origin_of(public_url: Option<&str>, headers: &HeaderMap) -> String {
+    if let Some(u) = public_url {
+        return u.to_owned();
+    }
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b)))
+        .unwrap_or("localhost");
+    format!("http://{host}")
+}
+
+/// The `bridge_to` of a NEGOTIATE (BR-17) when the caller announced `a2a1x` in `A2A-Bridges` and the capability is on
+/// the card.
+pub(crate) fn bridge_to(state: &AppState, headers: &HeaderMap, capability: &str) -> Option<a2a_core::wire::BridgeTo> {
+    let announce = state.bridge.get()?;
+    let asked = headers
+        .get_all("a2a-bridges")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|b| b.trim().eq_ignore_ascii_case(a2a_core::a2a1x::BRIDGE_BINDING)));
+    if !asked || !announce.skills.iter().any(|s| s == capability) {
+        return None;
+    }
+    let origin = origin_of(announce.public_url.as_deref(), headers);
+    Some(a2a_core::wire::BridgeTo {
+        binding: a2a_core::a2a1x::BRIDGE_BINDING.to_owned(),
+        protocol_version: a2a_core::a2a1x::PROTOCOL_VERSION.to_owned(),
+        url: format!("{origin}/a2a1x/jsonrpc"),
+        agent_card: Some(format!("{origin}{}", a2a_core::a2a1x::AGENT_CARD_PATH)),
+        skill: capability.to_owned(),
+    })
+}
+
+/// Whether `did` is a valid did:web DID (for `A2A-Sender-ID` on 1.x requests).
+fn is_did(did: &str) -> bool {
+    Did::parse(did).is_ok()
+}
