@@ -11,10 +11,12 @@
 //!
 //! ## The work queue
 //!
-//! CONFIRM's [`Transition::Accept`] queues the execution in the same atomic step (CONF-1). Workers in any process
+//! CONFIRM's [`Transition::Accept`] queues the execution in the same atomic step (CONF-1); with a free worker slot,
+//! [`Store::accept_and_claim`] also claims queued work for this process in that step. Workers in any process
 //! serving the capability take work with [`Store::claim_work`], keep their claim alive with [`Store::touch_work`]
 //! while the handler runs, and record the outcome and release the work in one atomic step with
-//! [`Store::complete_work`]. Work held by a worker that stopped touching it (its process died) is handed to another
+//! [`Store::complete_work`] (a handler that finished before its worker recorded `running` records both at once,
+//! [`Transition::Ran`]). Work held by a worker that stopped touching it (its process died) is handed to another
 //! worker after the visibility timeout (ST-5: at least once; the first terminal state still wins, ST-2).
 
 use std::time::Duration;

@@ -21,12 +21,20 @@
 //!
 //! A transition is [`ExecutionRecord::apply`] in Rust followed by one Lua script that writes the new record only if
 //! the stored revision is the one it was computed from (compare-and-set) and, in the same step, queues the work
-//! (`XADD`), releases it (`XACK` + `XDEL`), drops the execution from the `received` set and publishes a terminal
-//! state. A conflict returns the current record and the transition is re-applied to it: no read is needed before a
-//! write when the caller has the record. Round trips of the warm path, per execution: EXECUTE 1 (the negotiation is
-//! cached), CONFIRM 2 (read, accept + queue), worker 2 + its share of one `XREADGROUP` (start, finish + release +
-//! publish), RESULT with long-poll 1–2 (a terminal record is final, ST-2, so the process that wrote or read one
-//! serves later reads of it from memory). `docs/BENCHMARKS.md` has the measured figure.
+//! (`XADD`) and claims the oldest unclaimed work of that queue for the confirming process (`XREADGROUP` without
+//! blocking: usually the work just queued), releases it (`XACK` + `XDEL`), drops the execution from the `received`
+//! set and publishes a terminal state. A conflict returns the current record and the transition is re-applied to it:
+//! no read is needed before a write when the caller has the record.
+//!
+//! Round trips of the warm path, per execution, when one process serves it: EXECUTE 1 (one `create` script; the
+//! negotiation is cached); CONFIRM 1 (the record EXECUTE created here is the compare-and-set's `seen`, so no read;
+//! the script accepts, queues and claims); the worker 1 (a handler done within 10 ms records its start and
+//! its end in one script, [`super::Transition::Ran`], which also releases the work and publishes; a longer one
+//! writes `running` first, one more); RESULT with long-poll 0–1 (a terminal record is final, ST-2, so the process
+//! that wrote or read one serves later reads from memory; otherwise one read, then the pub/sub wake-up). That is 3–4.
+//! CONFIRM on a process that did not create the execution reads it first (+1), and one without a free worker slot
+//! leaves the work to the workers' blocking `XREADGROUP` (+1, shared by the items it takes at once).
+//! `docs/BENCHMARKS.md` has the measured figure.
 //!
 //! ## Failure
 //!
