@@ -480,13 +480,26 @@ impl Engine {
     /// Finds the caller's execution (CONF-4, RES-1), applying lazy expiry: an unconfirmed execution past its confirm
     /// window is canceled, a confirmed one past its deadline is timed out.
     pub async fn execution_for(&self, caller: &Caller, id: &str) -> Result<ExecutionRecord, A2aError> {
+        self.find_execution(caller, id, false).await
+    }
+
+    /// [`Engine::execution_for`] for CONFIRM, which transitions the record at once: the store may answer from what
+    /// this process created (see [`Store::get_execution_for_update`]).
+    pub async fn execution_for_update(&self, caller: &Caller, id: &str) -> Result<ExecutionRecord, A2aError> {
+        self.find_execution(caller, id, true).await
+    }
+
+    async fn find_execution(&self, caller: &Caller, id: &str, for_update: bool) -> Result<ExecutionRecord, A2aError> {
         let unknown = || {
             A2aError::with_message(
                 ErrorCode::UNKNOWN_EXECUTION,
                 format!("no execution {id:?} for sender {} (unknown, expired or not yours)", caller.sender),
             )
         };
-        let rec = self.store.get_execution(id).await.map_err(store_err)?.ok_or_else(unknown)?;
+        let rec =
+            if for_update { self.store.get_execution_for_update(id).await } else { self.store.get_execution(id).await }
+                .map_err(store_err)?
+                .ok_or_else(unknown)?;
         if rec.sender != caller.sender {
             return Err(unknown());
         }
@@ -601,7 +614,18 @@ impl Engine {
             sender_verified: caller.verified,
             traceparent: caller.traceparent.clone(),
         };
-        match self.store.transition(&rec.id, t, Some(&rec)).await.map_err(store_err)? {
+        // With a free worker slot here, the accept also claims the work for this process's workers (one round trip
+        // and one wake-up fewer for a shared store); a store may hand over other queued work instead (the oldest).
+        let slot = self.permits.clone().try_acquire_owned().ok();
+        let (outcome, claimed) = match &slot {
+            Some(_) => self.store.accept_and_claim(&rec.id, t, Some(&rec)).await,
+            None => self.store.transition(&rec.id, t, Some(&rec)).await.map(|o| (o, None)),
+        }
+        .map_err(store_err)?;
+        if let (Some(item), Some(slot)) = (claimed, slot) {
+            self.spawn_run(item, slot);
+        }
+        match outcome {
             TransitionOutcome::Applied(r) => {
                 self.admit(&r, permit);
                 Ok((
@@ -658,6 +682,22 @@ impl Engine {
         }
     }
 
+    /// Runs one claimed item of work in its own task, holding a worker slot.
+    fn spawn_run(self: &Arc<Self>, item: WorkItem, slot: OwnedSemaphorePermit) {
+        let span = tracing::info_span!("execution", execution_id = %item.execution_id,
+            capability = %item.capability, deliveries = item.deliveries);
+        let e = self.clone();
+        self.tasks.spawn(
+            async move {
+                let _slot = slot;
+                e.metrics.in_flight(1);
+                e.clone().run(item).await;
+                e.metrics.in_flight(-1);
+            }
+            .instrument(span),
+        );
+    }
+
     /// Runs one claimed item of work to its end.
     async fn run(self: Arc<Self>, item: WorkItem) {
         let store = self.store.clone();
@@ -683,7 +723,7 @@ impl Engine {
                 message: format!("capability `{}` is no longer served", rec.capability),
                 details: None,
             };
-            self.complete(&item, ExecutionStatus::Failed, None, Some(error), &rec).await;
+            self.complete(&item, ExecutionStatus::Failed, None, Some(error), &rec, None).await;
             return;
         };
         let deadline_ms = rec.deadline_ms.unwrap_or_else(|| now_ms().saturating_add(rec.timeout_ms));
@@ -692,31 +732,13 @@ impl Engine {
             return;
         }
         if now_ms() >= deadline_ms {
-            self.complete(&item, ExecutionStatus::TimedOut, None, Some(timed_out_error(rec.timeout_ms)), &rec).await;
+            self.complete(&item, ExecutionStatus::TimedOut, None, Some(timed_out_error(rec.timeout_ms)), &rec, None)
+                .await;
             return;
         }
         let rerun = item.deliveries > 1 || rec.status == ExecutionStatus::Running;
-        let t = Transition::Start { now_ms: now_ms(), rerun };
-        let rec = match store.transition(&rec.id, t, Some(&rec)).await {
-            Ok(TransitionOutcome::Applied(r)) => *r,
-            Ok(TransitionOutcome::Refused(r)) => {
-                // Canceled or timed out while queued: nothing to run.
-                if r.status.is_terminal() {
-                    let _ = store.complete_work(&item, None, None).await;
-                }
-                return;
-            }
-            Ok(TransitionOutcome::NotFound) => {
-                let _ = store.complete_work(&item, None, None).await;
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "could not start the execution; it is taken over later");
-                return;
-            }
-        };
         if rerun {
-            tracing::info!(attempt = rec.attempts, "re-running an execution taken over from a lost worker");
+            tracing::info!(attempt = rec.attempts + 1, "re-running an execution taken over from a lost worker");
         }
         let token = self.shutdown.child_token();
         self.lock_running().insert(rec.id.clone(), token.clone());
@@ -745,15 +767,23 @@ impl Engine {
         tokio::pin!(handler);
         let sleep = tokio::time::sleep(remaining);
         tokio::pin!(sleep);
+        // `running` is recorded once the handler has run for START_DELAY; a handler done before that records its
+        // start and its end in one write (`Transition::Ran`).
+        let start_at = tokio::time::sleep(START_DELAY);
+        tokio::pin!(start_at);
+        let mut rec = rec;
+        let mut started = false;
         // Heartbeat: renew the claim well within the visibility timeout.
         let beat = (store.visibility_timeout() / 3).max(Duration::from_millis(10));
         let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
         // Another process may cancel or time out the execution: its terminal signal stops the handler (CAN-1, ST-3).
-        let signal = store.terminal_signal(&rec.id, remaining + Duration::from_secs(1));
+        let id = rec.id.clone();
+        let signal = store.terminal_signal(&id, remaining + Duration::from_secs(1));
         tokio::pin!(signal);
         let mut signal_done = false;
         let outcome = loop {
             tokio::select! {
+                biased;
                 joined = &mut handler => break Some(joined),
                 () = &mut sleep => break None,
                 () = token.cancelled() => {
@@ -764,6 +794,29 @@ impl Engine {
                         let _ = store.complete_work(&item, None, None).await;
                     }
                     return;
+                }
+                () = &mut start_at, if !started => {
+                    started = true;
+                    let t = Transition::Start { now_ms: now_ms(), rerun };
+                    match store.transition(&rec.id, t, Some(&rec)).await {
+                        Ok(TransitionOutcome::Applied(r)) => rec = *r,
+                        Ok(other) => {
+                            // Canceled or timed out meanwhile, or expired: stop the handler and drop the work; or
+                            // started by another worker: stop the handler, the claim lapses.
+                            token.cancel();
+                            self.lock_running().remove(&rec.id);
+                            if !matches!(&other, TransitionOutcome::Refused(r) if !r.status.is_terminal()) {
+                                let _ = store.complete_work(&item, None, None).await;
+                            }
+                            return;
+                        }
+                        // The finish records the start too; the claim stays until then.
+                        Err(e) => {
+                            started = false;
+                            start_at.as_mut().reset(tokio::time::Instant::now() + beat);
+                            tracing::warn!(error = %e, "could not record the start of the execution");
+                        }
+                    }
                 }
                 _ = heartbeat.tick() => {
                     if let Err(e) = store.touch_work(std::slice::from_ref(&item)).await {
@@ -822,12 +875,14 @@ impl Engine {
                 )
             }
         };
-        self.complete(&item, status, result, error, &rec).await;
+        let ran = (!started).then_some(rerun);
+        self.complete(&item, status, result, error, &rec, ran).await;
         self.lock_running().remove(&rec.id);
     }
 
-    /// Records a worker's outcome and releases its work in one step. A store that is down is retried (with backoff)
-    /// until the visibility timeout; after that the claim lapses and another worker re-runs the execution.
+    /// Records a worker's outcome and releases its work in one step; `ran` (with whether it was a re-run) when the
+    /// handler ran and its start is not recorded yet. A store that is down is retried (with backoff) until the
+    /// visibility timeout; after that the claim lapses and another worker re-runs the execution.
     async fn complete(
         &self,
         item: &WorkItem,
@@ -835,11 +890,16 @@ impl Engine {
         result: Option<Value>,
         error: Option<ErrorObject>,
         seen: &ExecutionRecord,
+        ran: Option<bool>,
     ) {
         let give_up = tokio::time::Instant::now() + self.store.visibility_timeout();
         let mut backoff = Duration::from_millis(50);
         loop {
-            let t = Transition::Finish { now_ms: now_ms(), status, result: result.clone(), error: error.clone() };
+            let (now_ms, result, error) = (now_ms(), result.clone(), error.clone());
+            let t = match ran {
+                Some(rerun) => Transition::Ran { now_ms, rerun, status, result, error },
+                None => Transition::Finish { now_ms, status, result, error },
+            };
             match self.store.complete_work(item, Some(t), Some(seen)).await {
                 Ok(Some(TransitionOutcome::Applied(r))) => {
                     self.finished_here(&r);
@@ -1033,6 +1093,10 @@ fn timed_out_error(timeout_ms: u64) -> ErrorObject {
     }
 }
 
+/// How long a handler runs before its worker records `running` (a handler done sooner records start and end in
+/// one write, [`Transition::Ran`]).
+const START_DELAY: Duration = Duration::from_millis(10);
+
 /// Most items one worker loop claims at once.
 const CLAIM_BATCH: usize = 32;
 
@@ -1096,18 +1160,7 @@ async fn worker_loop(
         let Some(engine) = engine.upgrade() else { return };
         for item in items {
             let Some(slot) = slots.pop() else { break };
-            let span = tracing::info_span!("execution", execution_id = %item.execution_id,
-                capability = %item.capability, deliveries = item.deliveries);
-            let e = engine.clone();
-            engine.tasks.spawn(
-                async move {
-                    let _slot = slot;
-                    e.metrics.in_flight(1);
-                    e.clone().run(item).await;
-                    e.metrics.in_flight(-1);
-                }
-                .instrument(span),
-            );
+            engine.spawn_run(item, slot);
         }
     }
 }

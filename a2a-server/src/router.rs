@@ -624,8 +624,13 @@ async fn authorized_execution(
     id: &str,
     parts: &SignedParts<'_>,
     body_coverage: bool,
+    for_update: bool,
 ) -> Result<crate::store::ExecutionRecord, ApiError> {
-    let rec = state.engine.execution_for(caller, id).await?;
+    let rec = if for_update {
+        state.engine.execution_for_update(caller, id).await?
+    } else {
+        state.engine.execution_for(caller, id).await?
+    };
     let requirement = state
         .engine
         .capability(&rec.capability)
@@ -649,6 +654,7 @@ async fn confirm(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: 
         &mut caller,
         &req.execution_id,
         &signed_parts("POST", &uri, &headers, &bytes),
+        true,
         true,
     )
     .await?;
@@ -682,7 +688,7 @@ async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
         }
     }
     state.auth.forwarded(&state.engine, &signed_parts("GET", &uri, &headers, b""), &mut caller, false).await?;
-    let rec = authorized_execution(&state, &mut caller, id.as_ref(), &signed_parts("GET", &uri, &headers, b""), false)
+    let rec = authorized_execution(&state, &mut caller, id.as_ref(), &signed_parts("GET", &uri, &headers, b""), false, false)
         .await?;
     // §18: with `A2A-Stream: true` at an agent that streams, the events of the execution (STR-1).
     if let Some(streaming) = state.engine.streaming().cloned()
@@ -713,6 +719,7 @@ async fn cancel(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
         &req.execution_id,
         &signed_parts("POST", &uri, &headers, &bytes),
         true,
+        false,
     )
     .await?;
     let resp = state.engine.cancel(rec).await?;

@@ -11,10 +11,12 @@
 //!
 //! ## The work queue
 //!
-//! CONFIRM's [`Transition::Accept`] queues the execution in the same atomic step (CONF-1). Workers in any process
+//! CONFIRM's [`Transition::Accept`] queues the execution in the same atomic step (CONF-1); with a free worker slot,
+//! [`Store::accept_and_claim`] also claims queued work for this process in that step. Workers in any process
 //! serving the capability take work with [`Store::claim_work`], keep their claim alive with [`Store::touch_work`]
 //! while the handler runs, and record the outcome and release the work in one atomic step with
-//! [`Store::complete_work`]. Work held by a worker that stopped touching it (its process died) is handed to another
+//! [`Store::complete_work`] (a handler that finished before its worker recorded `running` records both at once,
+//! [`Transition::Ran`]). Work held by a worker that stopped touching it (its process died) is handed to another
 //! worker after the visibility timeout (ST-5: at least once; the first terminal state still wins, ST-2).
 
 use std::time::Duration;
@@ -136,6 +138,22 @@ pub enum Transition {
         /// Whether this is a re-run of work taken over from a lost worker.
         rerun: bool,
     },
+    /// A worker that ran the handler to its end before it recorded the start: [`Transition::Start`] and
+    /// [`Transition::Finish`] in one step (the record passes through `running`, `attempts` counts the run). A worker
+    /// records the start on its own only for a handler that is still running after a short delay, so that a fast
+    /// execution costs a shared store one write instead of two.
+    Ran {
+        /// Now.
+        now_ms: u64,
+        /// Whether this was a re-run of work taken over from a lost worker.
+        rerun: bool,
+        /// `succeeded`, `failed` or `timed_out`.
+        status: ExecutionStatus,
+        /// The result (succeeded).
+        result: Option<Value>,
+        /// The failure (other terminal states).
+        error: Option<ErrorObject>,
+    },
     /// A terminal state.
     Finish {
         /// Now.
@@ -155,7 +173,7 @@ impl Transition {
         match self {
             Transition::Accept { .. } => ExecutionStatus::Accepted,
             Transition::Start { .. } => ExecutionStatus::Running,
-            Transition::Finish { status, .. } => *status,
+            Transition::Finish { status, .. } | Transition::Ran { status, .. } => *status,
         }
     }
 }
@@ -164,6 +182,18 @@ impl ExecutionRecord {
     /// Applies a transition if the state machine allows it (`spec/PROTOCOL.md` ST-1, ST-2); returns whether it did.
     /// `retention_ms` is how long a terminal record is kept.
     pub fn apply(&mut self, t: &Transition, retention_ms: u64) -> bool {
+        if let Transition::Ran { now_ms, rerun, status, result, error } = t {
+            let mut next = self.clone();
+            let finish =
+                Transition::Finish { now_ms: *now_ms, status: *status, result: result.clone(), error: error.clone() };
+            if !next.apply(&Transition::Start { now_ms: *now_ms, rerun: *rerun }, retention_ms)
+                || !next.apply(&finish, retention_ms)
+            {
+                return false;
+            }
+            *self = next;
+            return true;
+        }
         let target = t.target();
         let rerun = matches!(t, Transition::Start { rerun: true, .. }) && self.status == ExecutionStatus::Running;
         if !rerun && !target.is_terminal() && target == self.status {
@@ -185,6 +215,7 @@ impl ExecutionRecord {
                 self.attempts = self.attempts.saturating_add(1);
                 self.updated_at_ms = *now_ms;
             }
+            Transition::Ran { .. } => return false,
             Transition::Finish { now_ms, result, error, .. } => {
                 self.result = result.clone();
                 self.error = error.clone();
@@ -287,6 +318,27 @@ pub trait Store: Send + Sync + 'static {
         t: Transition,
         seen: Option<&ExecutionRecord>,
     ) -> Result<TransitionOutcome, StoreError>;
+
+    /// Reads an execution for a transition that follows at once (CONFIRM). The store may answer from the record this
+    /// process created: it may be stale, which the transition's compare-and-set detects (it then decides on the
+    /// stored record), but the fields fixed at creation (sender, capability, negotiation, payload, confirm window)
+    /// are exact. Default: [`Store::get_execution`].
+    async fn get_execution_for_update(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+        self.get_execution(id).await
+    }
+
+    /// CONFIRM with a free worker slot in this process: [`Store::transition`] with a [`Transition::Accept`] that, in
+    /// the same atomic step, also claims for this process's workers the oldest unclaimed item of the execution's queue
+    /// (usually the work just queued), as [`Store::claim_work`] would. Saves the workers a read of the queue. Default:
+    /// no claim.
+    async fn accept_and_claim(
+        &self,
+        id: &str,
+        t: Transition,
+        seen: Option<&ExecutionRecord>,
+    ) -> Result<(TransitionOutcome, Option<WorkItem>), StoreError> {
+        Ok((self.transition(id, t, seen).await?, None))
+    }
 
     /// Waits until the execution's status differs from `seen` (a store may wake only for terminal states), or
     /// `timeout` passes; returns the record then.

@@ -21,12 +21,20 @@
 //!
 //! A transition is [`ExecutionRecord::apply`] in Rust followed by one Lua script that writes the new record only if
 //! the stored revision is the one it was computed from (compare-and-set) and, in the same step, queues the work
-//! (`XADD`), releases it (`XACK` + `XDEL`), drops the execution from the `received` set and publishes a terminal
-//! state. A conflict returns the current record and the transition is re-applied to it: no read is needed before a
-//! write when the caller has the record. Round trips of the warm path, per execution: EXECUTE 1 (the negotiation is
-//! cached), CONFIRM 2 (read, accept + queue), worker 2 + its share of one `XREADGROUP` (start, finish + release +
-//! publish), RESULT with long-poll 1–2 (a terminal record is final, ST-2, so the process that wrote or read one
-//! serves later reads of it from memory). `docs/BENCHMARKS.md` has the measured figure.
+//! (`XADD`) and claims the oldest unclaimed work of that queue for the confirming process (`XREADGROUP` without
+//! blocking: usually the work just queued), releases it (`XACK` + `XDEL`), drops the execution from the `received`
+//! set and publishes a terminal state. A conflict returns the current record and the transition is re-applied to it:
+//! no read is needed before a write when the caller has the record.
+//!
+//! Round trips of the warm path, per execution, when one process serves it: EXECUTE 1 (one `create` script; the
+//! negotiation is cached); CONFIRM 1 (the record EXECUTE created here is the compare-and-set's `seen`, so no read;
+//! the script accepts, queues and claims); the worker 1 (a handler done within 10 ms records its start and
+//! its end in one script, [`super::Transition::Ran`], which also releases the work and publishes; a longer one
+//! writes `running` first, one more); RESULT with long-poll 0–1 (a terminal record is final, ST-2, so the process
+//! that wrote or read one serves later reads from memory; otherwise one read, then the pub/sub wake-up). That is 3–4.
+//! CONFIRM on a process that did not create the execution reads it first (+1), and one without a free worker slot
+//! leaves the work to the workers' blocking `XREADGROUP` (+1, shared by the items it takes at once).
+//! `docs/BENCHMARKS.md` has the measured figure.
 //!
 //! ## Failure
 //!
@@ -341,7 +349,9 @@ return {'new'}
 
 /// KEYS: record, received set, idempotency key (or a placeholder), work stream (or a placeholder).
 /// ARGV: expected rev, new rev, new status, new record, expire at, queue?, MAXLEN, channel, entry to release,
-/// group, execution id, terminal statuses.
+/// group, execution id, terminal statuses, consumer that claims the oldest unclaimed work after queueing (or '').
+/// Reply: `{'ok'}`, or `{'ok', queued entry, claimed entry, its execution id, its record}` after a claim (the
+/// record is '' when the claimed entry is the one just queued), `{'conflict', current record}`, `{'missing'}`.
 const CAS_LUA: &str = r"
 local function release()
   if ARGV[9] ~= '' then
@@ -362,12 +372,26 @@ redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'st', ARGV[3], 'rec', ARGV[4])
 redis.call('PEXPIREAT', KEYS[1], ARGV[5])
 if cur[2] == 'received' then redis.call('ZREM', KEYS[2], ARGV[11]) end
 if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PEXPIREAT', KEYS[3], ARGV[5]) end
+local reply = {'ok'}
 if ARGV[6] == '1' then
-  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'id', ARGV[11], 'rec', ARGV[4])
+  local added = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'id', ARGV[11], 'rec', ARGV[4])
+  if ARGV[13] ~= '' then
+    -- No group yet (a Redis that lost it): the workers re-create it and take the work from there.
+    local r = redis.pcall('XREADGROUP', 'GROUP', ARGV[10], ARGV[13], 'COUNT', '1', 'STREAMS', KEYS[4], '>')
+    if type(r) == 'table' and not r.err and r[1] and r[1][2][1] then
+      local e = r[1][2][1]
+      local id, rec = '', ''
+      for i = 1, #e[2], 2 do
+        if e[2][i] == 'id' then id = e[2][i + 1] elseif e[2][i] == 'rec' then rec = e[2][i + 1] end
+      end
+      if e[1] == added then rec = '' end
+      reply = {'ok', added, e[1], id, rec}
+    end
+  end
 end
 release()
 if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[11]) end
-return {'ok'}
+return reply
 ";
 
 const GROUP: &str = "workers";
@@ -432,6 +456,9 @@ pub struct RedisStore {
     /// Terminal records written or read here: final (ST-2), so a read of one needs no round trip.
     /// Weighed by the size of the record's JSON: at most [`FINALS_BYTES`] in all.
     finals: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
+    /// Executions created here and not changed here since: the record CONFIRM passes to its compare-and-set without
+    /// reading it first ([`Store::get_execution_for_update`]). Weighed like `finals`.
+    created: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
     round_trips: Arc<AtomicU64>,
     _subscriber: tokio_util::sync::DropGuard,
 }
@@ -445,6 +472,9 @@ const FIRST_SLICE: Duration = Duration::from_millis(50);
 
 /// Bytes of terminal records kept in memory at most (JSON size).
 const FINALS_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Bytes of records of executions created here kept in memory at most (JSON size), for CONFIRM.
+const CREATED_BYTES: u64 = 16 * 1024 * 1024;
 
 impl RedisStore {
     /// Connects (lazily: a Redis that is down makes operations fail with [`StoreError`] until it is up) and starts the
@@ -496,6 +526,11 @@ impl RedisStore {
             negotiations: moka::sync::Cache::builder().max_capacity(10_000).build(),
             finals: moka::sync::Cache::builder()
                 .max_capacity(FINALS_BYTES)
+                .weigher(|_, v: &(Arc<ExecutionRecord>, u32)| v.1)
+                .time_to_live(Duration::from_secs(60))
+                .build(),
+            created: moka::sync::Cache::builder()
+                .max_capacity(CREATED_BYTES)
                 .weigher(|_, v: &(Arc<ExecutionRecord>, u32)| v.1)
                 .time_to_live(Duration::from_secs(60))
                 .build(),
@@ -597,15 +632,16 @@ impl RedisStore {
         serde_json::from_str(json).map_err(|e| StoreError(format!("a stored execution is not readable: {e}")))
     }
 
-    /// One compare-and-set script call. Returns `Ok(Ok(()))` when written, `Ok(Err(Some(current)))` on a conflict,
-    /// `Ok(Err(None))` when the record is missing.
+    /// One compare-and-set script call. Returns `Ok(Ok(claimed))` when written (with the work claimed when `claim`),
+    /// `Ok(Err(Some(current)))` on a conflict, `Ok(Err(None))` when the record is missing.
     async fn cas(
         &self,
         expected: &ExecutionRecord,
         next: &ExecutionRecord,
         enqueue: bool,
         release: Option<&str>,
-    ) -> Result<Result<(), Option<ExecutionRecord>>, StoreError> {
+        claim: bool,
+    ) -> Result<Result<Option<WorkItem>, Option<ExecutionRecord>>, StoreError> {
         let shard = self.shard_of(&next.id);
         let json = serde_json::to_string(next).map_err(|e| StoreError(e.to_string()))?;
         let json_len = u32::try_from(json.len()).unwrap_or(u32::MAX);
@@ -630,30 +666,43 @@ impl RedisStore {
             .arg(release.unwrap_or(""))
             .arg(GROUP)
             .arg(&next.id)
-            .arg(&self.terminal);
-        let reply: Vec<String> =
+            .arg(&self.terminal)
+            .arg(if claim && enqueue { self.consumer.as_str() } else { "" });
+        let mut reply: Vec<String> =
             self.run("transition", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
+        self.created.invalidate(&next.id);
         match reply.first().map(String::as_str) {
             Some("ok") => {
                 if next.status.is_terminal() {
                     self.finals.insert(next.id.clone(), (Arc::new(next.clone()), json_len));
                     self.waiters.wake(&next.id);
                 }
-                Ok(Ok(()))
+                let claimed = (reply.len() == 5).then(|| {
+                    let rec = reply.pop().unwrap_or_default();
+                    let execution_id = reply.pop().unwrap_or_default();
+                    let receipt = reply.pop().unwrap_or_default();
+                    let snapshot = if rec.is_empty() { Some(next.clone()) } else { Self::decode(&rec).ok() };
+                    let capability =
+                        snapshot.as_ref().map_or_else(|| next.capability.clone(), |r| r.capability.clone());
+                    WorkItem { execution_id, capability, deliveries: 1, snapshot, receipt }
+                });
+                Ok(Ok(claimed))
             }
             Some("conflict") => Ok(Err(Some(Self::decode(reply.get(1).map_or("", String::as_str))?))),
             _ => Ok(Err(None)),
         }
     }
 
-    /// Applies `t` by compare-and-set, re-applying it to the current record after a conflict.
+    /// Applies `t` by compare-and-set, re-applying it to the current record after a conflict; with `claim`, an
+    /// applied `Accept` also claims work for this process (see [`Store::accept_and_claim`]).
     async fn apply(
         &self,
         id: &str,
         t: &Transition,
         seen: Option<&ExecutionRecord>,
         release: Option<&WorkItem>,
-    ) -> Result<TransitionOutcome, StoreError> {
+        claim: bool,
+    ) -> Result<(TransitionOutcome, Option<WorkItem>), StoreError> {
         let retention = self.scope.retention.as_millis() as u64;
         let mut fresh = seen.is_none();
         let mut cur = match seen {
@@ -664,7 +713,7 @@ impl RedisStore {
                     if let Some(item) = release {
                         self.release(item).await?;
                     }
-                    return Ok(TransitionOutcome::NotFound);
+                    return Ok((TransitionOutcome::NotFound, None));
                 }
             },
         };
@@ -679,22 +728,22 @@ impl RedisStore {
                             cur = r;
                             continue;
                         }
-                        None => return Ok(TransitionOutcome::NotFound),
+                        None => return Ok((TransitionOutcome::NotFound, None)),
                     }
                 }
                 if let Some(item) = release.filter(|_| cur.status.is_terminal()) {
                     self.release(item).await?;
                 }
-                return Ok(TransitionOutcome::Refused(Box::new(cur)));
+                return Ok((TransitionOutcome::Refused(Box::new(cur)), None));
             }
             let enqueue = matches!(t, Transition::Accept { .. });
-            match self.cas(&cur, &next, enqueue, release.map(|i| i.receipt.as_str())).await? {
-                Ok(()) => return Ok(TransitionOutcome::Applied(Box::new(next))),
+            match self.cas(&cur, &next, enqueue, release.map(|i| i.receipt.as_str()), claim).await? {
+                Ok(claimed) => return Ok((TransitionOutcome::Applied(Box::new(next)), claimed)),
                 Err(Some(current)) => {
                     cur = current;
                     fresh = true;
                 }
-                Err(None) => return Ok(TransitionOutcome::NotFound),
+                Err(None) => return Ok((TransitionOutcome::NotFound, None)),
             }
         }
         Err(StoreError(format!("execution {id}: too many concurrent writers; retry")))
@@ -927,6 +976,7 @@ impl Store for RedisStore {
         };
         let per_shard = self.scope.max_received.div_ceil(usize::from(self.cfg.shards)).max(1);
         let json = serde_json::to_string(&rec).map_err(|e| StoreError(e.to_string()))?;
+        let json_len = u32::try_from(json.len()).unwrap_or(u32::MAX);
         let mut inv = self.create.prepare_invoke();
         inv.key(self.exec_key(&rec.id))
             .key(format!("{}:received", self.tag(shard)))
@@ -943,7 +993,10 @@ impl Store for RedisStore {
             .arg(&rec.id);
         let reply: Vec<String> = self.run("create", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
         match reply.first().map(String::as_str) {
-            Some("new") => Ok(Created::New),
+            Some("new") => {
+                self.created.insert(rec.id.clone(), (Arc::new(rec), json_len));
+                Ok(Created::New)
+            }
             Some("existing") => Ok(Created::Existing(Box::new(Self::decode(reply.get(1).map_or("", String::as_str))?))),
             Some("conflict") => Ok(Created::Conflict),
             Some("full") => Ok(Created::Full),
@@ -975,7 +1028,23 @@ impl Store for RedisStore {
         t: Transition,
         seen: Option<&ExecutionRecord>,
     ) -> Result<TransitionOutcome, StoreError> {
-        self.apply(id, &t, seen, None).await
+        Ok(self.apply(id, &t, seen, None, false).await?.0)
+    }
+
+    async fn get_execution_for_update(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+        match self.created.get(id) {
+            Some((rec, _)) if rec.retain_until_ms > now_ms() => Ok(Some((*rec).clone())),
+            _ => self.get_execution(id).await,
+        }
+    }
+
+    async fn accept_and_claim(
+        &self,
+        id: &str,
+        t: Transition,
+        seen: Option<&ExecutionRecord>,
+    ) -> Result<(TransitionOutcome, Option<WorkItem>), StoreError> {
+        self.apply(id, &t, seen, None, true).await
     }
 
     async fn wait_change(
@@ -1140,7 +1209,7 @@ impl Store for RedisStore {
         seen: Option<&ExecutionRecord>,
     ) -> Result<Option<TransitionOutcome>, StoreError> {
         match t {
-            Some(t) => self.apply(&item.execution_id, &t, seen, Some(item)).await.map(Some),
+            Some(t) => Ok(Some(self.apply(&item.execution_id, &t, seen, Some(item), false).await?.0)),
             None => {
                 self.release(item).await?;
                 Ok(None)

@@ -251,6 +251,105 @@ pub async fn concurrent_confirms_accept_once_and_queue_once(b: Backend) {
     assert_eq!(items[0].snapshot.as_ref().map(|s| s.status), Some(ExecutionStatus::Accepted));
 }
 
+pub async fn a_worker_that_ran_before_recording_its_start_records_both_in_one_step(b: Backend) {
+    let st = stores(b, "ran", Duration::from_secs(30), 1000);
+    st.a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    st.b.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    let ran = |status: ExecutionStatus| Transition::Ran {
+        now_ms: now_ms(),
+        rerun: false,
+        status,
+        result: (status == ExecutionStatus::Succeeded).then(|| json!({"ok": true})),
+        error: None,
+    };
+    let rec = created(&*st.a, "submit_report").await;
+    // Not from `received` (ST-1: it was never accepted).
+    let r = st.b.transition(&rec.id, ran(ExecutionStatus::Succeeded), Some(&rec)).await.expect("t");
+    assert!(matches!(r, TransitionOutcome::Refused(ref r) if r.status == ExecutionStatus::Received), "{r:?}");
+    st.a.transition(&rec.id, accept(), None).await.expect("accept");
+    let items = claim_all(&*st.b, 1, Duration::from_secs(5)).await;
+    assert_eq!(items.len(), 1);
+    let snap = items[0].snapshot.clone().expect("snapshot");
+    let done = st.b.complete_work(&items[0], Some(ran(ExecutionStatus::Succeeded)), Some(&snap)).await.expect("c");
+    let Some(TransitionOutcome::Applied(done)) = done else { panic!("ran refused: {done:?}") };
+    assert_eq!((done.status, done.attempts), (ExecutionStatus::Succeeded, 1), "it passed through running once");
+    assert_eq!(done.rev, snap.rev + 2, "two transitions, one write");
+    let stored = st.a.get_execution(&rec.id).await.expect("get").expect("stored");
+    assert_eq!(
+        (stored.status, stored.attempts, stored.result),
+        (ExecutionStatus::Succeeded, 1, Some(json!({"ok": true})))
+    );
+    // The first terminal state stays (ST-2); the work is released.
+    let again = st.a.transition(&rec.id, ran(ExecutionStatus::Failed), Some(&snap)).await.expect("t");
+    assert!(matches!(again, TransitionOutcome::Refused(ref r) if r.status == ExecutionStatus::Succeeded), "{again:?}");
+    assert!(claim_all(&*st.a, 1, Duration::from_millis(300)).await.is_empty(), "completed work is gone");
+}
+
+pub async fn confirm_with_a_stale_record_decides_on_the_stored_one(b: Backend) {
+    let st = stores(b, "stale", Duration::from_secs(30), 1000);
+    st.a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    let id = new_id(&*st.a, None);
+    assert_eq!(st.a.create_execution(record(&id, "submit_report", 30_000), None).await.expect("c"), Created::New);
+    let mine = st.a.get_execution_for_update(&id).await.expect("get").expect("stored");
+    assert_eq!((mine.status, mine.sender.as_str()), (ExecutionStatus::Received, SENDER));
+    // Canceled in another process: the record `a` holds is now stale.
+    st.b.transition(&id, finish(ExecutionStatus::Canceled), None).await.expect("cancel");
+    let hint = st.a.get_execution_for_update(&id).await.expect("get").expect("stored");
+    let (r, claimed) = st.a.accept_and_claim(&id, accept(), Some(&hint)).await.expect("accept");
+    assert!(matches!(r, TransitionOutcome::Refused(ref r) if r.status == ExecutionStatus::Canceled), "{r:?}");
+    assert!(claimed.is_none(), "nothing is queued or claimed for a refused accept");
+    assert!(claim_all(&*st.b, 1, Duration::from_millis(300)).await.is_empty(), "nothing was queued");
+}
+
+pub async fn confirm_claims_queued_work_for_its_own_process_and_a_lost_claim_is_taken_over(b: Backend) {
+    let vis = Duration::from_millis(600);
+    let st = stores(b, "confclaim", vis, 1000);
+    st.a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    st.b.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    // Two executions in one shard (ids drawn to fit one idempotency claim's shard): one queue.
+    let claim = IdempotencyClaim { sender: SENDER.into(), key: "k".into(), fingerprint: "f".into() };
+    let older = new_id(&*st.a, Some(&claim));
+    let newer = new_id(&*st.a, Some(&claim));
+    for id in [&older, &newer] {
+        assert_eq!(st.a.create_execution(record(id, "submit_report", 30_000), None).await.expect("c"), Created::New);
+    }
+    let TransitionOutcome::Applied(_) = st.a.transition(&older, accept(), None).await.expect("accept") else {
+        panic!("accept refused")
+    };
+    let seen = st.a.get_execution_for_update(&newer).await.expect("get").expect("stored");
+    let (r, claimed) = st.a.accept_and_claim(&newer, accept(), Some(&seen)).await.expect("accept");
+    let TransitionOutcome::Applied(acc) = r else { panic!("accept refused: {r:?}") };
+    assert_eq!(acc.status, ExecutionStatus::Accepted);
+    if b != Backend::Memory {
+        // The oldest unclaimed work of the queue is claimed for `a`: the work queued first.
+        let item = claimed.expect("claimed");
+        assert_eq!((item.execution_id.as_str(), item.deliveries), (older.as_str(), 1));
+        assert_eq!(item.snapshot.as_ref().map(|s| s.status), Some(ExecutionStatus::Accepted));
+        // `b` gets only the rest, until `a`'s claim lapses (its process died): then `b` takes it over.
+        let first: Vec<String> =
+            claim_all(&*st.b, 2, Duration::from_millis(300)).await.into_iter().map(|i| i.execution_id).collect();
+        assert_eq!(first, vec![newer.clone()]);
+        let until = tokio::time::Instant::now() + Duration::from_secs(20);
+        let mut taken = Vec::new();
+        while taken.is_empty() && tokio::time::Instant::now() < until {
+            for p in 0..st.b.queue_partitions() {
+                taken.extend(st.b.claim_work(p, 10, Duration::from_millis(100)).await.expect("claim"));
+            }
+        }
+        let taken: Vec<_> = taken.into_iter().filter(|i| i.execution_id == older).collect();
+        assert_eq!(taken.len(), 1, "the lost claim is taken over");
+        assert!(taken[0].deliveries >= 2, "{:?}", taken[0]);
+        return;
+    }
+    assert!(claimed.is_none(), "the memory store's workers take the work from its queue");
+    let mut got: Vec<String> =
+        claim_all(&*st.b, 2, Duration::from_secs(5)).await.into_iter().map(|i| i.execution_id).collect();
+    got.sort();
+    let mut all = vec![older, newer];
+    all.sort();
+    assert_eq!(got, all);
+}
+
 pub async fn queued_work_is_claimed_once_across_processes_and_released_when_done(b: Backend) {
     let st = stores(b, "queue", Duration::from_secs(30), 1000);
     let caps = vec!["submit_report".to_owned(), "run_slow_task".to_owned()];
@@ -531,6 +630,9 @@ run_suite!(
     transitions_follow_the_state_machine_and_never_go_backwards,
     first_terminal_write_wins_under_concurrency,
     concurrent_confirms_accept_once_and_queue_once,
+    a_worker_that_ran_before_recording_its_start_records_both_in_one_step,
+    confirm_with_a_stale_record_decides_on_the_stored_one,
+    confirm_claims_queued_work_for_its_own_process_and_a_lost_claim_is_taken_over,
     queued_work_is_claimed_once_across_processes_and_released_when_done,
     work_of_a_lost_worker_is_taken_over_after_the_visibility_timeout,
     idempotency_keys_return_the_existing_execution_or_conflict,
