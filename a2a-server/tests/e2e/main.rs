@@ -7,6 +7,7 @@ mod common;
 
 mod auth;
 mod browser;
+mod composite;
 mod config;
 mod demo;
 mod errors;
