@@ -157,9 +157,7 @@ fn valid_step_id(id: &str) -> bool {
 pub fn parse_agent(agent: &str) -> Result<Location, String> {
     if agent.starts_with("did:") {
         let did = a2a_core::did::Did::parse(agent).map_err(|e| format!("{agent:?} is not a did:web DID: {e}"))?;
-        let loopback =
-            did.is_loopback() || did.host().parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-        let scheme = if loopback { "http" } else { "https" };
+        let scheme = if did.is_loopback() { "http" } else { "https" };
         let mut url = format!("{scheme}://{}", did.host());
         if let Some(p) = did.port() {
             url.push_str(&format!(":{p}"));
@@ -350,6 +348,8 @@ pub fn known_schemas(steps: &[PlannedStep], local: &dyn Fn(&str) -> Option<Local
 
 enum Found<'a> {
     Known { schema: &'a Value, guaranteed: bool },
+    /// The schema allows it but does not describe it: it may be absent, of any type.
+    Maybe,
     Unknown,
     Absent,
 }
@@ -422,7 +422,7 @@ fn walk<'a>(mut schema: &'a Value, mut guaranteed: bool, tokens: &[String]) -> F
                 schema = sub;
                 guaranteed = false;
             }
-            _ => return Found::Unknown,
+            _ => return Found::Maybe,
         }
     }
     Found::Known { schema, guaranteed }
@@ -550,7 +550,7 @@ fn check_input(
                             })?;
                         }
                     }
-                    Found::Unknown => {}
+                    Found::Unknown | Found::Maybe => {}
                 }
             }
         }
@@ -566,7 +566,7 @@ fn check_input(
             }
             Some(Source::Pointer(p)) => {
                 let tokens = parse_pointer(p).map_err(|m| (Some(r.to_owned()), Some(p.clone()), m))?;
-                if let Found::Known { guaranteed: false, .. } = source_schema(input, outputs, &tokens) {
+                if let Found::Known { guaranteed: false, .. } | Found::Maybe = source_schema(input, outputs, &tokens) {
                     return Err((
                         Some(r.to_owned()),
                         Some(p.clone()),
@@ -721,8 +721,8 @@ mod tests {
     #[test]
     fn agents_by_url_or_did() {
         assert_eq!(
-            parse_agent("did:web:127.0.0.1%3A9001").unwrap(),
-            Location::Remote { endpoint: "http://127.0.0.1:9001/a2a".into(), did: Some("did:web:127.0.0.1%3A9001".into()) }
+            parse_agent("did:web:localhost%3A9001").unwrap(),
+            Location::Remote { endpoint: "http://localhost:9001/a2a".into(), did: Some("did:web:localhost%3A9001".into()) }
         );
         assert_eq!(
             parse_agent("did:web:agents.example.com:desk").unwrap(),
