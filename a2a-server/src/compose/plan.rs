@@ -192,7 +192,9 @@ fn check_mapping(
                 Some(id) => {
                     return Err(err(
                         path,
-                        format!("{p:?} names step `{id}`, which is not an earlier step; a mapping reads the outputs of earlier steps only"),
+                        format!(
+                            "{p:?} names step `{id}`, which is not an earlier step; a mapping reads the outputs of earlier steps only"
+                        ),
                     ));
                 }
                 None => return Err(err(path, format!("{p:?} must name a step: /steps/<id>/..."))),
@@ -200,7 +202,9 @@ fn check_mapping(
             _ => {
                 return Err(err(
                     path,
-                    format!("{p:?} must start with /input (the composite's input) or /steps/<id> (an earlier step's output)"),
+                    format!(
+                        "{p:?} must start with /input (the composite's input) or /steps/<id> (an earlier step's output)"
+                    ),
                 ));
             }
         }
@@ -229,7 +233,10 @@ pub fn validate(
         if !valid_step_id(&step.id) {
             return Err(err(
                 format!("{at}/id"),
-                format!("step id {:?} is invalid: use 1-64 of a-z 0-9 _, starting with a letter (e.g. \"summarize\")", step.id),
+                format!(
+                    "step id {:?} is invalid: use 1-64 of a-z 0-9 _, starting with a letter (e.g. \"summarize\")",
+                    step.id
+                ),
             ));
         }
         if seen.contains(step.id.as_str()) {
@@ -238,7 +245,8 @@ pub fn validate(
         if step.timeout_ms == Some(0) {
             return Err(err(format!("{at}/timeout_ms"), "timeout_ms must be at least 1".into()));
         }
-        let target = check_target(decl, &step.capability, step.agent.as_deref(), step.input.as_ref(), &at, &seen, local)?;
+        let target =
+            check_target(decl, &step.capability, step.agent.as_deref(), step.input.as_ref(), &at, &seen, local)?;
         let fallback = match &step.fallback {
             None => None,
             Some(f) => Some(check_target(
@@ -286,7 +294,9 @@ fn check_target(
             let Some(info) = local(capability) else {
                 return Err(err(
                     format!("{at}/capability"),
-                    format!("this agent does not offer `{capability}`; declare it, or set `agent` to the agent that offers it"),
+                    format!(
+                        "this agent does not offer `{capability}`; declare it, or set `agent` to the agent that offers it"
+                    ),
                 ));
             };
             if info.composite {
@@ -347,7 +357,10 @@ pub fn known_schemas(steps: &[PlannedStep], local: &dyn Fn(&str) -> Option<Local
 }
 
 enum Found<'a> {
-    Known { schema: &'a Value, guaranteed: bool },
+    Known {
+        schema: &'a Value,
+        guaranteed: bool,
+    },
     /// The schema allows it but does not describe it: it may be absent, of any type.
     Maybe,
     Unknown,
@@ -441,7 +454,10 @@ fn source_schema<'a>(input: &'a Value, outputs: &HashMap<&str, Option<&'a Value>
 }
 
 fn required_of(schema: &Value) -> Vec<&str> {
-    schema.get("required").and_then(Value::as_array).map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect())
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect())
 }
 
 /// Checks that every step's input schema is satisfied by its mapping (CMP-7), given the composite's input schema
@@ -503,7 +519,9 @@ fn check_input(
                     return Err((
                         Some(r.to_owned()),
                         None,
-                        format!("input member `{r}` is required, but the previous output does not always have it; give the step an `input` mapping"),
+                        format!(
+                            "input member `{r}` is required, but the previous output does not always have it; give the step an `input` mapping"
+                        ),
                     ));
                 }
             }
@@ -517,7 +535,9 @@ fn check_input(
             return Err((
                 Some(member.clone()),
                 None,
-                format!("input member `{member}` is not accepted by the step's input schema (additionalProperties is false)"),
+                format!(
+                    "input member `{member}` is not accepted by the step's input schema (additionalProperties is false)"
+                ),
             ));
         }
         match source {
@@ -529,7 +549,11 @@ fn check_input(
                     return Err((
                         Some(member.clone()),
                         None,
-                        format!("input member `{member}` is a constant of type {} but the step accepts {}", value_type(&c.value), t.into_iter().collect::<Vec<_>>().join(" or ")),
+                        format!(
+                            "input member `{member}` is a constant of type {} but the step accepts {}",
+                            value_type(&c.value),
+                            t.into_iter().collect::<Vec<_>>().join(" or ")
+                        ),
                     ));
                 }
             }
@@ -540,13 +564,19 @@ fn check_input(
                         return Err((
                             Some(member.clone()),
                             Some(p.clone()),
-                            format!("input member `{member}` is taken from {p}, which the schema at the source says can never be present"),
+                            format!(
+                                "input member `{member}` is taken from {p}, which the schema at the source says can never be present"
+                            ),
                         ));
                     }
                     Found::Known { schema, .. } => {
                         if let Some(tp) = tp {
                             compatible(schema, tp).map_err(|m| {
-                                (Some(member.clone()), Some(p.clone()), format!("input member `{member}` from {p}: {m}"))
+                                (
+                                    Some(member.clone()),
+                                    Some(p.clone()),
+                                    format!("input member `{member}` from {p}: {m}"),
+                                )
                             })?;
                         }
                     }
@@ -561,7 +591,9 @@ fn check_input(
                 return Err((
                     Some(r.to_owned()),
                     None,
-                    format!("input member `{r}` is required by the step's input schema but the mapping does not give it"),
+                    format!(
+                        "input member `{r}` is required by the step's input schema but the mapping does not give it"
+                    ),
                 ));
             }
             Some(Source::Pointer(p)) => {
@@ -570,7 +602,9 @@ fn check_input(
                     return Err((
                         Some(r.to_owned()),
                         Some(p.clone()),
-                        format!("input member `{r}` is required, but {p} may be absent: the schema at the source does not require it"),
+                        format!(
+                            "input member `{r}` is required, but {p} may be absent: the schema at the source does not require it"
+                        ),
                     ));
                 }
             }
@@ -619,7 +653,9 @@ mod tests {
         match name {
             "make_summary" => Some(LocalInfo {
                 input_schema: json!({"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}),
-                output_schema: Some(json!({"type":"object","properties":{"summary":{"type":"string"},"words":{"type":"integer"},"note":{"type":"string"}},"required":["summary","words"]})),
+                output_schema: Some(
+                    json!({"type":"object","properties":{"summary":{"type":"string"},"words":{"type":"integer"},"note":{"type":"string"}},"required":["summary","words"]}),
+                ),
                 auth: AuthRequirement::None,
                 composite: false,
             }),
@@ -661,18 +697,36 @@ mod tests {
     fn broken_chains_name_the_step_and_the_member() {
         let cases = [
             // a required member not given
-            (json!({"id":"file","capability":"file_report","input":{"size":"/steps/sum/words"}}), "title", "does not give it"),
+            (
+                json!({"id":"file","capability":"file_report","input":{"size":"/steps/sum/words"}}),
+                "title",
+                "does not give it",
+            ),
             // taken from a member the source does not require
-            (json!({"id":"file","capability":"file_report","input":{"title":"/steps/sum/note"}}), "title", "may be absent"),
+            (
+                json!({"id":"file","capability":"file_report","input":{"title":"/steps/sum/note"}}),
+                "title",
+                "may be absent",
+            ),
             // a type the step does not accept
-            (json!({"id":"file","capability":"file_report","input":{"title":"/steps/sum/words"}}), "title", "type integer"),
+            (
+                json!({"id":"file","capability":"file_report","input":{"title":"/steps/sum/words"}}),
+                "title",
+                "type integer",
+            ),
             // a member the closed schema does not accept
-            (json!({"id":"file","capability":"file_report","input":{"title":"/steps/sum/summary","extra":"/input/text"}}), "extra", "not accepted"),
+            (
+                json!({"id":"file","capability":"file_report","input":{"title":"/steps/sum/summary","extra":"/input/text"}}),
+                "extra",
+                "not accepted",
+            ),
             // a constant of the wrong type
             (json!({"id":"file","capability":"file_report","input":{"title":{"const":3}}}), "title", "constant"),
         ];
         for (second, member, needle) in cases {
-            let p = pipeline(json!({"steps":[{"id":"sum","capability":"make_summary","input":{"text":"/input/text"}}, second]}));
+            let p = pipeline(
+                json!({"steps":[{"id":"sum","capability":"make_summary","input":{"text":"/input/text"}}, second]}),
+            );
             let e = validate(&decl(input()), &p, &local).unwrap_err();
             assert_eq!(e.path, "/composite/steps/1", "{e}");
             assert!(e.message.contains("step `file` (file_report)"), "{e}");
@@ -701,15 +755,43 @@ mod tests {
         let cases = [
             (json!({"steps":[]}), "/composite/steps", "1 to 32"),
             (json!({"steps":[{"id":"Sum","capability":"make_summary"}]}), "/composite/steps/0/id", "invalid"),
-            (json!({"steps":[{"id":"a","capability":"make_summary"},{"id":"a","capability":"make_summary"}]}), "/composite/steps/1/id", "twice"),
+            (
+                json!({"steps":[{"id":"a","capability":"make_summary"},{"id":"a","capability":"make_summary"}]}),
+                "/composite/steps/1/id",
+                "twice",
+            ),
             (json!({"steps":[{"id":"a","capability":"nope_nope"}]}), "/composite/steps/0/capability", "does not offer"),
             (json!({"steps":[{"id":"a","capability":"sign_message"}]}), "/composite/steps/0/capability", "did_auth"),
-            (json!({"steps":[{"id":"a","capability":"make_summary","input":{"text":"/steps/b/x"}}]}), "/composite/steps/0/input/text", "not an earlier step"),
-            (json!({"steps":[{"id":"a","capability":"make_summary","input":{"text":"text"}}]}), "/composite/steps/0/input/text", "must start with `/`"),
-            (json!({"steps":[{"id":"a","capability":"make_summary","input":{"text":"/output/x"}}]}), "/composite/steps/0/input/text", "must start with /input"),
-            (json!({"steps":[{"id":"a","capability":"make_summary","agent":"ftp://x"}]}), "/composite/steps/0/agent", "http"),
-            (json!({"steps":[{"id":"a","capability":"make_summary","timeout_ms":0}]}), "/composite/steps/0/timeout_ms", "at least 1"),
-            (json!({"steps":[{"id":"a","capability":"make_summary"}],"output":{"x":"/steps/z"}}), "/composite/output/x", "not an earlier step"),
+            (
+                json!({"steps":[{"id":"a","capability":"make_summary","input":{"text":"/steps/b/x"}}]}),
+                "/composite/steps/0/input/text",
+                "not an earlier step",
+            ),
+            (
+                json!({"steps":[{"id":"a","capability":"make_summary","input":{"text":"text"}}]}),
+                "/composite/steps/0/input/text",
+                "must start with `/`",
+            ),
+            (
+                json!({"steps":[{"id":"a","capability":"make_summary","input":{"text":"/output/x"}}]}),
+                "/composite/steps/0/input/text",
+                "must start with /input",
+            ),
+            (
+                json!({"steps":[{"id":"a","capability":"make_summary","agent":"ftp://x"}]}),
+                "/composite/steps/0/agent",
+                "http",
+            ),
+            (
+                json!({"steps":[{"id":"a","capability":"make_summary","timeout_ms":0}]}),
+                "/composite/steps/0/timeout_ms",
+                "at least 1",
+            ),
+            (
+                json!({"steps":[{"id":"a","capability":"make_summary"}],"output":{"x":"/steps/z"}}),
+                "/composite/output/x",
+                "not an earlier step",
+            ),
         ];
         for (p, path, needle) in cases {
             let e = validate(&d, &pipeline(p.clone()), &local).unwrap_err();
@@ -722,7 +804,10 @@ mod tests {
     fn agents_by_url_or_did() {
         assert_eq!(
             parse_agent("did:web:localhost%3A9001").unwrap(),
-            Location::Remote { endpoint: "http://localhost:9001/a2a".into(), did: Some("did:web:localhost%3A9001".into()) }
+            Location::Remote {
+                endpoint: "http://localhost:9001/a2a".into(),
+                did: Some("did:web:localhost%3A9001".into())
+            }
         );
         assert_eq!(
             parse_agent("did:web:agents.example.com:desk").unwrap(),
@@ -739,7 +824,9 @@ mod tests {
 
     #[test]
     fn mappings_build_objects_and_skip_absent_sources() {
-        let m: Mapping = serde_json::from_value(json!({"a":"/input/x","b":"/steps/s/y~1z","c":{"const":[1]},"d":"/input/missing"})).unwrap();
+        let m: Mapping =
+            serde_json::from_value(json!({"a":"/input/x","b":"/steps/s/y~1z","c":{"const":[1]},"d":"/input/missing"}))
+                .unwrap();
         let doc = json!({"input":{"x":1},"steps":{"s":{"y/z":"q"}}});
         assert_eq!(apply_mapping(&m, &doc), json!({"a":1,"b":"q","c":[1]}));
         assert!(parse_pointer("/a~2").is_err());

@@ -139,15 +139,18 @@ impl StepRunner for LocalRunner {
             cancel: token.clone(),
             traceparent: call.composite.traceparent.clone(),
         };
-        let handler = std::panic::AssertUnwindSafe(cap.handler.call(ctx, call.input)).catch_unwind();
+        // The handler runs in a task of its own: when the step times out or is canceled it is told to stop (its
+        // token) and finishes by itself, as the engine's handlers do.
+        let handler = tokio::spawn(std::panic::AssertUnwindSafe(cap.handler.call(ctx, call.input)).catch_unwind());
         let outcome = tokio::select! {
-            r = handler => r,
+            r = handler => r.unwrap_or_else(|e| Err(Box::new(e.to_string()))),
             () = tokio::time::sleep_until(call.deadline) => {
                 token.cancel();
                 return Err(StepFault::new(StepStatus::TimedOut, ErrorCode::TIMED_OUT,
                     format!("step `{}` did not finish within its time limit", call.step_id)));
             }
             () = cancel.cancelled() => {
+                token.cancel();
                 return Err(StepFault::new(StepStatus::Canceled, ErrorCode::CANCELED, "the composite was canceled"));
             }
         };
@@ -203,7 +206,10 @@ impl RemoteRunner {
     pub fn new(client: Client) -> RemoteRunner {
         RemoteRunner {
             client,
-            negotiations: moka::future::Cache::builder().max_capacity(1024).time_to_live(Duration::from_secs(300)).build(),
+            negotiations: moka::future::Cache::builder()
+                .max_capacity(1024)
+                .time_to_live(Duration::from_secs(300))
+                .build(),
         }
     }
 
@@ -227,7 +233,12 @@ impl RemoteRunner {
         Ok(caps.declaration(capability).cloned())
     }
 
-    async fn negotiation(&self, endpoint: &str, capability: &str, timeout_ms: Option<u64>) -> Result<Arc<Negotiation>, ErrorObject> {
+    async fn negotiation(
+        &self,
+        endpoint: &str,
+        capability: &str,
+        timeout_ms: Option<u64>,
+    ) -> Result<Arc<Negotiation>, ErrorObject> {
         let key = format!("{endpoint} {capability} {timeout_ms:?}");
         if let Some(n) = self.negotiations.get(&key).await
             && n.is_fresh()
@@ -257,14 +268,15 @@ impl StepRunner for RemoteRunner {
             execution_id,
         };
         let handshake = async {
-            let neg = self.negotiation(endpoint, &call.target.capability, call.timeout_ms).await.map_err(|e| fault(e, None))?;
+            let neg = self
+                .negotiation(endpoint, &call.target.capability, call.timeout_ms)
+                .await
+                .map_err(|e| fault(e, None))?;
             let opts = ExecuteOptions::default().idempotency_key(call.idempotency_key.clone());
-            let exe = self.client.execute(&neg, &call.input, &opts).await.map_err(|e| fault(client_error(&e), None))?;
-            let id = exe.id().to_owned();
-            self.client.confirm(&exe).await.map_err(|e| fault(client_error(&e), Some(id.clone())))?;
-            Ok::<_, StepFault>(id)
+            // Nothing runs at the other agent before CONFIRM (EXE-5): stopping here needs no CANCEL there.
+            self.client.execute(&neg, &call.input, &opts).await.map_err(|e| fault(client_error(&e), None))
         };
-        let id = tokio::select! {
+        let exe = tokio::select! {
             r = handshake => r?,
             () = tokio::time::sleep_until(call.deadline) => {
                 return Err(StepFault::new(StepStatus::TimedOut, ErrorCode::TIMED_OUT,
@@ -274,7 +286,9 @@ impl StepRunner for RemoteRunner {
                 return Err(StepFault::new(StepStatus::Canceled, ErrorCode::CANCELED, "the composite was canceled"));
             }
         };
+        let id = exe.id().to_owned();
         let wait = async {
+            self.client.confirm(&exe).await.map_err(|e| fault(client_error(&e), Some(id.clone())))?;
             loop {
                 let left = call.deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
                 let r = self

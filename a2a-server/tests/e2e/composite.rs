@@ -23,6 +23,17 @@ struct Counters {
     slow_canceled: AtomicBool,
 }
 
+/// Sets `slow_canceled` when dropped while still holding the counters (the handler did not finish its sleep).
+struct Stopped(Option<Arc<Counters>>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.slow_canceled.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
 fn with_output(d: CapabilityDeclaration, output: Value) -> CapabilityDeclaration {
     CapabilityDeclaration { output_schema: Some(output), ..d }
 }
@@ -88,13 +99,15 @@ fn atomic(did: &str, c: &Arc<Counters>) -> AgentBuilder {
                 let c = c4.clone();
                 async move {
                     c.slow_started.fetch_add(1, Ordering::SeqCst);
+                    // Notes a stop however it comes: the cancellation token, or the future dropped by the engine.
+                    let mut stopped = Stopped(Some(c.clone()));
                     let ms = p["ms"].as_f64().unwrap_or(0.0) as u64;
                     tokio::select! {
-                        () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(json!({"slept_ms": ms})),
-                        () = ctx.cancel.cancelled() => {
-                            c.slow_canceled.store(true, Ordering::SeqCst);
-                            Err(HandlerError::new("stopped"))
+                        () = tokio::time::sleep(Duration::from_millis(ms)) => {
+                            stopped.0 = None;
+                            Ok(json!({"slept_ms": ms}))
                         }
+                        () = ctx.cancel.cancelled() => Err(HandlerError::new("stopped")),
                     }
                 }
             },
@@ -238,7 +251,8 @@ async fn a_three_step_local_pipeline_runs_as_one_execution_and_equals_the_steps_
     // DISCOVER (CMP-1): the feature, the name, and the pipeline in the declaration.
     let caps = hub.get("/a2a/capabilities").await;
     assert!(caps.body["features"].as_array().unwrap().contains(&json!("composite")), "{}", caps.body);
-    let d = caps.body["capabilities"].as_array().unwrap().iter().find(|d| d["name"] == "summarize_count_format").unwrap();
+    let d =
+        caps.body["capabilities"].as_array().unwrap().iter().find(|d| d["name"] == "summarize_count_format").unwrap();
     assert_eq!(d["composite"]["steps"][2]["input"]["count"], "/steps/count/count");
     let opts = hub.send(hub.req(reqwest::Method::OPTIONS, "/a2a")).await;
     assert!(opts.header("a2a-capabilities").unwrap().contains("\"summarize_count_format\""));
@@ -251,13 +265,8 @@ async fn a_three_step_local_pipeline_runs_as_one_execution_and_equals_the_steps_
 async fn a_step_on_a_second_agent_runs_there_under_the_hubs_identity() {
     let (desk, desk_counters) = desk().await;
     let (hub, hub_counters) = hub(&desk.url("/a2a")).await;
-    let r = run(
-        &hub,
-        "summarize_and_file",
-        report_input(),
-        json!({"text": TEXT, "timestamp": "2026-12-01T10:00:00Z"}),
-    )
-    .await;
+    let r = run(&hub, "summarize_and_file", report_input(), json!({"text": TEXT, "timestamp": "2026-12-01T10:00:00Z"}))
+        .await;
     assert_eq!(r["status"], "succeeded", "{r}");
     let out = &r["result"]["output"];
     assert_eq!(out["summary"], "the lift on");
@@ -326,7 +335,10 @@ async fn a_broken_local_chain_is_refused_when_the_agent_is_built() {
     );
     let err = atomic("did:web:hub.example.com", &c).composite(d, p).build().err().expect("refused");
     let msg = err.to_string();
-    assert!(msg.contains("count_the_summary") && msg.contains("/composite/steps/1") && msg.contains("`count`"), "{msg}");
+    assert!(
+        msg.contains("count_the_summary") && msg.contains("/composite/steps/1") && msg.contains("`count`"),
+        "{msg}"
+    );
 }
 
 #[tokio::test]
@@ -431,7 +443,8 @@ async fn confirming_again_or_re_running_does_not_run_finished_steps_twice() {
     }
     assert_eq!(hub.result(&exe, 0).await.body["result"], first["result"]);
     assert_eq!(hub_counters.summary.load(Ordering::SeqCst), 1);
-    let filed = desk.agent.engine().store().get_execution(first["result"]["steps"][1]["execution_id"].as_str().unwrap());
+    let filed =
+        desk.agent.engine().store().get_execution(first["result"]["steps"][1]["execution_id"].as_str().unwrap());
     assert!(filed.await.unwrap().is_some());
 
     // CMP-16: the composite's handler run again for the same execution (as after a crashed worker, ST-5) returns
@@ -451,10 +464,10 @@ async fn confirming_again_or_re_running_does_not_run_finished_steps_twice() {
     assert_eq!(rerun, first["result"]);
     assert_eq!(hub_counters.summary.load(Ordering::SeqCst), 1);
 
-    // Another process of the hub (same DID, empty journal) re-running the same execution gets the desk's
-    // sub-execution back instead of creating a second one: its Idempotency-Key comes from the execution id and the
-    // step (EXE-7).
-    let (other, _) = hub(&desk.url("/a2a")).await;
+    // Another process of the hub (same DID, empty journal, its own negotiation at the desk) re-running the same
+    // execution reaches the desk with the same Idempotency-Key (EXE-7): the desk refuses to create a second
+    // sub-execution (`idempotency_conflict`) and its step has still run once.
+    let (other, _) = self::hub(&desk.url("/a2a")).await;
     let composite = other.agent.composite("summarize_and_file").expect("composite").clone();
     let ctx = ExecutionContext {
         sender: crate::common::SENDER.into(),
@@ -466,9 +479,9 @@ async fn confirming_again_or_re_running_does_not_run_finished_steps_twice() {
         cancel: tokio_util::sync::CancellationToken::new(),
         traceparent: None,
     };
-    let elsewhere = composite.run(ctx, payload).await.expect("re-run elsewhere");
-    assert_eq!(elsewhere["steps"][1]["execution_id"], first["result"]["steps"][1]["execution_id"]);
-    assert_eq!(elsewhere["output"], first["result"]["output"]);
+    let elsewhere = composite.run(ctx, payload).await.expect_err("refused by the desk");
+    let steps = &elsewhere.details.as_ref().unwrap()["steps"];
+    assert_eq!(steps[1]["error"]["code"], "idempotency_conflict", "{steps}");
     let sub = first["result"]["steps"][1]["execution_id"].as_str().unwrap();
     let rec = desk.agent.engine().store().get_execution(sub).await.unwrap().unwrap();
     assert_eq!(rec.attempts, 1, "the desk ran its step once");
