@@ -487,3 +487,60 @@ async fn confirming_again_or_re_running_does_not_run_finished_steps_twice() {
     assert_eq!(rec.attempts, 1, "the desk ran its step once");
     assert_eq!(desk_counters.summary.load(Ordering::SeqCst), 0);
 }
+
+const CONFIG: &str = r#"
+[agent]
+did = "did:web:localhost%3A8080"
+
+[[capabilities]]
+name = "echo_message"
+description = "Echoes"
+auth_requirement = "none"
+input_schema = { type = "object", properties = { message = { type = "string" } }, required = ["message"] }
+handler = { kind = "echo" }
+
+[[capabilities]]
+name = "echo_again"
+description = "Echoes again"
+auth_requirement = "none"
+handler = { kind = "echo" }
+
+[[composites]]
+name = "echo_twice"
+description = "Echoes, then echoes what came back"
+auth_requirement = "none"
+input_schema = { type = "object", properties = { message = { type = "string" } }, required = ["message"] }
+steps = [
+  { id = "first", capability = "echo_message" },
+  { id = "second", capability = "echo_again", input = { said = "/steps/first/echo/message", n = { const = 2 } } },
+]
+"#;
+
+#[tokio::test]
+async fn composites_are_declared_in_the_configuration_file() {
+    let path = std::path::Path::new("agent.toml");
+    let cfg = a2a_server::config::Config::parse(CONFIG, path).expect("parses");
+    let (agent, _) = a2a_server::app::build_from_config(&cfg, CONFIG, path).expect("builds");
+    let agent = TestAgent::start_built(agent).await;
+    let r = agent.run("echo_twice", text_schema_message(), json!({"message": "hi"})).await;
+    assert_eq!(r["status"], "succeeded", "{r}");
+    assert_eq!(r["result"]["output"], json!({"echo": {"said": "hi", "n": 2}}));
+
+    // A malformed pipeline names the file, the line and the section.
+    let bad = CONFIG.replace("id = \"second\"", "ident = \"second\"");
+    let cfg = a2a_server::config::Config::parse(&bad, path).expect("parses");
+    let err = a2a_server::app::build_from_config(&cfg, &bad, path).err().expect("refused");
+    assert!(err.contains("agent.toml:") && err.contains("composites[0]") && err.contains("ident"), "{err}");
+    // A broken chain is refused when the agent is built, naming the composite and the step.
+    let bad = CONFIG.replace(
+        "{ id = \"first\", capability = \"echo_message\" }",
+        "{ id = \"first\", capability = \"echo_message\", input = { text = \"/input/message\" } }",
+    );
+    let cfg = a2a_server::config::Config::parse(&bad, path).expect("parses");
+    let err = a2a_server::app::build_from_config(&cfg, &bad, path).err().expect("refused");
+    assert!(err.contains("echo_twice") && err.contains("/composite/steps/0") && err.contains("`message`"), "{err}");
+}
+
+fn text_schema_message() -> Value {
+    json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]})
+}
