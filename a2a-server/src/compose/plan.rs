@@ -462,7 +462,7 @@ fn required_of(schema: &Value) -> Vec<&str> {
 
 /// Checks that every step's input schema is satisfied by its mapping (CMP-7), given the composite's input schema
 /// and what is known of each step's schemas. The first broken step is reported.
-pub fn check_chain(input: &Value, steps: &[PlannedStep], schemas: &[StepSchemas]) -> Result<(), ChainError> {
+pub fn check_chain(input: &Value, steps: &[PlannedStep], schemas: &[StepSchemas]) -> Result<(), Box<ChainError>> {
     let mut outputs: HashMap<&str, Option<&Value>> = HashMap::new();
     let mut previous: Option<&Value> = Some(input);
     let none = StepSchemas::default();
@@ -471,13 +471,15 @@ pub fn check_chain(input: &Value, steps: &[PlannedStep], schemas: &[StepSchemas]
         let targets = [(Some(&step.target), s.input.as_ref()), (step.fallback.as_ref(), s.fallback_input.as_ref())];
         for (target, target_schema) in targets {
             let (Some(target), Some(target_schema)) = (target, target_schema) else { continue };
-            let fail = |member: Option<&str>, source: Option<&str>, reason: String| ChainError {
-                step: step.id.clone(),
-                capability: target.capability.clone(),
-                agent: target.location.label(),
-                member: member.map(str::to_owned),
-                taken_from: source.map(str::to_owned),
-                reason,
+            let fail = |member: Option<&str>, source: Option<&str>, reason: String| {
+                Box::new(ChainError {
+                    step: step.id.clone(),
+                    capability: target.capability.clone(),
+                    agent: target.location.label(),
+                    member: member.map(str::to_owned),
+                    taken_from: source.map(str::to_owned),
+                    reason,
+                })
             };
             check_input(target_schema, target.input.as_ref(), previous, input, &outputs)
                 .map_err(|(m, src, reason)| fail(m.as_deref(), src.as_deref(), reason))?;
@@ -680,7 +682,7 @@ mod tests {
     }
 
     fn pipeline(v: Value) -> Pipeline {
-        serde_json::from_value(v).unwrap()
+        serde_json::from_value(v).expect("present")
     }
 
     #[test]
@@ -688,7 +690,7 @@ mod tests {
         let p = pipeline(json!({"steps":[
             {"id":"sum","capability":"make_summary","input":{"text":"/input/text"}},
             {"id":"file","capability":"file_report","input":{"title":"/steps/sum/summary","size":"/steps/sum/words"}}]}));
-        let planned = validate(&decl(input()), &p, &local).unwrap();
+        let planned = validate(&decl(input()), &p, &local).expect("present");
         assert_eq!(planned.len(), 2);
         assert_eq!(planned[1].target.location, Location::Local);
     }
@@ -727,7 +729,7 @@ mod tests {
             let p = pipeline(
                 json!({"steps":[{"id":"sum","capability":"make_summary","input":{"text":"/input/text"}}, second]}),
             );
-            let e = validate(&decl(input()), &p, &local).unwrap_err();
+            let e = validate(&decl(input()), &p, &local).expect_err("refused");
             assert_eq!(e.path, "/composite/steps/1", "{e}");
             assert!(e.message.contains("step `file` (file_report)"), "{e}");
             assert!(e.message.contains(&format!("`{member}`")), "{e}");
@@ -739,13 +741,13 @@ mod tests {
     fn the_first_step_reads_the_composite_input() {
         // `n` is optional in the composite's input but `text` of make_summary is required.
         let p = pipeline(json!({"steps":[{"id":"sum","capability":"make_summary","input":{"text":"/input/n"}}]}));
-        let e = validate(&decl(input()), &p, &local).unwrap_err();
+        let e = validate(&decl(input()), &p, &local).expect_err("refused");
         assert!(e.message.contains("may be absent") || e.message.contains("type integer"), "{e}");
         // Whole previous output: the composite's input has `text`, required.
         let p = pipeline(json!({"steps":[{"id":"sum","capability":"make_summary"}]}));
-        validate(&decl(input()), &p, &local).unwrap();
+        validate(&decl(input()), &p, &local).expect("present");
         let p = pipeline(json!({"steps":[{"id":"sum","capability":"make_summary"}]}));
-        let e = validate(&decl(json!({"type":"object"})), &p, &local).unwrap_err();
+        let e = validate(&decl(json!({"type":"object"})), &p, &local).expect_err("refused");
         assert!(e.message.contains("`text`"), "{e}");
     }
 
@@ -794,7 +796,7 @@ mod tests {
             ),
         ];
         for (p, path, needle) in cases {
-            let e = validate(&d, &pipeline(p.clone()), &local).unwrap_err();
+            let e = validate(&d, &pipeline(p.clone()), &local).expect_err("refused");
             assert_eq!(e.path, path, "{p}: {e}");
             assert!(e.message.contains(needle), "{p}: {needle}: {e}");
         }
@@ -803,21 +805,21 @@ mod tests {
     #[test]
     fn agents_by_url_or_did() {
         assert_eq!(
-            parse_agent("did:web:localhost%3A9001").unwrap(),
+            parse_agent("did:web:localhost%3A9001").expect("present"),
             Location::Remote {
                 endpoint: "http://localhost:9001/a2a".into(),
                 did: Some("did:web:localhost%3A9001".into())
             }
         );
         assert_eq!(
-            parse_agent("did:web:agents.example.com:desk").unwrap(),
+            parse_agent("did:web:agents.example.com:desk").expect("present"),
             Location::Remote {
                 endpoint: "https://agents.example.com/desk/a2a".into(),
                 did: Some("did:web:agents.example.com:desk".into())
             }
         );
         assert_eq!(
-            parse_agent("http://127.0.0.1:9001").unwrap(),
+            parse_agent("http://127.0.0.1:9001").expect("present"),
             Location::Remote { endpoint: "http://127.0.0.1:9001/a2a".into(), did: None }
         );
     }
@@ -826,7 +828,7 @@ mod tests {
     fn mappings_build_objects_and_skip_absent_sources() {
         let m: Mapping =
             serde_json::from_value(json!({"a":"/input/x","b":"/steps/s/y~1z","c":{"const":[1]},"d":"/input/missing"}))
-                .unwrap();
+                .expect("present");
         let doc = json!({"input":{"x":1},"steps":{"s":{"y/z":"q"}}});
         assert_eq!(apply_mapping(&m, &doc), json!({"a":1,"b":"q","c":[1]}));
         assert!(parse_pointer("/a~2").is_err());

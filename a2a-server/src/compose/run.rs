@@ -340,6 +340,9 @@ impl StepRunner for RemoteRunner {
     }
 }
 
+/// The reports of the steps of one composite execution that succeeded, by step id.
+type Journal = Arc<Mutex<HashMap<String, StepReport>>>;
+
 /// A composite capability as served: its checked pipeline and the runners of its steps.
 pub struct Composite {
     name: String,
@@ -349,7 +352,7 @@ pub struct Composite {
     local: Arc<dyn StepRunner>,
     remote: Arc<RemoteRunner>,
     /// The steps that succeeded, per composite execution, so that a re-run does not run them again (CMP-16).
-    journal: moka::sync::Cache<String, Arc<Mutex<HashMap<String, StepReport>>>>,
+    journal: moka::sync::Cache<String, Journal>,
 }
 
 impl std::fmt::Debug for Composite {

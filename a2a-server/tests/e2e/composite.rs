@@ -227,7 +227,7 @@ async fn a_three_step_local_pipeline_runs_as_one_execution_and_equals_the_steps_
     let steps = r["result"]["steps"].as_array().expect("steps");
     assert_eq!(steps.len(), 3);
     assert!(steps.iter().all(|s| s["status"] == "succeeded"), "{r}");
-    assert_eq!(steps.iter().map(|s| s["id"].as_str().unwrap()).collect::<Vec<_>>(), ["sum", "count", "line"]);
+    assert_eq!(steps.iter().map(|s| s["id"].as_str().expect("present")).collect::<Vec<_>>(), ["sum", "count", "line"]);
     // CMP-5: without `output`, the last step's output.
     assert_eq!(r["result"]["output"], steps[2]["output"]);
     assert_eq!(r["result"]["output"], json!({"line": "the lift on (10 words)"}));
@@ -250,15 +250,19 @@ async fn a_three_step_local_pipeline_runs_as_one_execution_and_equals_the_steps_
 
     // DISCOVER (CMP-1): the feature, the name, and the pipeline in the declaration.
     let caps = hub.get("/a2a/capabilities").await;
-    assert!(caps.body["features"].as_array().unwrap().contains(&json!("composite")), "{}", caps.body);
-    let d =
-        caps.body["capabilities"].as_array().unwrap().iter().find(|d| d["name"] == "summarize_count_format").unwrap();
+    assert!(caps.body["features"].as_array().expect("present").contains(&json!("composite")), "{}", caps.body);
+    let d = caps.body["capabilities"]
+        .as_array()
+        .expect("present")
+        .iter()
+        .find(|d| d["name"] == "summarize_count_format")
+        .expect("present");
     assert_eq!(d["composite"]["steps"][2]["input"]["count"], "/steps/count/count");
     let opts = hub.send(hub.req(reqwest::Method::OPTIONS, "/a2a")).await;
-    assert!(opts.header("a2a-capabilities").unwrap().contains("\"summarize_count_format\""));
+    assert!(opts.header("a2a-capabilities").expect("present").contains("\"summarize_count_format\""));
     // The desk has no composites: it does not list the feature.
     let caps = desk.get("/a2a/capabilities").await;
-    assert!(!caps.body["features"].as_array().unwrap().contains(&json!("composite")));
+    assert!(!caps.body["features"].as_array().expect("present").contains(&json!("composite")));
 }
 
 #[tokio::test]
@@ -276,7 +280,7 @@ async fn a_step_on_a_second_agent_runs_there_under_the_hubs_identity() {
     // CMP-10, CMP-15: the sub-execution is the hub's at the desk.
     let sub = file["execution_id"].as_str().expect("a remote step reports its sub-execution");
     assert!(sub.starts_with("did:web:hub.example.com_"), "{sub}");
-    let rec = desk.agent.engine().store().get_execution(sub).await.unwrap().expect("the desk has it");
+    let rec = desk.agent.engine().store().get_execution(sub).await.expect("present").expect("the desk has it");
     assert_eq!(rec.sender, "did:web:hub.example.com");
     assert_eq!(rec.capability, "submit_report");
     let theirs = desk.result(sub, 0).await;
@@ -298,13 +302,13 @@ async fn negotiate_refuses_a_broken_chain_and_names_the_step() {
     assert_eq!(d["capability"], "submit_report");
     assert_eq!(d["member"], "timestamp");
     assert_eq!(d["agent"], desk.url("/a2a"));
-    let msg = a.body["error"]["message"].as_str().unwrap();
+    let msg = a.body["error"]["message"].as_str().expect("present");
     assert!(msg.contains("step `file`") && msg.contains("timestamp"), "{msg}");
     // A step whose agent does not offer its capability.
     let a = hub.negotiate("summarize_and_vanish", text_schema()).await;
     assert_eq!(a.status, StatusCode::CONFLICT, "{}", a.body);
     assert_eq!(a.body["error"]["details"]["step"], "gone");
-    assert!(a.body["error"]["details"]["reason"].as_str().unwrap().contains("does not offer"));
+    assert!(a.body["error"]["details"]["reason"].as_str().expect("present").contains("does not offer"));
     // The same composite negotiates when the chain holds.
     assert_eq!(hub.negotiate("summarize_and_file", report_input()).await.status, StatusCode::OK);
     // A second agent that is down: 502 agent_unavailable naming the step.
@@ -350,9 +354,9 @@ async fn a_failing_step_gives_a_partial_report_with_the_earlier_outputs() {
     assert!(r.get("result").is_none());
     let e = &r["error"];
     assert_eq!(e["code"], "step_failed");
-    assert!(e["message"].as_str().unwrap().contains("step `boom`"), "{e}");
+    assert!(e["message"].as_str().expect("present").contains("step `boom`"), "{e}");
     assert_eq!(e["details"]["failed_step"], "boom");
-    let steps = e["details"]["steps"].as_array().unwrap();
+    let steps = e["details"]["steps"].as_array().expect("present");
     assert_eq!(steps[0]["status"], "succeeded");
     assert_eq!(steps[0]["output"]["summary"], "the lift on");
     assert_eq!(steps[1]["status"], "failed");
@@ -387,7 +391,7 @@ async fn a_step_that_runs_out_of_time_fails_the_composite() {
     assert!(started.elapsed() < Duration::from_secs(4), "the step's 300 ms limit, not the handler's 5 s");
     assert_eq!(r["status"], "failed", "{r}");
     assert_eq!(r["error"]["code"], "step_failed");
-    let steps = r["error"]["details"]["steps"].as_array().unwrap();
+    let steps = r["error"]["details"]["steps"].as_array().expect("present");
     assert_eq!(steps[1]["status"], "timed_out");
     assert_eq!(steps[1]["error"]["code"], "timed_out");
     assert_eq!(steps[2]["status"], "skipped");
@@ -443,9 +447,12 @@ async fn confirming_again_or_re_running_does_not_run_finished_steps_twice() {
     }
     assert_eq!(hub.result(&exe, 0).await.body["result"], first["result"]);
     assert_eq!(hub_counters.summary.load(Ordering::SeqCst), 1);
-    let filed =
-        desk.agent.engine().store().get_execution(first["result"]["steps"][1]["execution_id"].as_str().unwrap());
-    assert!(filed.await.unwrap().is_some());
+    let filed = desk
+        .agent
+        .engine()
+        .store()
+        .get_execution(first["result"]["steps"][1]["execution_id"].as_str().expect("present"));
+    assert!(filed.await.expect("present").is_some());
 
     // CMP-16: the composite's handler run again for the same execution (as after a crashed worker, ST-5) returns
     // the same outcome without running any step again, local or remote.
@@ -480,10 +487,10 @@ async fn confirming_again_or_re_running_does_not_run_finished_steps_twice() {
         traceparent: None,
     };
     let elsewhere = composite.run(ctx, payload).await.expect_err("refused by the desk");
-    let steps = &elsewhere.details.as_ref().unwrap()["steps"];
+    let steps = &elsewhere.details.as_ref().expect("present")["steps"];
     assert_eq!(steps[1]["error"]["code"], "idempotency_conflict", "{steps}");
-    let sub = first["result"]["steps"][1]["execution_id"].as_str().unwrap();
-    let rec = desk.agent.engine().store().get_execution(sub).await.unwrap().unwrap();
+    let sub = first["result"]["steps"][1]["execution_id"].as_str().expect("present");
+    let rec = desk.agent.engine().store().get_execution(sub).await.expect("present").expect("present");
     assert_eq!(rec.attempts, 1, "the desk ran its step once");
     assert_eq!(desk_counters.summary.load(Ordering::SeqCst), 0);
 }
