@@ -207,6 +207,11 @@ error_table! {
     SPAWN_LIMIT = "spawn_limit", Http(429),
         "a spawn limit is reached (see details.limit); wait for workers to finish";
 
+    // --- composite capabilities (§19) ---
+    /// A step of a composite cannot run with the input its pipeline gives it (NEGOTIATE, CMP-8).
+    COMPOSITE_UNSATISFIABLE = "composite_unsatisfiable", Http(409),
+        "a step of this composite capability cannot run with the input its pipeline gives it; see details.step and details.reason";
+
     // --- authentication and policy ---
     /// The capability requires credentials that were not sent.
     AUTH_REQUIRED = "auth_required", Http(401),
@@ -304,6 +309,9 @@ error_table! {
     /// The session a run was waiting on ended.
     SESSION_ENDED = "session_ended", Execution,
         "the target session ended before it replied";
+    /// A step of a composite failed, timed out or was canceled (CMP-11).
+    STEP_FAILED = "step_failed", Execution,
+        "a step of the composite capability failed; see details.failed_step and details.steps";
     /// The handler's result does not match the capability's declared output schema.
     OUTPUT_INVALID = "output_invalid", Execution,
         "the handler's result does not match the capability's output schema";

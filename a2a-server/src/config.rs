@@ -58,6 +58,35 @@ pub struct Config {
     /// The capabilities.
     #[serde(default)]
     pub capabilities: Vec<Spanned<CapabilitySection>>,
+    /// Composite capabilities (`spec/PROTOCOL.md` §19): a declaration plus its `steps` and `output`.
+    #[serde(default)]
+    pub composites: Vec<Spanned<CompositeSection>>,
+}
+
+/// `[[composites]]`: the declaration's fields (as `[[capabilities]]`, without a handler), `steps` and `output` (§19.1).
+///
+/// ```toml
+/// [[composites]]
+/// name = "file_brief_report"
+/// description = "Summarise, then file the summary as a report"
+/// auth_requirement = "none"
+/// input_schema = { type = "object", properties = { text = { type = "string" } }, required = ["text"] }
+/// steps = [
+///   { id = "summarize", capability = "generate_brief_summary", input = { text = "/input/text" } },
+///   { id = "file", capability = "submit_report", agent = "https://desk.example.com/a2a",
+///     input = { title = "/steps/summarize/summary", timestamp = { const = "2026-12-01T00:00:00Z" } } },
+/// ]
+/// ```
+#[derive(Debug, Deserialize)]
+pub struct CompositeSection {
+    /// The declaration's fields.
+    #[serde(flatten)]
+    pub declaration: BTreeMap<String, Value>,
+    /// The pipeline's steps.
+    pub steps: Vec<Value>,
+    /// The pipeline's output mapping.
+    #[serde(default)]
+    pub output: Option<Value>,
 }
 
 /// `[agent]`.
@@ -370,6 +399,39 @@ impl Config {
             let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
             ConfigError(format!("{}:{line}:{col}: {}", path.display(), e.message()))
         })
+    }
+
+    /// The composite capabilities (§19), each declaration checked; their pipelines are checked by the builder.
+    pub fn composites(
+        &self,
+        text: &str,
+        path: &Path,
+    ) -> Result<Vec<(CapabilityDeclaration, crate::compose::Pipeline)>, ConfigError> {
+        let mut out = Vec::new();
+        for (i, spanned) in self.composites.iter().enumerate() {
+            let (line, col) = line_col(text, spanned.span().start);
+            let section = spanned.get_ref();
+            let at_field = |field: Option<&str>, msg: String| {
+                let pos = field
+                    .and_then(|f| locate(text, &[Step::Key("composites"), Step::Index(i), Step::Key(f)]))
+                    .unwrap_or((line, col));
+                ConfigError(format!("{}:{}:{}: composites[{i}]: {msg}", path.display(), pos.0, pos.1))
+            };
+            let decl: serde_json::Map<String, Value> = section.declaration.clone().into_iter().collect();
+            let decl = a2a_core::capability::parse_declaration(&Value::Object(decl)).map_err(|e| match e {
+                a2a_core::capability::CapabilityError::MissingField { .. } => at_field(None, e.to_string()),
+                _ => at_field(e.field(), e.to_string()),
+            })?;
+            let mut pipeline = serde_json::Map::new();
+            pipeline.insert("steps".into(), Value::Array(section.steps.clone()));
+            if let Some(o) = &section.output {
+                pipeline.insert("output".into(), o.clone());
+            }
+            let pipeline: crate::compose::Pipeline = serde_json::from_value(Value::Object(pipeline))
+                .map_err(|e| at_field(Some("steps"), format!("the pipeline is malformed: {e} (see spec §19.1)")))?;
+            out.push((decl, pipeline));
+        }
+        Ok(out)
     }
 
     /// Builds the capabilities and their handlers, checking each declaration.

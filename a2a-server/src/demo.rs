@@ -154,6 +154,23 @@ pub fn capabilities(builder: AgentBuilder) -> AgentBuilder {
             Ok(json!({"message": p["message"], "signed_by": ctx.sender, "verified": ctx.sender_verified,
                       "execution_id": ctx.execution_id}))
         })
+        .composite(
+            decl(
+                "file_brief_report",
+                "Summarises a text (generate_brief_summary), then files the summary as a report (submit_report): a \
+                 composite capability (spec §19); RESULT reports each step.",
+                AuthRequirement::None,
+                json!({"type": "object",
+                       "properties": {"text": {"type": "string"}, "timestamp": {"type": "string", "format": "date-time"}},
+                       "required": ["text", "timestamp"]}),
+            ),
+            serde_json::from_value(json!({"steps": [
+                {"id": "summarize", "capability": "generate_brief_summary", "input": {"text": "/input/text"}},
+                {"id": "file", "capability": "submit_report",
+                 "input": {"title": "/steps/summarize/summary", "timestamp": "/input/timestamp"}}],
+                "output": {"report": "/steps/file", "summary": "/steps/summarize/summary"}}))
+            .expect("the demo pipeline is well-formed"),
+        )
         .api_key(ApiKey::new(DEMO_API_KEY))
 }
 
@@ -192,6 +209,8 @@ curl -s "{base}/a2a/result/$EXE?wait_ms=5000" {h}; echo
 # with -H 'Last-Event-ID: <last id seen>')
 NEG2=$(curl -s -X POST {base}/a2a/negotiate {h} -d '{{"target_capability":"stream_summary","proposed_schema":{{"type":"object","properties":{{"text":{{"type":"string"}}}},"required":["text"]}}}}' | sed -E 's/.*"negotiation_id":"([^"]+)".*/\1/'); EXE2=$(curl -s -X POST {base}/a2a/execute {h} -H "A2A-Negotiation-ID: $NEG2" -d '{{"text":"the lift on floor three is out of service until monday"}}' | sed -E 's/.*"execution_id":"([^"]+)".*/\1/'); curl -s -X POST {base}/a2a/confirm {h} -d "{{\"execution_id\":\"$EXE2\"}}" >/dev/null
 curl -sN {base}/a2a/result/$EXE2 {h} -H 'A2A-Stream: true'
+# A composite capability (summarize, then file a report): one handshake, each step reported in RESULT
+NEG=$(curl -s -X POST {base}/a2a/negotiate {h} -d '{{"target_capability":"file_brief_report","proposed_schema":{{"type":"object","properties":{{"text":{{"type":"string"}},"timestamp":{{"type":"string","format":"date-time"}}}},"required":["text","timestamp"]}}}}' | sed -E 's/.*"negotiation_id":"([^"]+)".*/\1/'); EXE=$(curl -s -X POST {base}/a2a/execute {h} -H "A2A-Negotiation-ID: $NEG" -d '{{"text":"Lift 3 is out of service until Monday","timestamp":"2026-11-29T21:00:00Z"}}' | sed -E 's/.*"execution_id":"([^"]+)".*/\1/'); curl -s -X POST {base}/a2a/confirm {h} -d "{{\"execution_id\":\"$EXE\"}}" >/dev/null; curl -s "{base}/a2a/result/$EXE?wait_ms=5000" {h}; echo
 
 # FALLBACK: ask for a capability this agent does not offer
 curl -s -X POST {base}/a2a/fallback {h} -d '{{"target_capability":"generate_summary"}}'; echo

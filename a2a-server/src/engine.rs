@@ -37,6 +37,8 @@ pub struct Capability {
     pub decl: CapabilityDeclaration,
     pub(crate) handler: BoxHandler,
     pub(crate) output: Option<AgreedSchema>,
+    /// The pipeline, when the capability is a composite (§19).
+    pub(crate) composite: Option<Arc<crate::compose::Composite>>,
 }
 
 /// The outcome of the schema work of NEGOTIATE for one proposal.
@@ -260,6 +262,10 @@ impl Engine {
                 .details(json!({"member": "timeout_ms"})));
         }
         let agreed = self.agree(cap, &req.proposed_schema, req.strict).await?;
+        if let Some(composite) = &cap.composite {
+            // CMP-8: the pipeline must chain from the agreed schema, remote steps included.
+            composite.check(&agreed.schema).await?;
+        }
         let now = now_ms();
         let rec = NegotiationRecord {
             id: random_token("n_")?,
@@ -855,7 +861,11 @@ impl Engine {
             Some(Ok(Err(e))) => (
                 ExecutionStatus::Failed,
                 None,
-                Some(ErrorObject { code: ErrorCode::HANDLER_FAILED, message: e.message, details: e.details }),
+                Some(ErrorObject {
+                    code: e.code.unwrap_or(ErrorCode::HANDLER_FAILED),
+                    message: e.message,
+                    details: e.details,
+                }),
             ),
             Some(Err(panic)) => {
                 let what = panic

@@ -65,18 +65,27 @@ pub struct HandlerError {
     pub message: String,
     /// Machine-readable details for the caller.
     pub details: Option<Value>,
+    /// The error code recorded instead of `handler_failed` (composites: `step_failed`, §19).
+    pub(crate) code: Option<a2a_core::error::ErrorCode>,
 }
 
 impl HandlerError {
     /// A failure with a message.
     pub fn new(message: impl Into<String>) -> Self {
-        HandlerError { message: message.into(), details: None }
+        HandlerError { message: message.into(), details: None, code: None }
     }
 
     /// Adds details.
     #[must_use]
     pub fn with_details(mut self, details: Value) -> Self {
         self.details = Some(details);
+        self
+    }
+
+    /// Records this code instead of `handler_failed`.
+    #[must_use]
+    pub(crate) fn with_code(mut self, code: a2a_core::error::ErrorCode) -> Self {
+        self.code = Some(code);
         self
     }
 }

@@ -37,6 +37,7 @@
 pub mod a2a1x;
 pub mod app;
 pub mod auth;
+pub mod compose;
 pub mod config;
 pub mod demo;
 pub mod engine;
@@ -86,12 +87,11 @@ pub enum BuildError {
     /// A capability declaration is invalid.
     #[error(transparent)]
     Capability(#[from] capability::CapabilityError),
-    /// The streaming configuration is invalid.
-    #[error("streaming: {reason}")]
-    Streaming {
-        /// Why.
-        reason: String,
-    },
+        if has_composites {
+            features.push("composite");
+        }
+        let agent_name = self.name.clone();
+        let (discover_headers, capabilities_json) = router::discover_parts(&engine, self.name, &features);
     /// A declared output schema does not compile.
     #[error("capability {name:?}: output_schema does not compile: {reason}")]
     OutputSchema {
@@ -108,6 +108,8 @@ pub struct AgentBuilder {
     did: String,
     name: Option<String>,
     caps: Vec<(CapabilityDeclaration, BoxHandler)>,
+    composites: Vec<(CapabilityDeclaration, compose::Pipeline)>,
+    step_client: Option<a2a_client::Client>,
     store: Option<Arc<dyn Store>>,
     registry: Option<Arc<dyn Registry>>,
     audit: Option<Arc<dyn store::audit::AuditLog>>,
@@ -128,6 +130,8 @@ impl AgentBuilder {
             did: did.into(),
             name: None,
             caps: Vec::new(),
+            composites: Vec::new(),
+            step_client: None,
             store: None,
             registry: None,
             audit: None,
@@ -170,6 +174,20 @@ impl AgentBuilder {
     /// Adds a capability with an already boxed handler.
     pub fn capability_boxed(mut self, decl: CapabilityDeclaration, handler: BoxHandler) -> Self {
         self.caps.push((decl, handler));
+        self
+    }
+
+    /// Adds a composite capability (§19): `decl` is its declaration (without `output_schema`: its result has the
+    /// shape of CMP-11), `pipeline` its steps. Its steps are checked when the agent is built.
+    pub fn composite(mut self, decl: CapabilityDeclaration, pipeline: compose::Pipeline) -> Self {
+        self.composites.push((decl, pipeline));
+        self
+    }
+
+    /// The client that runs composites' steps at other agents (default: one with the agent's DID, signing with the
+    /// key of [`AgentBuilder::sign_responses`] when set). Give one to add credentials for those agents.
+    pub fn step_client(mut self, client: a2a_client::Client) -> Self {
+        self.step_client = Some(client);
         self
     }
 
@@ -254,9 +272,11 @@ impl AgentBuilder {
                 reason: format!("the response signing key id {:?} is not 1-128 of A-Z a-z 0-9 . _ ~ -", s.key_id),
             });
         }
-        let decls: Vec<CapabilityDeclaration> = self.caps.iter().map(|(d, _)| d.clone()).collect();
+        let mut decls: Vec<CapabilityDeclaration> = self.caps.iter().map(|(d, _)| d.clone()).collect();
+        decls.extend(self.composites.iter().map(|(d, _)| d.clone()));
         capability::validate_all(&decls)?;
-        let mut caps = Vec::with_capacity(self.caps.len());
+        let composites = self.build_composites()?;
+        let mut caps = Vec::with_capacity(self.caps.len() + composites.len());
         for (decl, handler) in self.caps {
             let output = match &decl.output_schema {
                 None => None,
@@ -265,7 +285,12 @@ impl AgentBuilder {
                         .map_err(|e| BuildError::OutputSchema { name: decl.name.clone(), reason: e.to_string() })?,
                 ),
             };
-            caps.push(Capability { decl, handler, output });
+            caps.push(Capability { decl, handler, output, composite: None });
+        }
+        let has_composites = !composites.is_empty();
+        for (decl, composite) in composites {
+            let handler = Arc::new(compose::run::CompositeHandler(composite.clone()));
+            caps.push(Capability { decl, handler, output: None, composite: Some(composite) });
         }
         let metrics = Arc::new(Metrics::new(decls.iter().map(|d| d.name.clone()).collect()));
         let store = self.store.unwrap_or_else(|| {
@@ -292,6 +317,8 @@ impl AgentBuilder {
         auth.did = self.did.clone();
         let agent_name = self.name.clone();
         let (discover_headers, capabilities_json) = router::discover_parts(&engine, self.name, &features);
+        let (discover_headers, capabilities_json) =
+            router::discover_parts(&engine, self.name, if has_composites { &FEATURES_COMPOSITE } else { &FEATURES });
         let sender_header = HeaderValue::from_str(&self.did)
             .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
         let state = Arc::new(router::AppState {
@@ -306,6 +333,76 @@ impl AgentBuilder {
             bridge: std::sync::OnceLock::new(),
         });
         Ok(Agent { state })
+    }
+}
+
+impl AgentBuilder {
+    /// Checks the composites (CMP-2 to CMP-7) and builds their runners.
+    fn build_composites(&self) -> Result<Vec<(CapabilityDeclaration, Arc<compose::Composite>)>, BuildError> {
+        if self.composites.is_empty() {
+            return Ok(Vec::new());
+        }
+        let bad = |capability: &str, path: &str, message: String| compose::DeclarationError {
+            capability: capability.to_owned(),
+            path: path.to_owned(),
+            message,
+        };
+        let local = compose::LocalRunner::new(&self.caps).map_err(|m| bad("", "/input_schema", m))?;
+        let local: Arc<dyn compose::StepRunner> = Arc::new(local);
+        let client = match &self.step_client {
+            Some(c) => c.clone(),
+            None => {
+                let identity = match &self.response_signer {
+                    Some(s) => a2a_client::Identity::new(&self.did, &s.key_id, s.key.clone()),
+                    None => a2a_client::Identity::unsigned(&self.did),
+                }
+                .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
+                a2a_client::Client::builder(identity)
+                    .build()
+                    .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?
+            }
+        };
+        let remote = Arc::new(compose::RemoteRunner::new(client));
+        let info = |name: &str| {
+            if let Some((d, _)) = self.caps.iter().find(|(d, _)| d.name == name) {
+                return Some(compose::plan::LocalInfo {
+                    input_schema: d.input_schema.clone(),
+                    output_schema: d.output_schema.clone(),
+                    auth: d.auth_requirement,
+                    composite: false,
+                });
+            }
+            self.composites.iter().find(|(d, _)| d.name == name).map(|(d, _)| compose::plan::LocalInfo {
+                input_schema: d.input_schema.clone(),
+                output_schema: None,
+                auth: d.auth_requirement,
+                composite: true,
+            })
+        };
+        let mut out = Vec::with_capacity(self.composites.len());
+        for (decl, pipeline) in &self.composites {
+            if decl.output_schema.is_some() {
+                return Err(bad(
+                    &decl.name,
+                    "/output_schema",
+                    "a composite declares no output_schema: its result is {\"output\", \"steps\"} (CMP-11)".into(),
+                )
+                .into());
+            }
+            let steps = compose::plan::validate(decl, pipeline, &info)?;
+            let schemas = compose::plan::known_schemas(&steps, &info);
+            let composite = compose::Composite::new(
+                decl.name.clone(),
+                pipeline.clone(),
+                steps,
+                schemas,
+                local.clone(),
+                remote.clone(),
+                Duration::from_millis(self.limits.result_retention_ms),
+            );
+            out.push((decl.clone(), Arc::new(composite)));
+        }
+        Ok(out)
     }
 }
 
@@ -345,6 +442,11 @@ impl Agent {
     /// The engine (protocol logic without HTTP).
     pub fn engine(&self) -> &Arc<Engine> {
         &self.state.engine
+    }
+
+    /// The composite capability with this name (§19), to run or inspect its pipeline.
+    pub fn composite(&self, name: &str) -> Option<&Arc<compose::Composite>> {
+        self.state.engine.capability(name).and_then(|c| c.composite.as_ref())
     }
 
     /// The agent's DID.

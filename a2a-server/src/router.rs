@@ -772,5 +772,14 @@ pub(crate) fn discover_parts(engine: &Engine, name: Option<String>, features: &[
         features: features.iter().map(|f| (*f).to_owned()).collect(),
         limits: Some(engine.limits.announced()),
     };
+    let mut doc = serde_json::to_value(&doc).unwrap_or_default();
+    // CMP-1: a composite's declaration carries its pipeline as the `composite` member.
+    if let Some(list) = doc.get_mut("capabilities").and_then(serde_json::Value::as_array_mut) {
+        for (decl, cap) in list.iter_mut().zip(&engine.caps) {
+            if let (Some(obj), Some(c)) = (decl.as_object_mut(), &cap.composite) {
+                obj.insert("composite".into(), serde_json::to_value(c.pipeline()).unwrap_or_default());
+            }
+        }
+    }
     (hm, Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()))
 }

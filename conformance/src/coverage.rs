@@ -115,6 +115,72 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     ("KEY-5", "key files (PEM forms); never sent to the agent"),
     ("KEY-6", "tooling (a key check command)"),
     ("KEY-7", "the JWK thumbprint; not on the wire"),
+    // Composite capabilities (§19, the optional `composite` feature).
+    (
+        "CMP-1",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+    ),
+    (
+        "CMP-2",
+        "the optional composite feature (§19): a declaration rule enforced when the agent is built (refuses to start); a2a-server/src/compose/plan.rs tests it",
+    ),
+    (
+        "CMP-3",
+        "the optional composite feature (§19): a declaration rule enforced when the agent is built (refuses to start); a2a-server/src/compose/plan.rs tests it",
+    ),
+    (
+        "CMP-4",
+        "the optional composite feature (§19): a declaration rule enforced when the agent is built (refuses to start); a2a-server/src/compose/plan.rs tests it",
+    ),
+    (
+        "CMP-5",
+        "the optional composite feature (§19): a declaration rule enforced when the agent is built (refuses to start); a2a-server/src/compose/plan.rs tests it",
+    ),
+    (
+        "CMP-6",
+        "the optional composite feature (§19): a declaration rule enforced when the agent is built (refuses to start); a2a-server/src/compose/plan.rs tests it",
+    ),
+    (
+        "CMP-7",
+        "the optional composite feature (§19): a declaration rule enforced when the agent is built (refuses to start); a2a-server/src/compose/plan.rs tests it",
+    ),
+    (
+        "CMP-8",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+    ),
+    (
+        "CMP-9",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+    ),
+    (
+        "CMP-10",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+    ),
+    (
+        "CMP-11",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+    ),
+    (
+        "CMP-12",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+    ),
+    (
+        "CMP-13",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+    ),
+    (
+        "CMP-14",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+    ),
+    (
+        "CMP-15",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+    ),
+    (
+        "CMP-16",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+    ),
+    ("CMP-17", "a gateway serving composites itself (§19, MAY); not served by a2a-gateway yet"),
     // Judgements of prose.
     ("CAP-4", "says what a description should say: a judgement of prose, for a reviewer"),
     ("CAP-6", "names should be verb phrases: a judgement of English, for a reviewer"),

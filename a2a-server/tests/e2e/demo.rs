@@ -65,6 +65,7 @@ fn demo_serves_and_every_printed_command_works_as_printed() {
         "\"status\":\"succeeded\"",
         "\"report_id\":\"r-",
         "\"relation\":\"degraded\"",
+        "\"steps\":[{\"capability\":\"generate_brief_summary\"",
         "\"code\":\"schema_rule_violation\"",
         "nullable_not_supported",
         "required_not_defined",

@@ -9,6 +9,7 @@ mod a2a1x;
 mod a2a1x_sdk;
 mod auth;
 mod browser;
+mod composite;
 mod config;
 mod demo;
 mod errors;
