@@ -47,6 +47,7 @@ pub mod registry;
 mod response_signing;
 mod router;
 pub mod serve;
+pub mod sessions;
 pub mod store;
 pub mod trace_context;
 
