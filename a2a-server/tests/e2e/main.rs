@@ -19,3 +19,4 @@ mod redis_support;
 mod resolve;
 mod router;
 mod store_suite;
+mod sessions;
