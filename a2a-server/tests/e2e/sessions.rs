@@ -187,7 +187,7 @@ async fn sessions_registry_registers_lists_filters_and_ends() {
     let one = a.get_as(CALLER, "/a2a/sessions/inbox-1").await;
     assert_eq!(one.body["address"], format!("{}#inbox-1", a.did));
     let not_owner = Ses::answer(a.req(Method::DELETE, "/a2a/sessions/inbox-1", "did:web:other.example.com")).await;
-    assert_eq!(not_owner.status, StatusCode::FORBIDDEN, "{}", not_owner.body);
+    assert_eq!(not_owner.status, StatusCode::NOT_FOUND, "a stranger does not even see it: {}", not_owner.body);
     let ended = Ses::answer(a.req(Method::DELETE, "/a2a/sessions/inbox-1", CALLER)).await;
     assert_eq!(ended.status, StatusCode::OK, "{}", ended.body);
     assert!(ended.body["ended_at"].is_string());
