@@ -24,6 +24,7 @@ pub mod handler;
 pub mod history;
 pub mod pingpong;
 pub mod policy;
+pub mod redis_store;
 pub mod registry;
 pub(crate) mod routes;
 pub mod runs;

@@ -20,3 +20,4 @@ mod resolve;
 mod router;
 mod store_suite;
 mod sessions;
+mod sessions_store;
