@@ -4,6 +4,8 @@
 //! The wire types and the pure rules (skip tokens, addresses, allow lists, wait chains, redaction, provenance) live
 //! in [`a2a_core::sessions`]; this module holds what needs a runtime: state, HTTP, handlers.
 
+pub mod config;
 pub mod handler;
+pub mod handlers;
 
 pub use handler::{HandlerFailure, SessionHandler};

@@ -18,4 +18,5 @@ mod protocol;
 mod redis_support;
 mod resolve;
 mod router;
+mod session_handlers;
 mod store_suite;
