@@ -577,10 +577,10 @@ impl CommandConfig {
                 *program = base.join(p).display().to_string();
             }
         }
-        if let Some(cwd) = &mut self.cwd {
-            if cwd.is_relative() {
-                *cwd = base.join(&*cwd);
-            }
+        if let Some(cwd) = &mut self.cwd
+            && cwd.is_relative()
+        {
+            *cwd = base.join(&*cwd);
         }
     }
 }
@@ -630,10 +630,10 @@ impl HttpConfig {
 
     fn validate(&self) -> Result<(), String> {
         check_url("handler.url", &self.url)?;
-        if let Some(name) = &self.bearer_token_env {
-            if !is_env_name(name) {
-                return Err(format!("handler.bearer_token_env = {name:?} is not an environment variable name"));
-            }
+        if let Some(name) = &self.bearer_token_env
+            && !is_env_name(name)
+        {
+            return Err(format!("handler.bearer_token_env = {name:?} is not an environment variable name"));
         }
         for (k, v) in &self.headers {
             if http::HeaderName::from_bytes(k.as_bytes()).is_err() || http::HeaderValue::from_str(v).is_err() {
@@ -696,15 +696,15 @@ impl OpenAiConfig {
         if self.model.trim().is_empty() {
             return Err("handler.model is empty: name the model, e.g. \"gpt-4o-mini\"".into());
         }
-        if let Some(name) = &self.api_key_env {
-            if !is_env_name(name) {
-                return Err(format!("handler.api_key_env = {name:?} is not an environment variable name"));
-            }
+        if let Some(name) = &self.api_key_env
+            && !is_env_name(name)
+        {
+            return Err(format!("handler.api_key_env = {name:?} is not an environment variable name"));
         }
-        if let Some(t) = self.temperature {
-            if !(0.0..=2.0).contains(&t) {
-                return Err(format!("handler.temperature = {t}: give 0 to 2"));
-            }
+        if let Some(t) = self.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            return Err(format!("handler.temperature = {t}: give 0 to 2"));
         }
         if self.max_tokens == Some(0) {
             return Err("handler.max_tokens = 0: give a positive number, or leave it out".into());
