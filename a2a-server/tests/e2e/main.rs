@@ -22,3 +22,4 @@ mod session_handlers;
 mod store_suite;
 mod sessions;
 mod sessions_store;
+mod sessions_multiprocess;

@@ -104,10 +104,6 @@ impl Ses {
         assert_eq!(a.body["state"], "done", "{}", a.body);
         a.body
     }
-
-    pub fn sessions(&self) -> &Arc<a2a_server::sessions::Sessions> {
-        self.agent.sessions().expect("sessions enabled")
-    }
 }
 
 /// The test client's DID (a caller agent that is not served).
@@ -132,6 +128,7 @@ async fn sessions_registry_registers_lists_filters_and_ends() {
     })
     .await;
     // DISCOVER lists the feature.
+    assert_eq!(a.agent.sessions().map(|s| s.did().to_owned()), Some(a.did.clone()));
     let caps = a.get_as(CALLER, "/a2a/capabilities").await;
     assert!(caps.body["features"].as_array().expect("features").iter().any(|f| f == "sessions"), "{}", caps.body);
     let reg = json!({"session_key": "inbox-1", "label": "my inbox", "kind": "group", "summary": "an inbox session"});
