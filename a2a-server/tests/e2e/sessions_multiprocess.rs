@@ -104,10 +104,17 @@ async fn sessions_two_processes_on_one_redis_share_sessions_runs_and_inboxes() {
     assert!(caps["features"].as_array().expect("features").iter().any(|f| f == "sessions"), "{caps}");
 
     // A run started on p1 without waiting is awaited on p2 and ends ok there: the reply written by p1 wakes p2.
-    let (s, sent) = call(&http, http.post(format!("{}/a2a/sessions/send", p1.base))
-        .json(&json!({"target": "desk", "text": "Bonus?", "announce": false})), CALLER).await;
+    let (s, sent) = call(
+        &http,
+        http.post(format!("{}/a2a/sessions/send", p1.base))
+            .json(&json!({"target": "desk", "text": "Bonus?", "announce": false})),
+        CALLER,
+    )
+    .await;
     assert_eq!((s, sent["status"].as_str()), (StatusCode::ACCEPTED, Some("accepted")), "{sent}");
-    let seg = a2a_core::execution_id::ExecutionId::parse(sent["run_id"].as_str().expect("run_id")).expect("id").to_path_segment();
+    let seg = a2a_core::execution_id::ExecutionId::parse(sent["run_id"].as_str().expect("run_id"))
+        .expect("id")
+        .to_path_segment();
     let started = std::time::Instant::now();
     let (s, run) = call(&http, http.get(format!("{}/a2a/runs/{seg}?wait_ms=15000", p2.base)), CALLER).await;
     assert_eq!(s, StatusCode::OK, "{run}");
@@ -120,8 +127,13 @@ async fn sessions_two_processes_on_one_redis_share_sessions_runs_and_inboxes() {
     // An inbox session registered through p2 is listed by p1; a send through p1 waits while its owner reads the
     // inbox and answers through p2.
     let owner = "did:web:plugin.example.com";
-    let (s, reg) = call(&http, http.post(format!("{}/a2a/sessions", p2.base))
-        .json(&json!({"session_key": "phone", "summary": "the boss's phone, polling", "label": "phone"})), owner).await;
+    let (s, reg) = call(
+        &http,
+        http.post(format!("{}/a2a/sessions", p2.base))
+            .json(&json!({"session_key": "phone", "summary": "the boss's phone, polling", "label": "phone"})),
+        owner,
+    )
+    .await;
     assert_eq!(s, StatusCode::CREATED, "{reg}");
     let (_, list) = call(&http, http.get(format!("{}/a2a/sessions?search=phone", p1.base)), CALLER).await;
     assert_eq!(list["total"], 1, "{list}");
@@ -130,21 +142,37 @@ async fn sessions_two_processes_on_one_redis_share_sessions_runs_and_inboxes() {
         let (_, inbox) = call(&h2, h2.get(format!("{b2}/a2a/sessions/phone/inbox?wait_ms=15000")), owner).await;
         let id = inbox["deliveries"][0]["run_id"].as_str().expect("a delivery").to_owned();
         let seg = a2a_core::execution_id::ExecutionId::parse(&id).expect("id").to_path_segment();
-        let (s, _) = call(&h2, h2.post(format!("{b2}/a2a/runs/{seg}/reply")).json(&json!({"reply": "Seen it."})), owner).await;
+        let (s, _) =
+            call(&h2, h2.post(format!("{b2}/a2a/runs/{seg}/reply")).json(&json!({"reply": "Seen it."})), owner).await;
         assert_eq!(s, StatusCode::OK);
     });
-    let (_, asked) = call(&http, http.post(format!("{}/a2a/sessions/send", p1.base))
-        .json(&json!({"target": "phone", "text": "Did you see the bonus?", "wait_ms": 15000, "announce": false})), CALLER).await;
+    let (_, asked) = call(
+        &http,
+        http.post(format!("{}/a2a/sessions/send", p1.base))
+            .json(&json!({"target": "phone", "text": "Did you see the bonus?", "wait_ms": 15000, "announce": false})),
+        CALLER,
+    )
+    .await;
     assert_eq!((asked["status"].as_str(), asked["reply"].as_str()), (Some("ok"), Some("Seen it.")), "{asked}");
     answering.await.expect("answered");
 
     // The announce channel is shared too: an event published by p1 is read on p2 by id.
     let (_, done) = call(&http, http.get(format!("{}/a2a/runs/{seg}?until=done&wait_ms=15000", p1.base)), CALLER).await;
     assert_eq!(done["state"], "done", "{done}");
-    let resp = http.get(format!("{}/a2a/events", p2.base)).header("A2A-Version", "0.3").header("A2A-Sender-ID", CALLER)
-        .header("Last-Event-ID", "0").send().await.expect("events");
+    let resp = http
+        .get(format!("{}/a2a/events", p2.base))
+        .header("A2A-Version", "0.3")
+        .header("A2A-Sender-ID", CALLER)
+        .header("Last-Event-ID", "0")
+        .send()
+        .await
+        .expect("events");
     let mut resp = resp;
-    let chunk = tokio::time::timeout(Duration::from_secs(10), resp.chunk()).await.expect("an event").expect("read").expect("bytes");
+    let chunk = tokio::time::timeout(Duration::from_secs(10), resp.chunk())
+        .await
+        .expect("an event")
+        .expect("read")
+        .expect("bytes");
     let text = String::from_utf8_lossy(&chunk);
     assert!(text.contains("event: run"), "{text}");
 }
