@@ -1005,7 +1005,7 @@ async fn sessions_wait_edges_in_a_shared_store_catch_cycles_without_the_header()
                         .json(&json!({"target": "desk", "from": "desk", "text": "and you?", "wait_ms": 20000, "max_turns": 0, "announce": false}))
                         .send().await.map_err(|e| HandlerFailure::Failed(e.to_string()))?
                         .json().await.map_err(|e| HandlerFailure::Failed(e.to_string()))?;
-                    Ok::<_, HandlerFailure>(format!("{}", v["status"].as_str().or(v["error"]["code"].as_str()).unwrap_or("?")))
+                    Ok::<_, HandlerFailure>(v["status"].as_str().or(v["error"]["code"].as_str()).unwrap_or("?").to_owned())
                 }
             })
         })
