@@ -20,6 +20,7 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     ("GW-13", "a gateway requirement (§15); needs agents behind the gateway that the suite controls"),
     // Sessions and conversations (§17, the optional `sessions` feature): not served by a2a-server yet, so no check
     // can be shown to pass and to fail; checks gated on the feature come with the implementation (issue 8).
+    ("SES-12", "the optional sessions feature (§17); checks pending its implementation"),
     ("SES-10", "the optional sessions feature (§17); checks pending its implementation"),
     ("SES-11", "the optional sessions feature (§17); checks pending its implementation"),
     ("SND-13", "the optional sessions feature (§17); checks pending its implementation"),

@@ -221,6 +221,7 @@ impl SessionsBuilder {
             hosted,
             default_template: self.default_template,
             templates: self.templates,
+            shared_store: self.store.is_some(),
             store: self.store.unwrap_or_else(|| Arc::new(MemorySessionStore::new())),
             endpoint: RwLock::new(self.endpoint),
             slots: Mutex::new(HashMap::new()),
@@ -244,6 +245,7 @@ pub struct Sessions {
     templates: BTreeMap<String, Arc<dyn SessionHandler>>,
     default_template: Option<String>,
     pub(crate) store: Arc<dyn SessionStore>,
+    shared_store: bool,
     endpoint: RwLock<Option<String>>,
     slots: Mutex<HashMap<String, Slot>>,
     slot_seq: AtomicU64,
@@ -379,9 +381,13 @@ impl Sessions {
         })
     }
 
-    /// Ends every hosted session (SES-7: an agent ends the sessions it hosts when it shuts down).
+    /// Ends every hosted session (SES-7: an agent ends the sessions it hosts when it shuts down) — unless the store
+    /// was given, i.e. may be shared with other processes of the same agent that still serve them (SES-12).
     pub async fn shutdown(&self) {
         self.stop.cancel();
+        if self.shared_store {
+            return;
+        }
         for h in &self.hosted {
             let _ = self.end_session(&h.session.address.to_string(), None).await;
         }
