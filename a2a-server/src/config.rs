@@ -61,6 +61,9 @@ pub struct Config {
     /// Composite capabilities (`spec/PROTOCOL.md` §19): a declaration plus its `steps` and `output`.
     #[serde(default)]
     pub composites: Vec<Spanned<CompositeSection>>,
+    /// Sessions and conversations (§17; `[sessions]`, see [`crate::sessions::config`]).
+    #[serde(default)]
+    pub sessions: Option<crate::sessions::config::SessionsConfig>,
 }
 
 /// `[[composites]]`: the declaration's fields (as `[[capabilities]]`, without a handler), `steps` and `output` (§19.1).
@@ -395,10 +398,14 @@ impl Config {
 
     /// Parses configuration text (`path` is used in messages and to resolve relative paths).
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        toml::from_str::<Config>(text).map_err(|e| {
+        let mut cfg = toml::from_str::<Config>(text).map_err(|e| {
             let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
             ConfigError(format!("{}:{line}:{col}: {}", path.display(), e.message()))
-        })
+        })?;
+        if let Some(s) = &mut cfg.sessions {
+            s.resolve_paths(path.parent().unwrap_or(Path::new(".")));
+        }
+        Ok(cfg)
     }
 
     /// The composite capabilities (§19), each declaration checked; their pipelines are checked by the builder.

@@ -49,6 +49,7 @@ pub mod registry;
 mod response_signing;
 mod router;
 pub mod serve;
+pub mod sessions;
 pub mod store;
 pub mod streaming;
 pub mod trace_context;
@@ -87,11 +88,21 @@ pub enum BuildError {
     /// A capability declaration is invalid.
     #[error(transparent)]
     Capability(#[from] capability::CapabilityError),
-        if has_composites {
-            features.push("composite");
-        }
-        let agent_name = self.name.clone();
-        let (discover_headers, capabilities_json) = router::discover_parts(&engine, self.name, &features);
+    /// The streaming configuration is invalid.
+    #[error("streaming: {reason}")]
+    Streaming {
+        /// Why.
+        reason: String,
+    },
+    /// A composite capability's declaration is invalid (§19).
+    #[error(transparent)]
+    Composite(#[from] compose::DeclarationError),
+    /// The sessions configuration is invalid.
+    #[error("sessions: {reason}")]
+    Sessions {
+        /// Why.
+        reason: String,
+    },
     /// A declared output schema does not compile.
     #[error("capability {name:?}: output_schema does not compile: {reason}")]
     OutputSchema {
@@ -118,6 +129,7 @@ pub struct AgentBuilder {
     cors: CorsPolicy,
     response_signer: Option<response_signing::ResponseSigner>,
     streaming: Option<(streaming::StreamConfig, Option<Arc<dyn streaming::EventLog>>)>,
+    sessions: Option<sessions::SessionsBuilder>,
 }
 
 /// Executions whose events the default in-memory event log keeps at most (the ones kept shortest go first).
@@ -140,6 +152,7 @@ impl AgentBuilder {
             cors: CorsPolicy::default(),
             response_signer: None,
             streaming: None,
+            sessions: None,
         }
     }
 
@@ -156,6 +169,13 @@ impl AgentBuilder {
     pub fn event_log(mut self, log: Arc<dyn streaming::EventLog>) -> Self {
         let config = self.streaming.take().map(|(c, _)| c).unwrap_or_default();
         self.streaming = Some((config, Some(log)));
+        self
+    }
+
+    /// Serves sessions and agent-to-agent conversations (§17) with these sessions and settings; `sessions` is then
+    /// listed in `features`.
+    pub fn sessions(mut self, sessions: sessions::SessionsBuilder) -> Self {
+        self.sessions = Some(sessions);
         self
     }
 
@@ -315,10 +335,21 @@ impl AgentBuilder {
         engine.start_workers();
         let mut auth = self.auth;
         auth.did = self.did.clone();
+        if has_composites {
+            features.push("composite");
+        }
+        let sessions = match self.sessions {
+            None => None,
+            Some(b) => {
+                let signer = self.response_signer.as_ref().map(|s| (s.key_id.clone(), s.key.clone()));
+                Some(b.build(&self.did, signer).map_err(|reason| BuildError::Sessions { reason })?)
+            }
+        };
+        if sessions.is_some() {
+            features.push("sessions");
+        }
         let agent_name = self.name.clone();
         let (discover_headers, capabilities_json) = router::discover_parts(&engine, self.name, &features);
-        let (discover_headers, capabilities_json) =
-            router::discover_parts(&engine, self.name, if has_composites { &FEATURES_COMPOSITE } else { &FEATURES });
         let sender_header = HeaderValue::from_str(&self.did)
             .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
         let state = Arc::new(router::AppState {
@@ -331,6 +362,7 @@ impl AgentBuilder {
             response_signer: self.response_signer,
             agent_name,
             bridge: std::sync::OnceLock::new(),
+            sessions,
         });
         Ok(Agent { state })
     }
@@ -447,6 +479,11 @@ impl Agent {
     /// The composite capability with this name (§19), to run or inspect its pipeline.
     pub fn composite(&self, name: &str) -> Option<&Arc<compose::Composite>> {
         self.state.engine.capability(name).and_then(|c| c.composite.as_ref())
+    }
+
+    /// The sessions runtime, when sessions are enabled (§17).
+    pub fn sessions(&self) -> Option<&Arc<sessions::Sessions>> {
+        self.state.sessions.as_ref()
     }
 
     /// The agent's DID.

@@ -42,6 +42,7 @@ pub(crate) struct AppState {
     pub(crate) agent_name: Option<String>,
     /// Set when an A2A 1.x bridge serves this agent: NEGOTIATE then offers `bridge_to` (BR-17).
     pub(crate) bridge: std::sync::OnceLock<crate::a2a1x::Announce>,
+    pub(crate) sessions: Option<Arc<crate::sessions::Sessions>>,
 }
 
 /// Which browser origins may call the agent (DISC-6, DISC-7).
@@ -113,7 +114,7 @@ impl IntoResponse for ApiError {
 
 type ApiResult = Result<Response, ApiError>;
 
-fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
+pub(crate) fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
     match serde_json::to_vec(value) {
         Ok(body) => {
             (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
@@ -125,8 +126,8 @@ fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response 
 /// Builds the router. The routes live under `/a2a`; nest the router to serve them below a prefix.
 pub(crate) fn build(state: Arc<AppState>) -> Router {
     let preflight = || any(preflight);
-    Router::new()
-        .route("/a2a", any(discover))
+    let base = if state.sessions.is_some() { crate::sessions::routes::routes() } else { Router::new() };
+    base.route("/a2a", any(discover))
         .route("/a2a/capabilities", get(capabilities).options(preflight_handler).fallback(not_allowed_get))
         .route("/a2a/negotiate", post(negotiate).options(preflight_handler).fallback(not_allowed_post))
         .route("/a2a/execute", post(execute).options(preflight_handler).fallback(not_allowed_post))
@@ -310,7 +311,7 @@ async fn preflight(State(state): State<Arc<AppState>>, method: Method, headers: 
     .into())
 }
 
-async fn preflight_handler(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {
+pub(crate) async fn preflight_handler(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {
     let mut resp = StatusCode::NO_CONTENT.into_response();
     if let Some(origin) = headers.get(header::ORIGIN) {
         apply_cors(&state.cors, origin, resp.headers_mut(), true);
@@ -318,7 +319,7 @@ async fn preflight_handler(State(state): State<Arc<AppState>>, headers: HeaderMa
     Ok(resp)
 }
 
-async fn not_allowed_get() -> ApiError {
+pub(crate) async fn not_allowed_get() -> ApiError {
     ApiError {
         err: Box::new(A2aError::with_message(ErrorCode::METHOD_NOT_ALLOWED, "this endpoint accepts GET (and OPTIONS)")),
         www_authenticate: None,
@@ -326,7 +327,7 @@ async fn not_allowed_get() -> ApiError {
     }
 }
 
-async fn not_allowed_post() -> ApiError {
+pub(crate) async fn not_allowed_post() -> ApiError {
     ApiError {
         err: Box::new(A2aError::with_message(
             ErrorCode::METHOD_NOT_ALLOWED,
@@ -348,7 +349,7 @@ async fn capabilities(State(state): State<Arc<AppState>>, headers: HeaderMap) ->
         .into_response())
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, A2aError> {
+pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, A2aError> {
     match headers.get(name) {
         None => Ok(None),
         Some(v) => v.to_str().map(Some).map_err(|_| {
@@ -406,7 +407,7 @@ pub fn sender_id(headers: &HeaderMap) -> Result<&str, A2aError> {
 }
 
 /// The common prelude of every step with a sender: version, sender (HDR-6), region and trace headers.
-fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
+pub(crate) fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
     check_version(headers, true)?;
     let sender = sender_id(headers)?;
     let region = match header_str(headers, h::A2A_REGION)? {
@@ -426,7 +427,7 @@ fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
 }
 
 /// Reads a request body within the size and time limits (LIM-1), after checking its content type (TR-5).
-async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, A2aError> {
+pub(crate) async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, A2aError> {
     let ct = header_str(headers, header::CONTENT_TYPE.as_str())?.unwrap_or("");
     let mime = ct.split(';').next().unwrap_or("").trim();
     if !mime.eq_ignore_ascii_case("application/json") {
@@ -492,6 +493,8 @@ fn json_error(path: &str, e: &serde_json::Error) -> A2aError {
                 .filter(|_| text.starts_with("missing field") || text.starts_with("unknown field"));
             let member = match (path, named) {
                 (".", Some(n)) => n.to_owned(),
+                // An unknown member's path already ends with its name.
+                (p, Some(n)) if p == n || p.ends_with(&format!(".{n}")) => p.to_owned(),
                 (p, Some(n)) => format!("{p}.{n}"),
                 (p, None) => p.to_owned(),
             };
@@ -504,7 +507,12 @@ fn json_error(path: &str, e: &serde_json::Error) -> A2aError {
     }
 }
 
-fn signed_parts<'a>(method: &'a str, uri: &'a OriginalUri, headers: &'a HeaderMap, body: &'a [u8]) -> SignedParts<'a> {
+pub(crate) fn signed_parts<'a>(
+    method: &'a str,
+    uri: &'a OriginalUri,
+    headers: &'a HeaderMap,
+    body: &'a [u8],
+) -> SignedParts<'a> {
     SignedParts { method, target: uri.0.path_and_query().map_or("/", |p| p.as_str()), headers, body }
 }
 
