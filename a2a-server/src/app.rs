@@ -205,6 +205,9 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
     for cap in cfg.capabilities(text, path).map_err(|e| e.to_string())? {
         builder = builder.capability_boxed(cap.declaration, cap.handler);
     }
+    if let Some(sessions) = cfg.sessions.as_ref().filter(|s| s.enabled) {
+        builder = builder.sessions(sessions.builder().map_err(|e| format!("{}: {e}", at(&[Key("sessions")])))?);
+    }
     for (i, k) in cfg.auth.api_keys.iter().enumerate() {
         let entry = [Key("auth"), Key("api_keys"), Index(i)];
         let key = match (&k.key, &k.key_env) {

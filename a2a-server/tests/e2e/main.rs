@@ -19,4 +19,5 @@ mod redis_support;
 mod resolve;
 mod router;
 mod session_handlers;
+mod sessions;
 mod store_suite;
