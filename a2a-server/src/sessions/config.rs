@@ -166,27 +166,28 @@ impl SessionsConfig {
     /// The runtime's settings (limits and policy) this section gives.
     pub fn settings(&self) -> SessionSettings {
         let l = &self.limits;
-        let mut s = SessionSettings::default();
-        s.auth_requirement = self.auth_requirement;
-        s.allow_list = self.allow.clone();
-        s.visibility = self.visibility;
-        s.default_max_turns = l.default_max_turns;
-        s.max_turns_cap = l.max_turns_cap;
-        s.max_wait_ms = l.max_wait_ms;
-        s.max_run_timeout_ms = l.max_run_timeout_ms;
-        s.max_attachment_bytes = l.max_attachment_bytes;
-        s.max_hops = l.max_hops;
-        s.max_transcript_messages = l.max_transcript_messages;
-        s.run_retention = std::time::Duration::from_millis(l.run_retention_ms);
-        s.event_buffer = l.event_buffer;
-        s.inbox_batch = l.inbox_batch;
-        s.max_spawn_depth = l.max_spawn_depth;
-        s.max_children = l.max_children;
-        s.max_spawn_concurrency = l.max_spawn_concurrency;
-        s.default_spawn_timeout_ms = l.default_spawn_timeout_ms;
-        s.max_spawn_timeout_ms = l.max_spawn_timeout_ms;
-        s.max_sessions = l.max_sessions;
-        s
+        SessionSettings {
+            auth_requirement: self.auth_requirement,
+            allow_list: self.allow.clone(),
+            visibility: self.visibility,
+            default_max_turns: l.default_max_turns,
+            max_turns_cap: l.max_turns_cap,
+            max_wait_ms: l.max_wait_ms,
+            max_run_timeout_ms: l.max_run_timeout_ms,
+            max_attachment_bytes: l.max_attachment_bytes,
+            max_hops: l.max_hops,
+            max_transcript_messages: l.max_transcript_messages,
+            run_retention: std::time::Duration::from_millis(l.run_retention_ms),
+            event_buffer: l.event_buffer,
+            inbox_batch: l.inbox_batch,
+            max_spawn_depth: l.max_spawn_depth,
+            max_children: l.max_children,
+            max_spawn_concurrency: l.max_spawn_concurrency,
+            default_spawn_timeout_ms: l.default_spawn_timeout_ms,
+            max_spawn_timeout_ms: l.max_spawn_timeout_ms,
+            max_sessions: l.max_sessions,
+            ..SessionSettings::default()
+        }
     }
 
     /// The runtime this section describes: its settings, the hosted sessions and the spawn templates, each with the

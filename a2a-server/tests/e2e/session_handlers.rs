@@ -1,4 +1,4 @@
-//! The configurable session handlers of §17.10 (SES-9) and `[sessions]` in the agent's TOML: `command` with real
+//! The configurable session handlers of §17.10 (SES-9, HDL-1..3) and `[sessions]` in the agent's TOML: `command` with real
 //! programs (a reply, plain text, a failure, a hang, a flood, a slow queue), `http` against a local axum service,
 //! `openai` against a local mock of a chat-completions backend (a third-party API) that checks what it was sent;
 //! and the configuration, with every kind of mistake refused by field and line.

@@ -1,4 +1,4 @@
-//! The `command` session handler (SES-9): a program per delivery — e.g. a wrapper around an existing CLI agent.
+//! The `command` session handler (SES-9, HDL-1, HDL-3): a program per delivery — e.g. a wrapper around an existing CLI agent.
 //!
 //! The program is started from an argv array (no shell), in its own process group, with a cleared environment
 //! (only the allow-listed variables of the agent's, the configured ones and the `A2A_*` ones below). It reads the

@@ -1,4 +1,4 @@
-//! The `http` session handler (SES-9): POSTs the delivery as JSON to a URL and expects `{"reply": "..."}` (or
+//! The `http` session handler (SES-9, HDL-2, HDL-3): POSTs the delivery as JSON to a URL and expects `{"reply": "..."}` (or
 //! `{"error": "..."}`) with a `2xx`.
 //!
 //! The request carries `A2A-Run-ID`, `A2A-Session`, `A2A-Step`, the provenance hop in `A2A-Hop` (POL-4: a send
