@@ -704,7 +704,7 @@ async fn a_toml_agent_serves_its_configured_sessions_over_http() {
     std::fs::create_dir_all(dir.path("bots")).expect("mkdir");
     dir.write(
         "bots/bonus.py",
-        "import json, sys\nd = json.load(sys.stdin)\nprint(json.dumps({\"reply\": \"The bonus is 5000 (asked: %s)\" % d[\"text\"]}))\n",
+        "import json, os, sys\nd = json.load(sys.stdin)\nprint(json.dumps({\"reply\": \"The bonus is 5000 (asked: %s; waiting: %s)\" % (d[\"text\"], os.environ.get(\"A2A_WAIT_CHAIN\", \"-\"))}))\n",
     );
     let (service_base, seen) = service().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -766,15 +766,23 @@ handler = {{ type = "http", url = "{service_base}/reply" }}
     assert_eq!(list["sessions"][0]["session_key"], "bonus-desk", "{list}");
     assert_eq!(list["sessions"][0]["label"], "work assistant", "{list}");
 
-    let resp = post(
-        "/a2a/sessions/send",
-        json!({"target": "bonus-desk", "text": "bonus?", "wait_ms": 20000, "announce": false}),
-    )
-    .await
-    .expect("send");
+    // The requester waits (and says so in A2A-Wait-Chain), so the program is given the chain with the target added,
+    // to carry on in the sends it makes (POL-5, HDL-1).
+    let send = json!({"target": "bonus-desk", "text": "bonus?", "from": "main", "wait_ms": 20000, "announce": false, "max_turns": 0});
+    let resp = http
+        .post(format!("{base}/a2a/sessions/send"))
+        .header("A2A-Version", "0.3")
+        .header("A2A-Sender-ID", &me)
+        .header("A2A-Wait-Chain", format!("{me}#main"))
+        .json(&send)
+        .send()
+        .await
+        .expect("send");
     let answer: Value = resp.json().await.expect("JSON");
     assert_eq!(answer["status"], "ok", "{answer}");
-    assert_eq!(answer["reply"], "The bonus is 5000 (asked: bonus?)", "{answer}");
+    let reply = answer["reply"].as_str().expect("reply");
+    assert!(reply.starts_with("The bonus is 5000 (asked: bonus?; waiting: "), "{answer}");
+    assert!(reply.contains(&format!("{me}#main")) && reply.contains(&format!("{me}#bonus-desk")), "{answer}");
 
     // A worker spawned from the configured template is answered by the configured HTTP service.
     let resp =
