@@ -481,6 +481,8 @@ fn json_error(path: &str, e: &serde_json::Error) -> A2aError {
                 .filter(|_| text.starts_with("missing field") || text.starts_with("unknown field"));
             let member = match (path, named) {
                 (".", Some(n)) => n.to_owned(),
+                // An unknown member's path already ends with its name.
+                (p, Some(n)) if p == n || p.ends_with(&format!(".{n}")) => p.to_owned(),
                 (p, Some(n)) => format!("{p}.{n}"),
                 (p, None) => p.to_owned(),
             };

@@ -1,6 +1,7 @@
 //! `[sessions]` in the agent's TOML (§17): whether the agent serves sessions, how senders authenticate (SES-2),
 //! the limits of §17.3–§17.8, the allow list and visibility (POL-1, POL-2), the sessions the agent hosts and the
-//! spawn templates, each with its handler (SES-9). [`SessionsConfig::builder`] turns it into the runtime.
+//! spawn templates, each with its handler (SES-9). `a2a_server::app` turns it into the runtime
+//! ([`crate::sessions::SessionSettings::from_config`], [`build_handler`]).
 //!
 //! Every value is checked when the file is read; a mistake is refused with the file, the line, the field and what
 //! to write instead (e.g. `agent.toml:14:1: sessions.session[0].handler.timeout_ms = 0: give 1 to 600000 ms`).
@@ -36,11 +37,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use a2a_core::capability::AuthRequirement;
-use a2a_core::sessions::{AllowList, MAX_ATTACHMENTS, MAX_TURNS_CAP, MAX_WAIT_MS, SessionKind, validate_session_key};
+use a2a_core::sessions::{
+    AllowList, HandlerKind, MAX_ATTACHMENTS, MAX_TURNS_CAP, MAX_WAIT_MS, SessionKind, validate_session_key,
+};
 use serde::Deserialize;
 
+use crate::sessions::SessionHandler;
+pub use crate::sessions::Visibility;
 use crate::sessions::handlers::{CommandHandler, HttpHandler, OpenAiHandler};
-use crate::sessions::{HostedSession, SessionHandler, SessionSettings, SessionsBuilder, Visibility};
 
 /// Implements `Deserialize` for a type whose derived implementation is generated under `#[serde(remote = "Self")]`:
 /// the derived one reads the value, then `validate` checks it, so that a bad value is refused with the position
@@ -161,60 +165,6 @@ impl SessionsConfig {
             Some(n) => self.spawn_template.iter().find(|t| t.name == n),
             None => self.spawn_template.first(),
         }
-    }
-
-    /// The runtime's settings (limits and policy) this section gives.
-    pub fn settings(&self) -> SessionSettings {
-        let l = &self.limits;
-        SessionSettings {
-            auth_requirement: self.auth_requirement,
-            allow_list: self.allow.clone(),
-            visibility: self.visibility,
-            default_max_turns: l.default_max_turns,
-            max_turns_cap: l.max_turns_cap,
-            max_wait_ms: l.max_wait_ms,
-            max_run_timeout_ms: l.max_run_timeout_ms,
-            max_attachment_bytes: l.max_attachment_bytes,
-            max_hops: l.max_hops,
-            max_transcript_messages: l.max_transcript_messages,
-            run_retention: std::time::Duration::from_millis(l.run_retention_ms),
-            event_buffer: l.event_buffer,
-            inbox_batch: l.inbox_batch,
-            max_spawn_depth: l.max_spawn_depth,
-            max_children: l.max_children,
-            max_spawn_concurrency: l.max_spawn_concurrency,
-            default_spawn_timeout_ms: l.default_spawn_timeout_ms,
-            max_spawn_timeout_ms: l.max_spawn_timeout_ms,
-            max_sessions: l.max_sessions,
-            ..SessionSettings::default()
-        }
-    }
-
-    /// The runtime this section describes: its settings, the hosted sessions and the spawn templates, each with the
-    /// handler it configures (secrets read from the process environment). Give it to
-    /// [`crate::AgentBuilder::sessions`].
-    pub fn builder(&self) -> Result<SessionsBuilder, HandlerBuildError> {
-        self.builder_with_env(&|name| std::env::var(name).ok())
-    }
-
-    /// [`SessionsConfig::builder`] with the environment looked up through `env`.
-    pub fn builder_with_env(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<SessionsBuilder, HandlerBuildError> {
-        let mut b = SessionsBuilder::new().settings(self.settings());
-        for s in &self.session {
-            let handler = build_handler_with_env(&s.handler, env)
-                .map_err(|e| HandlerBuildError(format!("sessions.session {:?}: {e}", s.session_key)))?;
-            let mut hosted = HostedSession::new(s.session_key.clone(), s.summary.clone()).kind(s.kind);
-            if let Some(l) = &s.label {
-                hosted = hosted.label(l.clone());
-            }
-            b = b.session_boxed(hosted, handler);
-        }
-        for t in &self.spawn_template {
-            let handler = build_handler_with_env(&t.handler, env)
-                .map_err(|e| HandlerBuildError(format!("sessions.spawn_template {:?}: {e}", t.name)))?;
-            b = b.spawn_template_boxed(t.name.clone(), handler);
-        }
-        Ok(b)
     }
 
     /// Makes the relative paths of command handlers (a program given as a path with a `/`, and `cwd`) relative to
@@ -445,6 +395,12 @@ checked_deserialize!(SpawnTemplate);
 impl SpawnTemplate {
     fn validate(&self) -> Result<(), String> {
         validate_session_key(&self.name).map_err(|e| format!("sessions.spawn_template.name: {e}"))?;
+        if matches!(self.handler, HandlerConfig::Inbox) {
+            return Err(format!(
+                "spawn template {:?}: handler type \"inbox\" cannot do a spawned task; use command, http or openai",
+                self.name
+            ));
+        }
         if let Some(s) = &self.summary {
             let n = s.chars().count();
             if !(5..=2000).contains(&n) {
@@ -455,8 +411,7 @@ impl SpawnTemplate {
     }
 }
 
-/// What answers a session's deliveries (`handler = {type = ...}`, SES-9). Every configured session is hosted:
-/// inbox sessions are registered by their owners at run time (`POST /a2a/sessions`, SES-4), not configured.
+/// What answers a session's deliveries (`handler = {type = ...}`, SES-9).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HandlerConfig {
@@ -466,15 +421,27 @@ pub enum HandlerConfig {
     Http(HttpConfig),
     /// An OpenAI-compatible chat completion per delivery ([`OpenAiHandler`]).
     Openai(OpenAiConfig),
+    /// No handler at the agent: the agent declares the session, and deliveries wait in its inbox for a program
+    /// that reads and answers them (SES-5).
+    Inbox,
 }
 
 impl HandlerConfig {
+    /// Hosted (a handler runs at the agent) or inbox.
+    pub fn kind(&self) -> HandlerKind {
+        match self {
+            HandlerConfig::Inbox => HandlerKind::Inbox,
+            _ => HandlerKind::Hosted,
+        }
+    }
+
     /// The `type` as written.
     pub fn type_name(&self) -> &'static str {
         match self {
             HandlerConfig::Command(_) => "command",
             HandlerConfig::Http(_) => "http",
             HandlerConfig::Openai(_) => "openai",
+            HandlerConfig::Inbox => "inbox",
         }
     }
 }
@@ -741,7 +708,8 @@ impl OpenAiConfig {
 pub struct HandlerBuildError(pub String);
 
 /// Builds the handler a configuration describes, reading secrets (`api_key_env`, `bearer_token_env`) from the
-/// process environment.
+/// process environment. An `inbox` session has no handler to build (the runtime queues its deliveries, SES-5) and is
+/// refused: check [`HandlerConfig::kind`] first.
 pub fn build_handler(config: &HandlerConfig) -> Result<Arc<dyn SessionHandler>, HandlerBuildError> {
     build_handler_with_env(config, &|name| std::env::var(name).ok())
 }
@@ -770,6 +738,11 @@ pub fn build_handler_with_env(
         HandlerConfig::Openai(c) => {
             let key = secret("api_key_env", &c.api_key_env)?;
             Arc::new(OpenAiHandler::new(c.clone(), key).map_err(HandlerBuildError)?)
+        }
+        HandlerConfig::Inbox => {
+            return Err(HandlerBuildError(
+                "an inbox session has no handler at the agent: its owner reads GET /a2a/sessions/{key}/inbox".into(),
+            ));
         }
     })
 }

@@ -26,17 +26,25 @@ impl Default for HistoryQuery {
 }
 
 impl HistoryQuery {
-    /// Checks the bounds: `limit` 1–1000; `max_bytes` at least 1, lowered to 80 KiB.
-    pub fn checked(limit: Option<usize>, max_bytes: Option<usize>, include_tools: bool) -> Result<Self, A2aError> {
-        let limit = limit.unwrap_or(s::HISTORY_DEFAULT_LIMIT);
-        if !(1..=s::HISTORY_MAX_LIMIT).contains(&limit) {
-            return Err(invalid("limit", format!("limit is 1 to {} (got {limit})", s::HISTORY_MAX_LIMIT)));
+    /// Checks the bounds against the agent's settings: `limit` 1 to `history_max_limit` (default
+    /// `history_default_limit`); `max_bytes` at least 1, lowered to `history_max_bytes`.
+    pub fn checked(
+        settings: &super::SessionSettings,
+        limit: Option<usize>,
+        max_bytes: Option<usize>,
+        include_tools: bool,
+    ) -> Result<Self, A2aError> {
+        let max_limit = settings.history_max_limit.min(s::HISTORY_MAX_LIMIT);
+        let limit = limit.unwrap_or(settings.history_default_limit.min(max_limit));
+        if !(1..=max_limit).contains(&limit) {
+            return Err(invalid("limit", format!("limit is 1 to {max_limit} (got {limit})")));
         }
-        let max_bytes = max_bytes.unwrap_or(s::HISTORY_MAX_BYTES);
+        let cap = settings.history_max_bytes.min(s::HISTORY_MAX_BYTES);
+        let max_bytes = max_bytes.unwrap_or(cap);
         if max_bytes == 0 {
             return Err(invalid("max_bytes", "max_bytes must be at least 1".into()));
         }
-        Ok(HistoryQuery { limit, max_bytes: max_bytes.min(s::HISTORY_MAX_BYTES), include_tools })
+        Ok(HistoryQuery { limit, max_bytes: max_bytes.min(cap), include_tools })
     }
 }
 

@@ -26,6 +26,7 @@ pub mod handlers;
 pub mod history;
 pub mod pingpong;
 pub mod policy;
+pub mod redis_store;
 pub mod registry;
 pub(crate) mod routes;
 pub mod runs;
@@ -85,11 +86,12 @@ impl HostedSession {
 #[must_use]
 pub struct SessionsBuilder {
     settings: SessionSettings,
-    hosted: Vec<(HostedSession, Arc<dyn SessionHandler>)>,
+    hosted: Vec<(HostedSession, Option<Arc<dyn SessionHandler>>)>,
     templates: BTreeMap<String, Arc<dyn SessionHandler>>,
     default_template: Option<String>,
     store: Option<Arc<dyn SessionStore>>,
     endpoint: Option<String>,
+    signer: Option<(String, SigningKey)>,
 }
 
 impl Default for SessionsBuilder {
@@ -108,7 +110,15 @@ impl SessionsBuilder {
             default_template: None,
             store: None,
             endpoint: None,
+            signer: None,
         }
+    }
+
+    /// The key (published in the agent's DID document as `<did>#<key_id>`) that signs the agent's own session
+    /// requests, the ping-pong turns (§9.5); by default the key of [`crate::AgentBuilder::sign_responses`].
+    pub fn signing_key(mut self, key_id: impl Into<String>, key: SigningKey) -> Self {
+        self.signer = Some((key_id.into(), key));
+        self
     }
 
     /// The limits and policy.
@@ -124,7 +134,14 @@ impl SessionsBuilder {
 
     /// Hosts a session answered by an already shared handler.
     pub fn session_boxed(mut self, session: HostedSession, handler: Arc<dyn SessionHandler>) -> Self {
-        self.hosted.push((session, handler));
+        self.hosted.push((session, Some(handler)));
+        self
+    }
+
+    /// Declares an inbox session owned by the agent itself (SES-5): its deliveries wait in its inbox until the agent
+    /// (a request signed as the agent's DID) reads and answers them.
+    pub fn inbox_session(mut self, session: HostedSession) -> Self {
+        self.hosted.push((session, None));
         self
     }
 
@@ -164,8 +181,13 @@ impl SessionsBuilder {
         let now = now_ms();
         for (h, handler) in self.hosted {
             let address = SessionAddress::new(&agent, &h.key).map_err(|e| format!("hosted session: {e}"))?;
-            if handlers.insert(h.key.clone(), handler).is_some() {
+            if handlers.contains_key(&h.key) || hosted.iter().any(|r: &SessionRecord| r.session.session_key == h.key) {
                 return Err(format!("hosted session {:?} is declared twice", h.key));
+            }
+            let kind = if handler.is_some() { HandlerKind::Hosted } else { HandlerKind::Inbox };
+            let owner = handler.is_none().then(|| did.to_owned());
+            if let Some(handler) = handler {
+                handlers.insert(h.key.clone(), handler);
             }
             hosted.push(SessionRecord {
                 session: Session {
@@ -176,8 +198,8 @@ impl SessionsBuilder {
                     label: h.label,
                     kind: h.kind,
                     summary: h.summary,
-                    handler: HandlerKind::Hosted,
-                    owner: None,
+                    handler: kind,
+                    owner,
                     created_at: timestamp(now),
                     updated_at: timestamp(now),
                     ended_at: None,
@@ -203,7 +225,7 @@ impl SessionsBuilder {
             endpoint: RwLock::new(self.endpoint),
             slots: Mutex::new(HashMap::new()),
             slot_seq: AtomicU64::new(0),
-            signer,
+            signer: self.signer.or(signer),
             http,
             spawned_in_progress: AtomicUsize::new(0),
             stop: tokio_util::sync::CancellationToken::new(),

@@ -86,22 +86,26 @@ impl Sessions {
             Visibility::All => true,
             Visibility::Agent => rec.session.agent == requester.did || own,
             Visibility::Own => is_self,
-            Visibility::Tree => is_self || self.descends_from(rec, &requester.address()).await,
+            Visibility::Tree => is_self || self.descends_from(rec, requester).await,
         }
     }
 
-    /// Whether `rec` was spawned, transitively, by the session at `ancestor`.
-    async fn descends_from(&self, rec: &SessionRecord, ancestor: &str) -> bool {
+    /// Whether `rec` was spawned, transitively, by the requester's session: the one at its agent, or an inbox
+    /// session it owns here.
+    async fn descends_from(&self, rec: &SessionRecord, requester: &Requester) -> bool {
+        let Some(key) = &requester.session else { return false };
+        let ancestor = requester.address();
         let mut parent = rec.session.parent.clone();
         for _ in 0..=self.settings.max_spawn_depth {
             let Some(p) = parent else { return false };
             if p == ancestor {
                 return true;
             }
-            parent = match self.store.get_session(&p).await {
-                Ok(Some(r)) => r.session.parent,
-                _ => None,
-            };
+            let Ok(Some(r)) = self.store.get_session(&p).await else { return false };
+            if r.session.owner.as_deref() == Some(requester.did.as_str()) && &r.session.session_key == key {
+                return true;
+            }
+            parent = r.session.parent;
         }
         false
     }

@@ -269,7 +269,12 @@ async fn spawn(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: He
 async fn history(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap) -> ApiResult {
     let (sessions, caller) = authenticate(&state, "GET", &uri, &headers, None).await?;
     let q = query(&uri);
-    let hq = HistoryQuery::checked(num(&q, "limit")?, num(&q, "max_bytes")?, flag(&q, "include_tools")?)?;
+    let hq = HistoryQuery::checked(
+        &sessions.settings,
+        num(&q, "limit")?,
+        num(&q, "max_bytes")?,
+        flag(&q, "include_tools")?,
+    )?;
     let who = requester(&caller, param(&q, "from"))?;
     Ok(json_response(StatusCode::OK, &sessions.history(&who, &segment(&uri, 1), &hq).await?))
 }

@@ -89,20 +89,22 @@ impl Sessions {
         if req.run_timeout_ms == Some(0) {
             return Err(invalid("run_timeout_ms", "run_timeout_ms must be greater than 0".into()));
         }
-        req.run_timeout_ms =
-            Some(req.run_timeout_ms.unwrap_or(s::DEFAULT_RUN_TIMEOUT_MS).min(self.settings.max_run_timeout_ms));
+        req.run_timeout_ms = Some(
+            req.run_timeout_ms.unwrap_or(self.settings.default_run_timeout_ms).min(self.settings.max_run_timeout_ms),
+        );
         req.wait_ms = Some(req.wait_ms.unwrap_or(0).min(self.settings.max_wait_ms));
         if let Some(m) = req.max_turns
             && m > s::MAX_TURNS_CAP
         {
             return Err(invalid("max_turns", format!("max_turns is 0 to {} (got {m})", s::MAX_TURNS_CAP)));
         }
-        if req.attachments.len() > s::MAX_ATTACHMENTS {
+        let max_attachments = self.settings.max_attachments.min(s::MAX_ATTACHMENTS);
+        if req.attachments.len() > max_attachments {
             return Err(error(
                 ErrorCode::PAYLOAD_TOO_LARGE,
-                format!("a send carries at most {} attachments (got {})", s::MAX_ATTACHMENTS, req.attachments.len()),
+                format!("a send carries at most {max_attachments} attachments (got {})", req.attachments.len()),
             )
-            .details(json!({"member": "attachments", "limit": "max_attachments", "max": s::MAX_ATTACHMENTS,
+            .details(json!({"member": "attachments", "limit": "max_attachments", "max": max_attachments,
                             "limit_bytes": self.settings.max_attachment_bytes})));
         }
         for (i, a) in req.attachments.iter().enumerate() {

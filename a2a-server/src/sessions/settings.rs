@@ -39,14 +39,24 @@ pub struct SessionSettings {
     pub max_turns_cap: u32,
     /// Longest wait of a send or a run read (SND-3; default 600 000 ms).
     pub max_wait_ms: u64,
+    /// `run_timeout_ms` when a send names none (§17.3; default 60 000 ms).
+    pub default_run_timeout_ms: u64,
     /// Longest `run_timeout_ms` a send may ask for (SND-13; default 600 000 ms).
     pub max_run_timeout_ms: u64,
+    /// Attachments per send (SND-2; default and at most 8).
+    pub max_attachments: usize,
     /// Largest decoded attachment (SND-2; default 256 KiB).
     pub max_attachment_bytes: usize,
     /// Most sends in a chain (POL-4; default 8).
     pub max_hops: u32,
     /// Messages kept per transcript (HIS-5; default 1000).
     pub max_transcript_messages: usize,
+    /// History messages when a read names no `limit` (HIS-2; default 50).
+    pub history_default_limit: usize,
+    /// The largest history `limit` (HIS-2; default and at most 1000).
+    pub history_max_limit: usize,
+    /// The byte budget of a history answer (HIS-2; default and at most 80 KiB).
+    pub history_max_bytes: usize,
     /// A session not refreshed for this long is stale (SES-6; default 24 h).
     pub stale_after: Duration,
     /// How long a `done` run stays readable (SND-10; default 1 h).
@@ -82,10 +92,15 @@ impl Default for SessionSettings {
             default_max_turns: s::DEFAULT_MAX_TURNS,
             max_turns_cap: s::MAX_TURNS_CAP,
             max_wait_ms: s::MAX_WAIT_MS,
+            default_run_timeout_ms: s::DEFAULT_RUN_TIMEOUT_MS,
             max_run_timeout_ms: 600_000,
+            max_attachments: s::MAX_ATTACHMENTS,
             max_attachment_bytes: 256 * 1024,
             max_hops: 8,
             max_transcript_messages: 1_000,
+            history_default_limit: s::HISTORY_DEFAULT_LIMIT,
+            history_max_limit: s::HISTORY_MAX_LIMIT,
+            history_max_bytes: s::HISTORY_MAX_BYTES,
             stale_after: Duration::from_millis(s::STALE_AFTER_MS),
             run_retention: Duration::from_secs(3_600),
             event_buffer: 10_000,
@@ -106,5 +121,44 @@ impl SessionSettings {
     /// The ping-pong turns of a send that asked for `asked` (PP-3): the default when absent, never above the cap.
     pub fn turns(&self, asked: Option<u32>) -> u32 {
         asked.unwrap_or(self.default_max_turns).min(self.max_turns_cap.min(s::MAX_TURNS_CAP))
+    }
+}
+
+impl SessionSettings {
+    /// The settings a `[sessions]` section describes (its limits already validated).
+    pub fn from_config(c: &super::config::SessionsConfig) -> SessionSettings {
+        let l = &c.limits;
+        SessionSettings {
+            auth_requirement: c.auth_requirement,
+            allow_list: c.allow.clone(),
+            visibility: match c.visibility {
+                super::config::Visibility::Own => Visibility::Own,
+                super::config::Visibility::Tree => Visibility::Tree,
+                super::config::Visibility::Agent => Visibility::Agent,
+                super::config::Visibility::All => Visibility::All,
+            },
+            default_max_turns: l.default_max_turns,
+            max_turns_cap: l.max_turns_cap,
+            max_wait_ms: l.max_wait_ms,
+            default_run_timeout_ms: l.default_run_timeout_ms,
+            max_run_timeout_ms: l.max_run_timeout_ms,
+            max_attachments: l.max_attachments,
+            max_attachment_bytes: l.max_attachment_bytes,
+            max_transcript_messages: l.max_transcript_messages,
+            history_default_limit: l.history_default_limit,
+            history_max_limit: l.history_max_limit,
+            history_max_bytes: l.history_max_bytes,
+            max_hops: l.max_hops,
+            max_spawn_depth: l.max_spawn_depth,
+            max_children: l.max_children,
+            max_spawn_concurrency: l.max_spawn_concurrency,
+            default_spawn_timeout_ms: l.default_spawn_timeout_ms,
+            max_spawn_timeout_ms: l.max_spawn_timeout_ms,
+            event_buffer: l.event_buffer,
+            inbox_batch: l.inbox_batch,
+            run_retention: Duration::from_millis(l.run_retention_ms),
+            max_sessions: l.max_sessions,
+            ..SessionSettings::default()
+        }
     }
 }

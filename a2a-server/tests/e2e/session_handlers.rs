@@ -572,6 +572,11 @@ session_key = "chat"
 summary = "A chat model."
 handler = { type = "openai", base_url = "https://api.openai.com", model = "gpt-4o-mini", api_key_env = "OPENAI_API_KEY", temperature = 0.3 }
 
+[[sessions.session]]
+session_key = "phone"
+summary = "The boss's phone app, polling its inbox."
+handler = { type = "inbox" }
+
 [[sessions.spawn_template]]
 name = "price-check"
 handler = { type = "command", argv = ["python3", "price.py"] }
@@ -586,7 +591,8 @@ handler = { type = "command", argv = ["python3", "price.py"] }
     assert_eq!((s.limits.default_max_turns, s.limits.max_turns_cap, s.limits.max_spawn_depth), (3, 10, 2));
     assert_eq!(s.limits.max_wait_ms, 600_000, "defaults stay");
     assert_eq!(s.limits.max_attachments, 8);
-    assert_eq!(s.session.len(), 3);
+    assert_eq!(s.session.len(), 4);
+    assert_eq!(s.session("phone").expect("phone").handler.kind(), a2a_core::sessions::HandlerKind::Inbox);
     let bonus = s.session("bonus-desk").expect("bonus-desk");
     assert_eq!(bonus.kind, a2a_core::sessions::SessionKind::Main);
     let HandlerConfig::Command(c) = &bonus.handler else { panic!("command") };
@@ -594,7 +600,7 @@ handler = { type = "command", argv = ["python3", "price.py"] }
     assert_eq!(c.cwd.as_deref(), Some(Path::new("/etc/a2a/bots")));
     assert_eq!((c.timeout_ms, c.max_output_bytes, c.max_concurrency), (5000, 1024 * 1024, 4));
     assert_eq!(s.session("ledger").expect("ledger").kind, a2a_core::sessions::SessionKind::Other);
-    let settings = s.settings();
+    let settings = a2a_server::sessions::SessionSettings::from_config(&s);
     assert_eq!((settings.default_max_turns, settings.max_turns_cap, settings.max_spawn_depth), (3, 10, 2));
     assert_eq!(settings.visibility, Visibility::Tree);
     assert_eq!(settings.auth_requirement, a2a_core::capability::AuthRequirement::ApiKey);
@@ -635,8 +641,10 @@ fn config_mistakes_are_refused_by_field_line_and_remedy() {
         ),
         (format!("{}{}", session("{ type = \"command\", argv = [\"bot\"] }"), session("{ type = \"command\", argv = [\"bot\"] }")), &["\"desk\" is used twice"]),
         (session("{ type = \"shell\", line = \"bot\" }"), &["shell", "command", "http", "openai"]),
-        // Inbox sessions are registered by their owners (SES-4), not configured.
-        (session("{ type = \"inbox\" }"), &["inbox", "command", "http", "openai"]),
+        (
+            "[[sessions.spawn_template]]\nname = \"worker\"\nhandler = { type = \"inbox\" }\n".into(),
+            &["spawn template \"worker\"", "inbox", "command, http or openai"],
+        ),
         (session("{ type = \"command\", argv = [] }"), &["argv is empty", "[\"python3\", \"bot.py\"]"]),
         (session("{ type = \"command\", argv = [\"bot\"], timeout_ms = 0 }"), &["timeout_ms = 0", "1 to 600000"]),
         (session("{ type = \"command\", argv = [\"bot\"], max_output_bytes = 99999999 }"), &["max_output_bytes"]),
@@ -691,6 +699,8 @@ async fn build_handler_reads_secrets_from_the_environment() {
     hc.bearer_token_env = Some("NO_SUCH_TOKEN_VAR_FOR_TESTS".into());
     let missing = build_handler(&HandlerConfig::Http(hc)).err().expect("refused");
     assert!(missing.0.contains("NO_SUCH_TOKEN_VAR_FOR_TESTS"), "{missing}");
+    let inbox = build_handler(&HandlerConfig::Inbox).err().expect("refused");
+    assert!(inbox.0.contains("inbox"), "{inbox}");
     assert!(build_handler(&HandlerConfig::Command(CommandConfig::new(["true"]))).is_ok());
 }
 
