@@ -112,7 +112,7 @@ async fn run(agent: Agent, listener: TcpListener, app: Router) -> Result<(), Str
 }
 
 /// The path at which a did:web DID's document is served (`/.well-known/did.json` or `/a/b/did.json`).
-fn document_path(did: &Did) -> String {
+pub(crate) fn document_path(did: &Did) -> String {
     let segs = did.path_segments();
     if segs.is_empty() { "/.well-known/did.json".to_owned() } else { format!("/{}/did.json", segs.join("/")) }
 }
