@@ -164,11 +164,12 @@ pub struct Outcome {
 /// visible (POL-2), and the session endpoints take unsigned requests so that the printed `curl` lines work; the
 /// agents still sign their ping-pong turns with their own keys (§9.5).
 fn settings() -> SessionSettings {
-    let mut s = SessionSettings::default();
-    s.auth_requirement = AuthRequirement::None;
-    s.visibility = Visibility::All;
-    s.allow_list = AllowList(vec!["did:web:localhost*".into()]);
-    s
+    SessionSettings {
+        auth_requirement: AuthRequirement::None,
+        visibility: Visibility::All,
+        allow_list: AllowList(vec!["did:web:localhost*".into()]),
+        ..SessionSettings::default()
+    }
 }
 
 fn provenance_line(d: &Delivery) -> String {
