@@ -50,6 +50,7 @@ mod response_signing;
 mod router;
 pub mod serve;
 pub mod sessions;
+pub mod sessions_demo;
 pub mod store;
 pub mod streaming;
 pub mod trace_context;

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! a2a-server --demo [--listen 127.0.0.1:8080]
+//! a2a-server --sessions-demo [--linger]
 //! a2a-server --config agent.toml [--listen ADDR]
 //! ```
 
@@ -15,11 +16,17 @@ use clap::Parser;
 #[command(name = "a2a-server", version, about)]
 struct Cli {
     /// The agent's TOML configuration.
-    #[arg(long, conflicts_with = "demo", required_unless_present = "demo")]
+    #[arg(long, conflicts_with_all = ["demo", "sessions_demo"], required_unless_present_any = ["demo", "sessions_demo"])]
     config: Option<PathBuf>,
     /// Run the demo agent: fresh identity, sample capabilities, in-memory store.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sessions_demo")]
     demo: bool,
+    /// Run the sessions demo: seed 001's story played by three agents on loopback, then exit.
+    #[arg(long)]
+    sessions_demo: bool,
+    /// With --sessions-demo: keep the agents up after the story (until Ctrl-C) to explore them with curl.
+    #[arg(long, requires = "sessions_demo")]
+    linger: bool,
     /// Address to listen on (default: the configuration's, else 127.0.0.1:8080).
     #[arg(long)]
     listen: Option<String>,
@@ -41,6 +48,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.config {
             Some(path) => a2a_server::app::run_config(&path, cli.listen.as_deref()).await,
+            None if cli.sessions_demo => a2a_server::sessions_demo::run(cli.linger).await,
             None => a2a_server::app::run_demo(cli.listen.as_deref()).await,
         }
     });

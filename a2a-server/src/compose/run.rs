@@ -138,6 +138,8 @@ impl StepRunner for LocalRunner {
             deadline: std::time::SystemTime::now() + remaining,
             cancel: token.clone(),
             traceparent: call.composite.traceparent.clone(),
+            // A local step's progress is the composite's progress (§18): it goes to the composite's stream.
+            events: call.composite.events.clone(),
         };
         // The handler runs in a task of its own: when the step times out or is canceled it is told to stop (its
         // token) and finishes by itself, as the engine's handlers do.

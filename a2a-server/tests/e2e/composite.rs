@@ -466,6 +466,7 @@ async fn confirming_again_or_re_running_does_not_run_finished_steps_twice() {
         deadline: std::time::SystemTime::now() + Duration::from_secs(10),
         cancel: tokio_util::sync::CancellationToken::new(),
         traceparent: None,
+        events: Default::default(),
     };
     let rerun = composite.run(ctx, payload.clone()).await.expect("re-run");
     assert_eq!(rerun, first["result"]);
@@ -485,6 +486,7 @@ async fn confirming_again_or_re_running_does_not_run_finished_steps_twice() {
         deadline: std::time::SystemTime::now() + Duration::from_secs(10),
         cancel: tokio_util::sync::CancellationToken::new(),
         traceparent: None,
+        events: Default::default(),
     };
     let elsewhere = composite.run(ctx, payload).await.expect_err("refused by the desk");
     let steps = &elsewhere.details.as_ref().expect("present")["steps"];

@@ -23,6 +23,7 @@ mod resolve;
 mod router;
 mod session_handlers;
 mod sessions;
+mod sessions_demo;
 mod sessions_multiprocess;
 mod sessions_store;
 mod store_suite;
