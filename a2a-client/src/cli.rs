@@ -1,6 +1,8 @@
 //! The `a2a` command-line client, for people and scripts (library side; `src/main.rs` only calls [`main`]).
 //!
-//! Network commands (`discover`, `capabilities`, `negotiate`, `call`, `result`, `cancel`, `fallback`) run the
+//! Network commands (`discover`, `capabilities`, `negotiate`, `call`, `result`, `cancel`, `fallback`, and the
+//! `session` commands of §17: `register`, `list`, `show`, `end`, `send`, `ask`, `run`, `history`, `spawn`, `inbox`,
+//! `reply`, `events`) run the
 //! [`crate::Client`]; local tools (`keygen`, `key check`, `schema fix`, `capability lint|convert`) need no agent.
 //! Results go to stdout (`--json` for machine output); errors go to stderr with a non-zero exit code:
 //!
@@ -14,6 +16,7 @@
 
 mod net;
 mod output;
+mod session;
 mod tools;
 
 use std::path::PathBuf;
@@ -34,7 +37,10 @@ Examples:
   a2a result http://127.0.0.1:8080 EXECUTION_ID --wait
   a2a keygen --did did:web:caller.example.com --out keys/
   a2a schema fix openapi-schema.json -o schema.json
-  a2a capability lint capabilities.yaml";
+  a2a capability lint capabilities.yaml
+  a2a session list http://127.0.0.1:8080 --search bonus
+  a2a session ask http://127.0.0.1:8080 bonus-desk -m 'What is the bonus this month?' --from main --wait 30s
+  a2a session events http://127.0.0.1:8080 --session bonus-desk";
 
 /// The A2A protocol 0.3 command-line client.
 #[derive(Debug, Parser)]
@@ -213,6 +219,9 @@ enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Sessions and agent-to-agent conversations (§17): register, list, send, ask, history, spawn, events.
+    #[command(subcommand)]
+    Session(session::SessionCommand),
     /// Generate a P-256 key and the did:web DID document that publishes it.
     Keygen {
         /// Directory to write key.pem and did.json into.
@@ -300,7 +309,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 /// The exit code for an error (see the module documentation).
 pub(crate) fn exit_code(e: &ClientError) -> i32 {
     match e {
-        ClientError::InvalidInput { .. } => 2,
+        ClientError::InvalidInput { .. } | ClientError::TooLarge { .. } => 2,
         ClientError::Unreachable { .. } | ClientError::Protocol { .. } | ClientError::UnsupportedVersion { .. } => 3,
         ClientError::Timeout { .. } | ClientError::DeadlineExceeded { .. } => 4,
         ClientError::NoMatchingCapability { cause, .. } if !cause.is_capability_mismatch() => exit_code(cause),

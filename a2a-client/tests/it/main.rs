@@ -9,4 +9,5 @@ mod cli;
 mod did_https;
 mod fallback;
 mod sdk;
+mod sessions;
 mod signing;
