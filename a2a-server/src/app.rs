@@ -182,13 +182,69 @@ pub async fn run_config(path: &Path, listen: Option<&str>) -> Result<(), String>
     } else {
         None
     };
+    if let Some(sessions) = agent.sessions() {
+        if sessions.endpoint().is_none() {
+            sessions.set_endpoint(endpoint.clone());
+        }
+        sessions.refresh_hosted().await;
+    }
     println!("a2a-server: {} serving {base}/a2a", agent.did());
+    let sessions = agent.sessions().cloned();
     let result = run(agent, listener, app).await;
+    if let Some(s) = sessions {
+        s.shutdown().await;
+    }
     heartbeat.cancel();
     if let Some(b) = beat {
         let _ = tokio::time::timeout(Duration::from_secs(2), b).await;
     }
     result
+}
+
+/// The sessions of a `[sessions]` section (§17): hosted sessions with their `command`, `http` or `openai` handlers,
+/// inbox sessions, spawn templates, the limits and policy, the shared store when the agent has Redis, and the agent's
+/// key for signing its ping-pong turns.
+fn sessions_from_config(
+    cfg: &Config,
+    sc: &crate::sessions::config::SessionsConfig,
+    shared: Option<&(Arc<RedisStore>, crate::store::redis::RedisConfig)>,
+    key: Option<&SigningKey>,
+    at: &dyn Fn(&[crate::config::Step<'_>]) -> String,
+) -> Result<crate::sessions::SessionsBuilder, String> {
+    use crate::config::Step::{Index, Key};
+    use crate::sessions::config::{HandlerConfig, build_handler};
+    use crate::sessions::{HostedSession, SessionSettings, SessionsBuilder};
+    let mut sb = SessionsBuilder::new().settings(SessionSettings::from_config(sc));
+    for (i, e) in sc.session.iter().enumerate() {
+        let hosted = HostedSession { key: e.session_key.clone(), label: e.label.clone(), kind: e.kind, summary: e.summary.clone() };
+        sb = if matches!(e.handler, HandlerConfig::Inbox) {
+            sb.inbox_session(hosted)
+        } else {
+            let handler = build_handler(&e.handler).map_err(|err| {
+                format!("{}: sessions.session[{i}].handler: {err}", at(&[Key("sessions"), Key("session"), Index(i), Key("handler")]))
+            })?;
+            sb.session_boxed(hosted, handler)
+        };
+    }
+    for (i, t) in sc.spawn_template.iter().enumerate() {
+        let handler = build_handler(&t.handler).map_err(|err| {
+            format!(
+                "{}: sessions.spawn_template[{i}].handler: {err}",
+                at(&[Key("sessions"), Key("spawn_template"), Index(i), Key("handler")])
+            )
+        })?;
+        sb = sb.spawn_template_boxed(t.name.clone(), handler);
+    }
+    if let Some((store, redis_cfg)) = shared {
+        sb = sb.store(crate::sessions::redis_store::RedisSessionStore::new(store.clone(), redis_cfg));
+    }
+    if let Some(e) = &cfg.agent.endpoint {
+        sb = sb.endpoint(e.clone());
+    }
+    if let Some(k) = key {
+        sb = sb.signing_key(cfg.agent.key_id.clone(), k.clone());
+    }
+    Ok(sb)
 }
 
 /// Builds the agent a configuration describes; also returns its DID document (path, JSON) when a key is configured.
@@ -284,6 +340,7 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
             )
         })?;
     }
+    let mut shared = None;
     if let Some(redis) = cfg.store.redis(|k| std::env::var(k).ok()) {
         redis.validate().map_err(|e| format!("{}: {e}", at(&[Key("store")])))?;
         let scope = AgentScope {
@@ -291,7 +348,9 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
             retention: Duration::from_millis(cfg.limits.result_retention_ms),
             max_received: cfg.limits.max_received_executions,
         };
+        let redis_cfg = redis.clone();
         let store = RedisStore::connect(redis, scope).map_err(|e| format!("{}: {e}", at(&[Key("store")])))?;
+        shared = Some((store.clone(), redis_cfg));
         builder = builder.store(store.clone()).registry(Arc::new(RedisRegistry::new(store, cfg.registry.clone())));
     } else if !cfg.registry.is_empty() {
         builder = builder.registry(Arc::new(MemoryRegistry::new(cfg.registry.clone())));
@@ -309,6 +368,9 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
             Some(key)
         }
     };
+    if let Some(sc) = cfg.sessions.as_ref().filter(|s| s.enabled) {
+        builder = builder.sessions(sessions_from_config(cfg, sc, shared.as_ref(), key.as_ref(), &at)?);
+    }
     let agent = builder.build().map_err(|e| {
         // Point at the capability the error is about (the second one of a duplicate name).
         let name = match &e {

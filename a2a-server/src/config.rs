@@ -55,6 +55,9 @@ pub struct Config {
     /// The capabilities.
     #[serde(default)]
     pub capabilities: Vec<Spanned<CapabilitySection>>,
+    /// Sessions and conversations (§17; `[sessions]`, see [`crate::sessions::config`]).
+    #[serde(default)]
+    pub sessions: Option<crate::sessions::config::SessionsConfig>,
 }
 
 /// `[agent]`.
@@ -363,10 +366,14 @@ impl Config {
 
     /// Parses configuration text (`path` is used in messages and to resolve relative paths).
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        toml::from_str::<Config>(text).map_err(|e| {
+        let mut cfg = toml::from_str::<Config>(text).map_err(|e| {
             let (line, col) = e.span().map_or((0, 0), |s| line_col(text, s.start));
             ConfigError(format!("{}:{line}:{col}: {}", path.display(), e.message()))
-        })
+        })?;
+        if let Some(s) = &mut cfg.sessions {
+            s.resolve_paths(path.parent().unwrap_or(Path::new(".")));
+        }
+        Ok(cfg)
     }
 
     /// Builds the capabilities and their handlers, checking each declaration.

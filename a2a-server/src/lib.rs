@@ -85,6 +85,12 @@ pub enum BuildError {
     /// A capability declaration is invalid.
     #[error(transparent)]
     Capability(#[from] capability::CapabilityError),
+    /// The sessions configuration is invalid.
+    #[error("sessions: {reason}")]
+    Sessions {
+        /// Why.
+        reason: String,
+    },
     /// A declared output schema does not compile.
     #[error("capability {name:?}: output_schema does not compile: {reason}")]
     OutputSchema {
@@ -108,6 +114,7 @@ pub struct AgentBuilder {
     auth: auth::Auth,
     cors: CorsPolicy,
     response_signer: Option<response_signing::ResponseSigner>,
+    sessions: Option<sessions::SessionsBuilder>,
 }
 
 impl AgentBuilder {
@@ -124,7 +131,15 @@ impl AgentBuilder {
             auth: auth::Auth::default(),
             cors: CorsPolicy::default(),
             response_signer: None,
+            sessions: None,
         }
+    }
+
+    /// Serves sessions and agent-to-agent conversations (§17) with these sessions and settings; `sessions` is then
+    /// listed in `features`.
+    pub fn sessions(mut self, sessions: sessions::SessionsBuilder) -> Self {
+        self.sessions = Some(sessions);
+        self
     }
 
     /// A display name for the capabilities document.
@@ -254,8 +269,18 @@ impl AgentBuilder {
         engine.start_workers();
         let mut auth = self.auth;
         auth.did = self.did.clone();
-        let (discover_headers, capabilities_json) =
-            router::discover_parts(&engine, self.name, &["long_poll", "cancel", "idempotency"]);
+        let sessions = match self.sessions {
+            None => None,
+            Some(b) => {
+                let signer = self.response_signer.as_ref().map(|s| (s.key_id.clone(), s.key.clone()));
+                Some(b.build(&self.did, signer).map_err(|reason| BuildError::Sessions { reason })?)
+            }
+        };
+        let mut features = vec!["long_poll", "cancel", "idempotency"];
+        if sessions.is_some() {
+            features.push("sessions");
+        }
+        let (discover_headers, capabilities_json) = router::discover_parts(&engine, self.name, &features);
         let sender_header = HeaderValue::from_str(&self.did)
             .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
         let state = Arc::new(router::AppState {
@@ -266,6 +291,7 @@ impl AgentBuilder {
             cors: self.cors,
             sender_header,
             response_signer: self.response_signer,
+            sessions,
         });
         Ok(Agent { state })
     }
@@ -307,6 +333,11 @@ impl Agent {
     /// The engine (protocol logic without HTTP).
     pub fn engine(&self) -> &Arc<Engine> {
         &self.state.engine
+    }
+
+    /// The sessions runtime, when sessions are enabled (§17).
+    pub fn sessions(&self) -> Option<&Arc<sessions::Sessions>> {
+        self.state.sessions.as_ref()
     }
 
     /// The agent's DID.

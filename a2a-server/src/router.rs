@@ -38,6 +38,7 @@ pub(crate) struct AppState {
     pub(crate) cors: CorsPolicy,
     pub(crate) sender_header: HeaderValue,
     pub(crate) response_signer: Option<crate::response_signing::ResponseSigner>,
+    pub(crate) sessions: Option<Arc<crate::sessions::Sessions>>,
 }
 
 /// Which browser origins may call the agent (DISC-6, DISC-7).
@@ -109,7 +110,7 @@ impl IntoResponse for ApiError {
 
 type ApiResult = Result<Response, ApiError>;
 
-fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
+pub(crate) fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
     match serde_json::to_vec(value) {
         Ok(body) => {
             (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
@@ -121,7 +122,8 @@ fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response 
 /// Builds the router. The routes live under `/a2a`; nest the router to serve them below a prefix.
 pub(crate) fn build(state: Arc<AppState>) -> Router {
     let preflight = || any(preflight);
-    Router::new()
+    let base = if state.sessions.is_some() { crate::sessions::routes::routes() } else { Router::new() };
+    base
         .route("/a2a", any(discover))
         .route("/a2a/capabilities", get(capabilities).options(preflight_handler).fallback(not_allowed_get))
         .route("/a2a/negotiate", post(negotiate).options(preflight_handler).fallback(not_allowed_post))
@@ -305,7 +307,7 @@ async fn preflight(State(state): State<Arc<AppState>>, method: Method, headers: 
     .into())
 }
 
-async fn preflight_handler(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {
+pub(crate) async fn preflight_handler(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {
     let mut resp = StatusCode::NO_CONTENT.into_response();
     if let Some(origin) = headers.get(header::ORIGIN) {
         apply_cors(&state.cors, origin, resp.headers_mut(), true);
@@ -313,7 +315,7 @@ async fn preflight_handler(State(state): State<Arc<AppState>>, headers: HeaderMa
     Ok(resp)
 }
 
-async fn not_allowed_get() -> ApiError {
+pub(crate) async fn not_allowed_get() -> ApiError {
     ApiError {
         err: Box::new(A2aError::with_message(ErrorCode::METHOD_NOT_ALLOWED, "this endpoint accepts GET (and OPTIONS)")),
         www_authenticate: None,
@@ -321,7 +323,7 @@ async fn not_allowed_get() -> ApiError {
     }
 }
 
-async fn not_allowed_post() -> ApiError {
+pub(crate) async fn not_allowed_post() -> ApiError {
     ApiError {
         err: Box::new(A2aError::with_message(
             ErrorCode::METHOD_NOT_ALLOWED,
@@ -343,7 +345,7 @@ async fn capabilities(State(state): State<Arc<AppState>>, headers: HeaderMap) ->
         .into_response())
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, A2aError> {
+pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, A2aError> {
     match headers.get(name) {
         None => Ok(None),
         Some(v) => v.to_str().map(Some).map_err(|_| {
@@ -373,7 +375,7 @@ fn check_version(headers: &HeaderMap, required: bool) -> Result<(), A2aError> {
 }
 
 /// The common prelude of every step with a sender: version, sender (HDR-6), region and trace headers.
-fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
+pub(crate) fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
     check_version(headers, true)?;
     // A sender that is not visible ASCII cannot be a did:web DID (DID-6: hosts are written in punycode): HDR-6 and
     // DID-11 answer it invalid_sender, not invalid_header.
@@ -414,7 +416,7 @@ fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
 }
 
 /// Reads a request body within the size and time limits (LIM-1), after checking its content type (TR-5).
-async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, A2aError> {
+pub(crate) async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, A2aError> {
     let ct = header_str(headers, header::CONTENT_TYPE.as_str())?.unwrap_or("");
     let mime = ct.split(';').next().unwrap_or("").trim();
     if !mime.eq_ignore_ascii_case("application/json") {
@@ -452,7 +454,7 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
 
 /// Parses a JSON request message: syntax errors are `invalid_json`, shape errors `invalid_request` whose
 /// `details.member` names the offending member (TR-7).
-fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aError> {
+pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -480,6 +482,8 @@ fn json_error(path: &str, e: &serde_json::Error) -> A2aError {
                 .filter(|_| text.starts_with("missing field") || text.starts_with("unknown field"));
             let member = match (path, named) {
                 (".", Some(n)) => n.to_owned(),
+                // An unknown member's path already ends with its name.
+                (p, Some(n)) if p == n || p.ends_with(&format!(".{n}")) => p.to_owned(),
                 (p, Some(n)) => format!("{p}.{n}"),
                 (p, None) => p.to_owned(),
             };
@@ -492,7 +496,7 @@ fn json_error(path: &str, e: &serde_json::Error) -> A2aError {
     }
 }
 
-fn signed_parts<'a>(method: &'a str, uri: &'a OriginalUri, headers: &'a HeaderMap, body: &'a [u8]) -> SignedParts<'a> {
+pub(crate) fn signed_parts<'a>(method: &'a str, uri: &'a OriginalUri, headers: &'a HeaderMap, body: &'a [u8]) -> SignedParts<'a> {
     SignedParts { method, target: uri.0.path_and_query().map_or("/", |p| p.as_str()), headers, body }
 }
 

@@ -18,4 +18,7 @@ mod protocol;
 mod redis_support;
 mod resolve;
 mod router;
+mod session_handlers;
 mod store_suite;
+mod sessions;
+mod sessions_store;

@@ -1,0 +1,161 @@
+//! The announce step (§17.6) and the agent's channel: events (`announce`, `run`, `spawn`) kept in the store's
+//! buffer and served as Server-Sent Events by `GET /a2a/events`, with ids and `Last-Event-ID` resume (ANN-1..ANN-4).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use a2a_core::sessions::{self as s, AnnounceStatus, RunState, SendStatus, SourceTool, Step};
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::policy::Requester;
+use super::runs::Undelivered;
+use super::store::{Event, RunRecord, SessionRecord, StoreError};
+use super::Sessions;
+use crate::store::{now_ms, timestamp};
+
+impl Sessions {
+    /// Publishes an event about `session` to the channel (ANN-3).
+    pub(crate) async fn publish(&self, event: &str, session: &str, data: Value) -> Result<Event, StoreError> {
+        self.store.publish(event, session, data, self.settings.event_buffer).await
+    }
+
+    /// ANN-1, ANN-2: asks the target whether to publish, after the exchange.
+    pub(crate) async fn announce(self: &Arc<Self>, rec: &mut RunRecord, target: &SessionRecord) {
+        if rec.run.announce.status != AnnounceStatus::Pending {
+            return;
+        }
+        if rec.run.status != SendStatus::Ok {
+            rec.run.announce.status = AnnounceStatus::Skipped;
+            return;
+        }
+        rec.run.state = RunState::Announcing;
+        self.save_logged(rec).await;
+        let round_one = rec.run.reply.clone().unwrap_or_default();
+        let last = rec.run.turns.last().map_or_else(|| round_one.clone(), |t| t.text.clone());
+        let mut d =
+            self.delivery(rec, target, Step::Announce, SourceTool::Announce, rec.request.text.clone(), Vec::new());
+        d.original = Some(rec.request.text.clone());
+        d.round_one = Some(round_one);
+        d.last = Some(last);
+        let deadline = now_ms().saturating_add(rec.request.run_timeout_ms.unwrap_or(s::DEFAULT_RUN_TIMEOUT_MS));
+        let mut step_rec = rec.clone();
+        match self.deliver(&mut step_rec, target, d.clone(), deadline).await {
+            Ok(text) if s::is_silent(&text) => rec.run.announce.status = AnnounceStatus::Skipped,
+            Ok(text) => {
+                let data = json!({"session": target.session.address.to_string(), "run_id": rec.run.run_id,
+                    "text": text, "from": rec.run.from, "provenance": d.provenance, "at": timestamp(now_ms())});
+                match self.publish("announce", &target.session.address.to_string(), data).await {
+                    Ok(e) => {
+                        rec.run.announce.status = AnnounceStatus::Published;
+                        rec.run.announce.event_id = Some(e.id.to_string());
+                        rec.run.announce.text = Some(text);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot publish an announce event");
+                        rec.run.announce.status = AnnounceStatus::Failed;
+                    }
+                }
+            }
+            Err(Undelivered::Handler(f)) => {
+                tracing::info!(run_id = %rec.run.run_id, "the announce step failed: {f}");
+                rec.run.announce.status = AnnounceStatus::Failed;
+            }
+            Err(Undelivered::Ended) => rec.run.announce.status = AnnounceStatus::Failed,
+        }
+        self.save_logged(rec).await;
+    }
+
+    /// The SSE stream of `GET /a2a/events` for `requester`, from after `last_id`, limited to `session` when given
+    /// (ANN-3, ANN-4). Events about sessions the requester may not see are left out.
+    pub(crate) fn event_stream(
+        self: &Arc<Self>,
+        requester: Requester,
+        session: Option<String>,
+        last_id: Option<u64>,
+    ) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static {
+        let state = State {
+            changes: self.store.changes(),
+            sessions: self.clone(),
+            requester,
+            session,
+            after: last_id,
+            first: true,
+            pending: Default::default(),
+            visible: HashMap::new(),
+        };
+        futures_util::stream::unfold(state, |mut st| async move {
+            loop {
+                if let Some(b) = st.pending.pop_front() {
+                    return Some((Ok(b), st));
+                }
+                st.changes.borrow_and_update();
+                let age = st.sessions.settings.event_retention.as_millis() as u64;
+                match st.sessions.store.events_after(st.after, age).await {
+                    Ok(found) => {
+                        if st.first && found.gap {
+                            st.pending.push_back(Bytes::from_static(b"event: gap\ndata: {}\n\n"));
+                        }
+                        if st.first && st.after.is_none() {
+                            // A fresh stream starts at the newest event: only what happens from now on.
+                            st.after = Some(found.events.last().map_or(0, |e| e.id));
+                            st.first = false;
+                            st.pending.push_back(Bytes::from_static(b": connected\n\n"));
+                            continue;
+                        }
+                        st.first = false;
+                        for e in found.events {
+                            st.after = Some(e.id);
+                            if st.session.as_ref().is_some_and(|s| s != &e.session) {
+                                continue;
+                            }
+                            if !st.visible_event(&e).await {
+                                continue;
+                            }
+                            let data = serde_json::to_string(&e.data).unwrap_or_default();
+                            st.pending.push_back(Bytes::from(format!("id: {}\nevent: {}\ndata: {data}\n\n", e.id, e.event)));
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "cannot read events"),
+                }
+                if !st.pending.is_empty() {
+                    continue;
+                }
+                let keepalive = st.sessions.settings.keepalive;
+                tokio::select! {
+                    () = tokio::time::sleep(keepalive) => st.pending.push_back(Bytes::from_static(b": keepalive\n\n")),
+                    c = st.changes.changed() => if c.is_err() { return None },
+                }
+            }
+        })
+    }
+}
+
+/// The state of one event stream.
+struct State {
+    sessions: Arc<Sessions>,
+    requester: Requester,
+    session: Option<String>,
+    after: Option<u64>,
+    first: bool,
+    pending: std::collections::VecDeque<Bytes>,
+    visible: HashMap<String, bool>,
+    changes: tokio::sync::watch::Receiver<u64>,
+}
+
+impl State {
+    async fn visible_event(&mut self, e: &Event) -> bool {
+        if let Some(v) = self.visible.get(&e.session) {
+            return *v;
+        }
+        let v = match self.sessions.lookup(&e.session).await {
+            Ok(Some(rec)) => {
+                self.sessions.visible(&self.requester, &rec).await
+                    || e.data.get("from").and_then(Value::as_str) == Some(self.requester.address().as_str())
+            }
+            _ => false,
+        };
+        self.visible.insert(e.session.clone(), v);
+        v
+    }
+}
