@@ -216,12 +216,20 @@ fn sessions_from_config(
     use crate::sessions::{HostedSession, SessionSettings, SessionsBuilder};
     let mut sb = SessionsBuilder::new().settings(SessionSettings::from_config(sc));
     for (i, e) in sc.session.iter().enumerate() {
-        let hosted = HostedSession { key: e.session_key.clone(), label: e.label.clone(), kind: e.kind, summary: e.summary.clone() };
+        let hosted = HostedSession {
+            key: e.session_key.clone(),
+            label: e.label.clone(),
+            kind: e.kind,
+            summary: e.summary.clone(),
+        };
         sb = if matches!(e.handler, HandlerConfig::Inbox) {
             sb.inbox_session(hosted)
         } else {
             let handler = build_handler(&e.handler).map_err(|err| {
-                format!("{}: sessions.session[{i}].handler: {err}", at(&[Key("sessions"), Key("session"), Index(i), Key("handler")]))
+                format!(
+                    "{}: sessions.session[{i}].handler: {err}",
+                    at(&[Key("sessions"), Key("session"), Index(i), Key("handler")])
+                )
             })?;
             sb.session_boxed(hosted, handler)
         };

@@ -123,8 +123,7 @@ pub(crate) fn json_response(status: StatusCode, value: &impl serde::Serialize) -
 pub(crate) fn build(state: Arc<AppState>) -> Router {
     let preflight = || any(preflight);
     let base = if state.sessions.is_some() { crate::sessions::routes::routes() } else { Router::new() };
-    base
-        .route("/a2a", any(discover))
+    base.route("/a2a", any(discover))
         .route("/a2a/capabilities", get(capabilities).options(preflight_handler).fallback(not_allowed_get))
         .route("/a2a/negotiate", post(negotiate).options(preflight_handler).fallback(not_allowed_post))
         .route("/a2a/execute", post(execute).options(preflight_handler).fallback(not_allowed_post))
@@ -496,7 +495,12 @@ fn json_error(path: &str, e: &serde_json::Error) -> A2aError {
     }
 }
 
-pub(crate) fn signed_parts<'a>(method: &'a str, uri: &'a OriginalUri, headers: &'a HeaderMap, body: &'a [u8]) -> SignedParts<'a> {
+pub(crate) fn signed_parts<'a>(
+    method: &'a str,
+    uri: &'a OriginalUri,
+    headers: &'a HeaderMap,
+    body: &'a [u8],
+) -> SignedParts<'a> {
     SignedParts { method, target: uri.0.path_and_query().map_or("/", |p| p.as_str()), headers, body }
 }
 

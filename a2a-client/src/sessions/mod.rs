@@ -67,7 +67,6 @@ pub fn ask_wait(wait: Option<Duration>) -> Duration {
 
 /// Filters of `GET /a2a/sessions` (SES-8); every one is optional.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct ListQuery {
     /// Only these kinds.
     pub kinds: Vec<SessionKind>,
@@ -126,7 +125,6 @@ impl ListQuery {
 
 /// Bounds of `GET /a2a/sessions/{key}/history` (HIS-2, HIS-3).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct HistoryQuery {
     /// At most this many messages from the end (1–1000; default 50).
     pub limit: Option<u32>,

@@ -122,3 +122,211 @@ async fn an_agent_without_sessions_is_a_readable_error_not_a_panic() {
     assert!(out.stderr.starts_with("a2a: error: SESSION LIST"), "{}", out.stderr);
     assert!(out.stderr.contains("hint: "), "{}", out.stderr);
 }
+
+// --- against a real agent serving sessions ----------------------------------------------------------------------
+
+use a2a_client::sessions::{
+    EventsOptions, HistoryQuery, ListQuery, RunReply, RunState, SessionKind, SessionRegistration, SpawnRequest, Until,
+};
+use a2a_core::sessions::Delivery;
+use a2a_server::AgentBuilder;
+use a2a_server::sessions::{HandlerFailure, HostedSession, SessionSettings, SessionsBuilder, Visibility};
+use futures_util::StreamExt;
+
+fn echo() -> impl Fn(Delivery) -> std::future::Ready<Result<String, HandlerFailure>> + Send + Sync {
+    |d: Delivery| std::future::ready(Ok(format!("echo: {}", d.text)))
+}
+
+/// An agent with a hosted `bonus-desk` session that echoes, and a spawn template `w`; no signatures required, and
+/// the test caller allowed (POL-1).
+async fn session_agent() -> TestAgent {
+    let mut s = SessionSettings::default();
+    s.auth_requirement = a2a_core::capability::AuthRequirement::None;
+    s.visibility = Visibility::All;
+    s.allow_list = a2a_core::sessions::AllowList(vec![format!("{AGENT}#*"), format!("{}#*", crate::common::CALLER)]);
+    let sb = SessionsBuilder::new()
+        .settings(s)
+        .session(
+            HostedSession::new("bonus-desk", "Knows the boss's payroll and bonuses.")
+                .label("work assistant")
+                .kind(SessionKind::Main),
+            echo(),
+        )
+        .spawn_template("w", |d: Delivery| std::future::ready(Ok(format!("price of {}: 12", d.text))));
+    TestAgent::start(AgentBuilder::new(AGENT).sessions(sb)).await
+}
+
+#[tokio::test]
+async fn sessions_sdk_registers_lists_sends_awaits_reads_history_and_ends() {
+    let t = session_agent().await;
+    let s = client().sessions(&t.url).expect("url");
+
+    let reg = SessionRegistration {
+        session_key: "my-inbox".into(),
+        label: Some("caller inbox".into()),
+        kind: Some(SessionKind::Group),
+        summary: "the caller's inbox".into(),
+    };
+    assert!(s.register(&reg).await.expect("register").created);
+    assert!(!s.register(&reg).await.expect("refresh").created);
+
+    let keys = |l: &a2a_client::sessions::SessionList| -> Vec<String> {
+        l.sessions.iter().map(|x| x.session_key.clone()).collect()
+    };
+    let all = s.list(&ListQuery { include_self: true, ..Default::default() }).await.expect("list");
+    assert_eq!(keys(&all), ["my-inbox", "bonus-desk"]);
+    assert_eq!(keys(&s.list(&ListQuery::default()).await.expect("list")), ["bonus-desk"], "own sessions left out");
+    let q = ListQuery { kinds: vec![SessionKind::Group], include_self: true, ..Default::default() };
+    assert_eq!(keys(&s.list(&q).await.expect("list")), ["my-inbox"]);
+    let q = ListQuery { search: Some("PAYROLL".into()), ..Default::default() };
+    assert_eq!(keys(&s.list(&q).await.expect("list")), ["bonus-desk"]);
+    let q = ListQuery { label: Some("work assistant".into()), limit: Some(1), offset: Some(0), ..Default::default() };
+    assert_eq!(s.list(&q).await.expect("list").total, 1);
+    assert_eq!(s.get("bonus-desk").await.expect("get").label.as_deref(), Some("work assistant"));
+
+    // Ask: the reply comes back in the answer.
+    let a = s.ask(message("bonus-desk", "What is the bonus?"), Some(Duration::from_secs(10))).await.expect("ask");
+    assert_eq!((a.status, a.reply.as_deref()), (SendStatus::Ok, Some("echo: What is the bonus?")), "{a:?}");
+
+    // Send without waiting, then await the run to its end.
+    let mut m = message("bonus-desk", "Paid in May?");
+    m.metadata.insert("ticket".into(), serde_json::json!("FIN-1042"));
+    m.priority = Some(7);
+    m.trace_id = Some("4bf92f3577b34da6a3ce929d0e0e4736".into());
+    m.max_tokens = Some(100);
+    m.attachments = vec![attachment_from_bytes("note.txt", "text/plain", b"hello", 1024).expect("fits")];
+    let sent = s.send(&m).await.expect("send");
+    assert_eq!(sent.status, SendStatus::Accepted, "{sent:?}");
+    let run_id = sent.run_id.expect("a run id");
+    let run = s.run(&run_id, Duration::from_secs(10), Until::Done).await.expect("run");
+    assert_eq!(
+        (run.state, run.status, run.reply.as_deref()),
+        (RunState::Done, SendStatus::Ok, Some("echo: Paid in May?"))
+    );
+
+    // Unknown targets are errors with the protocol's code.
+    let e = s.send(&message("nobody-here", "hi")).await.expect_err("unknown");
+    assert_eq!(e.code(), "unknown_session", "{e}");
+    assert!(e.hint().contains("a2a session list"), "{}", e.hint());
+
+    // A sender outside the allow list gets `forbidden` as an outcome.
+    let stranger =
+        a2a_client::Client::builder(a2a_client::Identity::unsigned("did:web:stranger.example.com").expect("did"))
+            .build()
+            .expect("client");
+    let mut m = message("bonus-desk", "let me in");
+    m.from = Some("main".into());
+    let f = stranger.sessions(&t.url).expect("url").send(&m).await.expect("an outcome");
+    assert_eq!(f.status, SendStatus::Forbidden, "{f:?}");
+
+    // History, bounded.
+    let h = s.history("bonus-desk", &HistoryQuery { limit: Some(2), ..Default::default() }).await.expect("history");
+    assert_eq!(h.messages.len(), 2, "{h:?}");
+    assert!(h.truncated);
+
+    // Inbox: a delivery waits for its owner, who answers it.
+    let to_inbox = s.send(&message("my-inbox", "ping")).await.expect("send to the inbox");
+    let inbox_run = to_inbox.run_id.expect("run id");
+    let inbox = s.inbox("my-inbox", Duration::from_secs(5)).await.expect("inbox");
+    let d = inbox.deliveries.iter().find(|d| d.run_id == inbox_run).expect("the delivery");
+    assert_eq!(d.text, "ping");
+    s.reply(&inbox_run, &RunReply { reply: Some("pong".into()), error: None }).await.expect("reply");
+    let r = s.run(&inbox_run, Duration::from_secs(5), Until::Reply).await.expect("run");
+    assert_eq!((r.status, r.reply.as_deref()), (SendStatus::Ok, Some("pong")));
+
+    // Spawn a worker from the caller's session; its run ends with the template's answer.
+    let sp = s
+        .spawn(&SpawnRequest {
+            parent: "my-inbox".into(),
+            task: "lamp".into(),
+            label: Some("price check".into()),
+            template: Some("w".into()),
+            run_timeout_ms: Some(10_000),
+            cleanup: a2a_client::sessions::Cleanup::Keep,
+            announce: Some(true),
+        })
+        .await
+        .expect("spawn");
+    assert_eq!(sp.status, SendStatus::Accepted);
+    let wr = s.run(&sp.run_id, Duration::from_secs(10), Until::Reply).await.expect("worker run");
+    assert_eq!(wr.reply.as_deref(), Some("price of lamp: 12"), "{wr:?}");
+
+    let ended = s.end("my-inbox").await.expect("end");
+    assert!(ended.ended_at.is_some());
+    assert_eq!(s.get("my-inbox").await.expect_err("gone").code(), "unknown_session");
+}
+
+#[tokio::test]
+async fn sessions_events_arrive_as_a_stream_and_resume_after_the_last_id() {
+    let t = session_agent().await;
+    let s = client().sessions(&t.url).expect("url");
+    let mut events = s.events(EventsOptions::default().session("bonus-desk")).await.expect("the channel");
+    let sent = s.send(&message("bonus-desk", "Tell the boss: bonus 5000")).await.expect("send");
+    let run_id = sent.run_id.expect("run id");
+    let first = tokio::time::timeout(Duration::from_secs(10), events.next()).await.expect("an event").expect("open");
+    let first = first.expect("an event, not an error");
+    assert_eq!(first.event, "announce", "{first:?}");
+    assert_eq!(first.json().expect("json")["run_id"], run_id.as_str());
+    assert_eq!(events.last_event_id(), first.id);
+
+    // A new follower that starts after the announce sees what came next (the run's `run` event), not it again.
+    let after = first.id.clone().expect("an id");
+    let mut resumed =
+        s.events(EventsOptions::default().session("bonus-desk").after(after.clone())).await.expect("resume");
+    let next = tokio::time::timeout(Duration::from_secs(10), resumed.next()).await.expect("an event").expect("open");
+    let next = next.expect("an event");
+    assert_ne!(next.id.as_deref(), Some(after.as_str()));
+    assert_eq!(next.event, "run", "{next:?}");
+    assert_eq!(next.run().expect("a run").run_id, run_id);
+}
+
+#[tokio::test]
+async fn session_commands_ask_list_and_follow_events_against_a_real_agent() {
+    let t = session_agent().await;
+    let did = crate::common::CALLER;
+    let r =
+        a2a(&["session", "ask", &t.url, "bonus-desk", "-m", "What is the bonus?", "--wait", "10s", "--did", did]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("status    ok"), "{}", r.stdout);
+    assert!(r.stdout.contains("reply     echo: What is the bonus?"), "{}", r.stdout);
+
+    let r = a2a(&["session", "list", &t.url, "--did", did, "--json"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let l: serde_json::Value = serde_json::from_str(&r.stdout).expect("json");
+    assert_eq!(l["sessions"][0]["session_key"], "bonus-desk");
+
+    let r = a2a(&["session", "send", &t.url, "bonus-desk", "-m", "later", "--did", did, "--json"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let sent: serde_json::Value = serde_json::from_str(&r.stdout).expect("json");
+    assert_eq!(sent["status"], "accepted");
+    let run_id = sent["run_id"].as_str().expect("run id").to_owned();
+    let r = a2a(&["session", "run", &t.url, &run_id, "--wait", "10s", "--until", "done", "--did", did]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("reply     echo: later") && r.stdout.contains("state     done"), "{}", r.stdout);
+
+    // From the start of the buffer (after id 0): the events of the two runs above, as they were published.
+    let r = a2a(&[
+        "session",
+        "events",
+        &t.url,
+        "--session",
+        "bonus-desk",
+        "--after",
+        "0",
+        "--count",
+        "3",
+        "--json",
+        "--did",
+        did,
+    ])
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<serde_json::Value> =
+        r.stdout.lines().map(|l| serde_json::from_str(l).expect("one JSON event a line")).collect();
+    assert_eq!(lines.len(), 3, "{}", r.stdout);
+    assert!(lines.iter().any(|e| e["event"] == "announce"), "{}", r.stdout);
+
+    let r = a2a(&["session", "ask", &t.url, "nobody", "-m", "hi", "--did", did]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("unknown_session") && r.stderr.contains("hint: "), "{}", r.stderr);
+}

@@ -8,10 +8,10 @@ use a2a_core::sessions::{self as s, AnnounceStatus, RunState, SendStatus, Source
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::Sessions;
 use super::policy::Requester;
 use super::runs::Undelivered;
 use super::store::{Event, RunRecord, SessionRecord, StoreError};
-use super::Sessions;
 use crate::store::{now_ms, timestamp};
 
 impl Sessions {
@@ -113,7 +113,8 @@ impl Sessions {
                                 continue;
                             }
                             let data = serde_json::to_string(&e.data).unwrap_or_default();
-                            st.pending.push_back(Bytes::from(format!("id: {}\nevent: {}\ndata: {data}\n\n", e.id, e.event)));
+                            st.pending
+                                .push_back(Bytes::from(format!("id: {}\nevent: {}\ndata: {data}\n\n", e.id, e.event)));
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot read events"),

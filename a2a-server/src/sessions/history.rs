@@ -51,8 +51,7 @@ impl HistoryQuery {
 /// Bounds and redacts a transcript (HIS-2..HIS-4).
 pub fn bound(session: String, messages: Vec<HistoryMessage>, q: &HistoryQuery) -> History {
     let mut redacted = 0usize;
-    let kept: Vec<HistoryMessage> =
-        messages.into_iter().filter(|m| q.include_tools || m.role != Role::Tool).collect();
+    let kept: Vec<HistoryMessage> = messages.into_iter().filter(|m| q.include_tools || m.role != Role::Tool).collect();
     let truncated = kept.len() > q.limit;
     let start = kept.len().saturating_sub(q.limit);
     let mut out: Vec<HistoryMessage> = kept

@@ -14,11 +14,11 @@ use a2a_core::sessions::{
     SourceTool, Step, Turn, TurnRef, WaitChain,
 };
 
+use super::Sessions;
 use super::handler::HandlerFailure;
 use super::policy::Requester;
 use super::runs::{Incoming, Undelivered};
 use super::store::{RunRecord, SessionRecord};
-use super::Sessions;
 use crate::store::{now_ms, timestamp};
 
 /// Why a turn brought no reply.
@@ -93,7 +93,13 @@ impl Sessions {
             let side = if to_requester { &requester } else { &target.session.address };
             let previous = if to_requester { prev_requester.as_deref() } else { prev_target.as_deref() };
             let end = s::ends_exchange(&reply, previous, &last);
-            rec.run.turns.push(Turn { n, of: max_turns, session: side.to_string(), text: reply.clone(), at: timestamp(now_ms()) });
+            rec.run.turns.push(Turn {
+                n,
+                of: max_turns,
+                session: side.to_string(),
+                text: reply.clone(),
+                at: timestamp(now_ms()),
+            });
             self.save_logged(rec).await;
             exchange.push(ContextMessage {
                 role: if to_requester { Role::InterSession } else { Role::Assistant },
@@ -185,9 +191,9 @@ impl Sessions {
             };
             match answer.status {
                 SendStatus::Ok | SendStatus::NoReply => Ok(answer.reply.unwrap_or_default()),
-                SendStatus::Accepted | SendStatus::Timeout => Err(TurnFailure::Timeout(format!(
-                    "{requester} did not reply to turn within {budget} ms"
-                ))),
+                SendStatus::Accepted | SendStatus::Timeout => {
+                    Err(TurnFailure::Timeout(format!("{requester} did not reply to turn within {budget} ms")))
+                }
                 SendStatus::Error | SendStatus::Forbidden => Err(TurnFailure::Failed(
                     answer.error.map_or_else(|| format!("{requester} failed the turn"), |e| e.message),
                 )),

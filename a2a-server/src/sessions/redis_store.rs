@@ -114,7 +114,12 @@ impl RedisSessionStore {
     }
 }
 
-async fn subscribe(cfg: RedisConfig, channel: String, tx: watch::Sender<u64>, stop: tokio_util::sync::CancellationToken) {
+async fn subscribe(
+    cfg: RedisConfig,
+    channel: String,
+    tx: watch::Sender<u64>,
+    stop: tokio_util::sync::CancellationToken,
+) {
     let urls = cfg.urls();
     let mut attempt = 0usize;
     let mut backoff = Duration::from_millis(100);
@@ -169,13 +174,13 @@ impl SessionStore for RedisSessionStore {
     }
 
     async fn get_session(&self, address: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let v: Option<String> =
-            self.redis.command("get_session", Cmd::hget(self.key("sessions"), address)).await?;
+        let v: Option<String> = self.redis.command("get_session", Cmd::hget(self.key("sessions"), address)).await?;
         Ok(v.as_deref().and_then(parse))
     }
 
     async fn list_sessions(&self, max: usize) -> Result<Vec<SessionRecord>, StoreError> {
-        let all: Vec<(String, String)> = self.redis.command("list_sessions", Cmd::hgetall(self.key("sessions"))).await?;
+        let all: Vec<(String, String)> =
+            self.redis.command("list_sessions", Cmd::hgetall(self.key("sessions"))).await?;
         let now = now_ms();
         let mut out = Vec::new();
         let mut gone = Vec::new();
@@ -297,7 +302,12 @@ impl SessionStore for RedisSessionStore {
         let mut e = Event { id: 0, event: event.to_owned(), session: session.to_owned(), data, at_ms: now_ms() };
         let script = Script::new(PUBLISH);
         let mut inv = script.prepare_invoke();
-        inv.key(self.key("events")).key(self.key("eventseq")).arg(json(&e)?).arg(keep.max(1)).arg(KEEP_MS).arg(&self.channel);
+        inv.key(self.key("events"))
+            .key(self.key("eventseq"))
+            .arg(json(&e)?)
+            .arg(keep.max(1))
+            .arg(KEEP_MS)
+            .arg(&self.channel);
         e.id = self.redis.invoke("publish", inv).await?;
         self.bump();
         Ok(e)
@@ -320,8 +330,7 @@ impl SessionStore for RedisSessionStore {
             Some(a) => {
                 let first: Vec<(String, f64)> =
                     self.redis.command("events_first", Cmd::zrange_withscores(self.key("events"), 0, 0)).await?;
-                let next: Option<u64> =
-                    self.redis.command("events_seq", Cmd::get(self.key("eventseq"))).await?;
+                let next: Option<u64> = self.redis.command("events_seq", Cmd::get(self.key("eventseq"))).await?;
                 match first.first() {
                     Some((_, score)) => a.saturating_add(1) < *score as u64,
                     None => next.is_some_and(|n| a < n),

@@ -2,9 +2,7 @@
 //! staleness (SES-6) and ending (SES-7).
 
 use a2a_core::error::{A2aError, ErrorCode};
-use a2a_core::sessions::{
-    HandlerKind, Session, SessionKind, SessionList, SessionRegistration, validate_session_key,
-};
+use a2a_core::sessions::{HandlerKind, Session, SessionKind, SessionList, SessionRegistration, validate_session_key};
 use serde_json::json;
 
 use super::policy::Requester;
@@ -67,7 +65,10 @@ impl Sessions {
     pub async fn register(&self, owner: &str, reg: SessionRegistration) -> Result<(Session, bool), A2aError> {
         validate_session_key(&reg.session_key).map_err(|e| invalid("session_key", e.to_string()))?;
         if matches!(reg.session_key.as_str(), "send" | "spawn") {
-            return Err(invalid("session_key", format!("{:?} names an endpoint; choose another key (SES-11)", reg.session_key)));
+            return Err(invalid(
+                "session_key",
+                format!("{:?} names an endpoint; choose another key (SES-11)", reg.session_key),
+            ));
         }
         let n = reg.summary.chars().count();
         if !(5..=2000).contains(&n) {
@@ -215,7 +216,11 @@ impl Sessions {
 
     /// Ends a session: gone from lists at once; runs waiting on it end `error` (`session_ended`) as their drivers
     /// see it; the transcript is deleted when `delete_transcript` says so (SPN-4), kept otherwise.
-    pub(crate) async fn end_session(&self, address: &str, delete_transcript: Option<bool>) -> Result<Session, A2aError> {
+    pub(crate) async fn end_session(
+        &self,
+        address: &str,
+        delete_transcript: Option<bool>,
+    ) -> Result<Session, A2aError> {
         let Some(mut rec) = self.lookup(address).await? else {
             return Err(unknown(address));
         };

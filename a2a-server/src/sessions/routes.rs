@@ -33,10 +33,7 @@ type ApiResult = Result<Response, ApiError>;
 /// The §17 routes.
 pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new()
-        .route(
-            "/a2a/sessions",
-            get(list).post(register).options(preflight_handler).fallback(not_allowed_get_post),
-        )
+        .route("/a2a/sessions", get(list).post(register).options(preflight_handler).fallback(not_allowed_get_post))
         .route("/a2a/sessions/send", post(send).options(preflight_handler).fallback(not_allowed_post))
         .route("/a2a/sessions/spawn", post(spawn).options(preflight_handler).fallback(not_allowed_post))
         .route(
@@ -236,7 +233,12 @@ async fn send(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: Hea
 }
 
 /// The sender, hop and wait chain of a send (POL-4, POL-5).
-fn incoming(sessions: &Sessions, caller: &Caller, headers: &HeaderMap, from: Option<String>) -> Result<Incoming, ApiError> {
+fn incoming(
+    sessions: &Sessions,
+    caller: &Caller,
+    headers: &HeaderMap,
+    from: Option<String>,
+) -> Result<Incoming, ApiError> {
     let hop = sessions.hop(header_str(headers, s::HOP_HEADER)?)?;
     let chain = match header_str(headers, s::WAIT_CHAIN_HEADER)? {
         None => WaitChain::new(),
@@ -267,7 +269,12 @@ async fn spawn(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: He
 async fn history(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap) -> ApiResult {
     let (sessions, caller) = authenticate(&state, "GET", &uri, &headers, None).await?;
     let q = query(&uri);
-    let hq = HistoryQuery::checked(&sessions.settings, num(&q, "limit")?, num(&q, "max_bytes")?, flag(&q, "include_tools")?)?;
+    let hq = HistoryQuery::checked(
+        &sessions.settings,
+        num(&q, "limit")?,
+        num(&q, "max_bytes")?,
+        flag(&q, "include_tools")?,
+    )?;
     let who = requester(&caller, param(&q, "from"))?;
     Ok(json_response(StatusCode::OK, &sessions.history(&who, &segment(&uri, 1), &hq).await?))
 }

@@ -9,9 +9,8 @@ use a2a_core::did::Did;
 use a2a_core::error::{A2aError, ErrorCode, ErrorObject};
 use a2a_core::execution_id::ExecutionId;
 use a2a_core::sessions::{
-    self as s, AnnounceOutcome, AnnounceStatus, ContextMessage, ContextMode, Delivery, HandlerKind, Provenance,
-    Role, Run, RunReply, RunState, SendRequest, SendResponse, SendStatus, SourceTool, Step, TurnRef,
-    WaitChain,
+    self as s, AnnounceOutcome, AnnounceStatus, ContextMessage, ContextMode, Delivery, HandlerKind, Provenance, Role,
+    Run, RunReply, RunState, SendRequest, SendResponse, SendStatus, SourceTool, Step, TurnRef, WaitChain,
 };
 use base64::Engine as _;
 use serde_json::json;
@@ -63,7 +62,9 @@ impl Sessions {
     /// SND-13).
     pub(crate) fn validate(&self, req: &mut SendRequest) -> Result<(), A2aError> {
         match (&req.target, &req.target_label) {
-            (None, None) => return Err(invalid("target", "name the target session: `target` or `target_label`".into())),
+            (None, None) => {
+                return Err(invalid("target", "name the target session: `target` or `target_label`".into()));
+            }
             (Some(_), Some(_)) => {
                 return Err(invalid("target_label", "give `target` or `target_label`, not both".into()));
             }
@@ -88,8 +89,9 @@ impl Sessions {
         if req.run_timeout_ms == Some(0) {
             return Err(invalid("run_timeout_ms", "run_timeout_ms must be greater than 0".into()));
         }
-        req.run_timeout_ms =
-            Some(req.run_timeout_ms.unwrap_or(self.settings.default_run_timeout_ms).min(self.settings.max_run_timeout_ms));
+        req.run_timeout_ms = Some(
+            req.run_timeout_ms.unwrap_or(self.settings.default_run_timeout_ms).min(self.settings.max_run_timeout_ms),
+        );
         req.wait_ms = Some(req.wait_ms.unwrap_or(0).min(self.settings.max_wait_ms));
         if let Some(m) = req.max_turns
             && m > s::MAX_TURNS_CAP
@@ -130,7 +132,9 @@ impl Sessions {
                         self.settings.max_attachment_bytes
                     ),
                 )
-                .details(json!({"member": format!("{member}.data"), "limit_bytes": self.settings.max_attachment_bytes})));
+                .details(
+                    json!({"member": format!("{member}.data"), "limit_bytes": self.settings.max_attachment_bytes}),
+                ));
             }
         }
         if let Some(p) = req.priority
@@ -149,7 +153,10 @@ impl Sessions {
         if let Some(t) = &req.turn
             && (t.n == 0 || t.n > t.of || t.of > s::MAX_TURNS_CAP)
         {
-            return Err(invalid("turn", format!("turn {} of {} is not 1 <= n <= of <= {}", t.n, t.of, s::MAX_TURNS_CAP)));
+            return Err(invalid(
+                "turn",
+                format!("turn {} of {} is not 1 <= n <= of <= {}", t.n, t.of, s::MAX_TURNS_CAP),
+            ));
         }
         if !req.context.is_empty() && req.context_mode != Some(ContextMode::Full) {
             return Err(invalid("context", "context is given only with context_mode `full`".into()));
@@ -532,7 +539,9 @@ impl Sessions {
         let out = loop {
             changes.borrow_and_update();
             match self.store.get_answer(&key).await {
-                Ok(Some(RunReply { error: Some(e), .. })) => break Err(Undelivered::Handler(HandlerFailure::Failed(e))),
+                Ok(Some(RunReply { error: Some(e), .. })) => {
+                    break Err(Undelivered::Handler(HandlerFailure::Failed(e)));
+                }
                 Ok(Some(RunReply { reply, .. })) => break Ok(reply.unwrap_or_default()),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(error = %e, "cannot read an inbox answer"),

@@ -58,7 +58,10 @@ impl Sessions {
             return Err(limit(
                 "depth",
                 u64::from(self.settings.max_spawn_depth),
-                format!("a worker of {} would be at depth {depth}; the limit is {}", parent.session.address, self.settings.max_spawn_depth),
+                format!(
+                    "a worker of {} would be at depth {depth}; the limit is {}",
+                    parent.session.address, self.settings.max_spawn_depth
+                ),
             ));
         }
         let parent_address = parent.session.address.to_string();
@@ -121,7 +124,11 @@ impl Sessions {
                 endpoint: self.endpoint(),
                 label: req.label.clone(),
                 kind: SessionKind::Spawn,
-                summary: format!("worker spawned by {}: {}", parent.session.address, req.task.chars().take(200).collect::<String>()),
+                summary: format!(
+                    "worker spawned by {}: {}",
+                    parent.session.address,
+                    req.task.chars().take(200).collect::<String>()
+                ),
                 handler: HandlerKind::Hosted,
                 owner: parent.session.owner.clone(),
                 created_at: timestamp(now),

@@ -368,7 +368,8 @@ impl SessionStore for MemorySessionStore {
 
     async fn publish(&self, event: &str, session: &str, data: Value, keep: usize) -> Result<Event, StoreError> {
         Ok(self.write(|i| {
-            let e = Event { id: i.next_event, event: event.to_owned(), session: session.to_owned(), data, at_ms: now_ms() };
+            let e =
+                Event { id: i.next_event, event: event.to_owned(), session: session.to_owned(), data, at_ms: now_ms() };
             i.next_event += 1;
             i.events.push_back(e.clone());
             while i.events.len() > keep.max(1) {

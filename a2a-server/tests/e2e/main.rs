@@ -19,6 +19,6 @@ mod redis_support;
 mod resolve;
 mod router;
 mod session_handlers;
-mod store_suite;
 mod sessions;
 mod sessions_store;
+mod store_suite;

@@ -41,7 +41,8 @@ pub fn open_settings() -> SessionSettings {
     let mut s = SessionSettings::default();
     s.auth_requirement = AuthRequirement::None;
     s.visibility = Visibility::All;
-    s.allow_list = a2a_core::sessions::AllowList(vec!["did:web:localhost*".into(), "did:web:caller.example.com#*".into()]);
+    s.allow_list =
+        a2a_core::sessions::AllowList(vec!["did:web:localhost*".into(), "did:web:caller.example.com#*".into()]);
     s
 }
 
@@ -148,7 +149,10 @@ async fn sessions_registry_registers_lists_filters_and_ends() {
         .await;
     assert_eq!(hosted.code(), "session_conflict", "{}", hosted.body);
     let short = a.post_as(CALLER, "/a2a/sessions", json!({"session_key": "x", "summary": "abc"})).await;
-    assert_eq!((short.status, short.body["error"]["details"]["member"].as_str()), (StatusCode::BAD_REQUEST, Some("summary")));
+    assert_eq!(
+        (short.status, short.body["error"]["details"]["member"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("summary"))
+    );
     let unknown_member =
         a.post_as(CALLER, "/a2a/sessions", json!({"session_key": "x", "summary": "abcdef", "colour": 1})).await;
     assert_eq!(unknown_member.code(), "invalid_request", "{}", unknown_member.body);
@@ -156,7 +160,12 @@ async fn sessions_registry_registers_lists_filters_and_ends() {
     // Own sessions are left out unless asked for.
     let l = a.get_as(CALLER, "/a2a/sessions").await;
     let keys = |v: &Value| -> Vec<String> {
-        v["sessions"].as_array().expect("sessions").iter().map(|s| s["session_key"].as_str().unwrap_or("").to_owned()).collect()
+        v["sessions"]
+            .as_array()
+            .expect("sessions")
+            .iter()
+            .map(|s| s["session_key"].as_str().unwrap_or("").to_owned())
+            .collect()
     };
     assert_eq!(keys(&l.body), vec!["bonus-desk"], "{}", l.body);
     let l = a.get_as(CALLER, "/a2a/sessions?include_self=true").await;
@@ -222,7 +231,9 @@ async fn sessions_send_reports_each_outcome_exactly() {
             .settings(open_settings())
             .session(desk("echo"), echo())
             .session(desk("silent"), reply(" **NO_REPLY** "))
-            .session(desk("broken"), |_d: Delivery| async { Err::<String, _>(HandlerFailure::Failed("the model is down".into())) })
+            .session(desk("broken"), |_d: Delivery| async {
+                Err::<String, _>(HandlerFailure::Failed("the model is down".into()))
+            })
             .session(desk("slow"), |d: Delivery| async move {
                 tokio::time::sleep(Duration::from_millis(600)).await;
                 Ok::<_, HandlerFailure>(format!("slow: {}", d.text))
@@ -249,8 +260,13 @@ async fn sessions_send_reports_each_outcome_exactly() {
     assert_eq!((t.status, t.body["status"].as_str()), (StatusCode::OK, Some("timeout")), "{}", t.body);
     assert_eq!(t.body["error"]["code"], "timed_out");
     // Forbidden: a session at another agent that is not on the allow list.
-    let f = a.post_as("did:web:stranger.example.com", "/a2a/sessions/send",
-        json!({"target": "echo", "from": "main", "text": "x", "wait_ms": 1000})).await;
+    let f = a
+        .post_as(
+            "did:web:stranger.example.com",
+            "/a2a/sessions/send",
+            json!({"target": "echo", "from": "main", "text": "x", "wait_ms": 1000}),
+        )
+        .await;
     assert_eq!((f.status, f.code()), (StatusCode::FORBIDDEN, "forbidden"), "{}", f.body);
     assert_eq!(f.body["error"]["details"]["side"], "requester");
     let unknown = a.send(json!({"target": "nobody", "text": "x"})).await;
@@ -293,8 +309,14 @@ async fn sessions_invalid_sends_are_refused_with_the_member() {
         (json!({"target": "echo", "text": "x", "run_timeout_ms": 0}), "run_timeout_ms"),
         (json!({"target": "echo", "text": "x", "context_mode": "weird"}), "context_mode"),
         (json!({"target": "echo", "text": "x", "loud": true}), "loud"),
-        (json!({"target": "echo", "text": "x", "attachments": [{"name": "a", "media_type": "image/png", "data": "%%%"}]}), "attachments[0].data"),
-        (json!({"target": "echo", "text": "x", "attachments": [{"name": "a", "media_type": "png", "data": ""}]}), "attachments[0].media_type"),
+        (
+            json!({"target": "echo", "text": "x", "attachments": [{"name": "a", "media_type": "image/png", "data": "%%%"}]}),
+            "attachments[0].data",
+        ),
+        (
+            json!({"target": "echo", "text": "x", "attachments": [{"name": "a", "media_type": "png", "data": ""}]}),
+            "attachments[0].media_type",
+        ),
     ] {
         let r = a.send(body.clone()).await;
         assert_eq!((r.status, r.code()), (StatusCode::BAD_REQUEST, "invalid_request"), "{body}: {}", r.body);
@@ -303,11 +325,16 @@ async fn sessions_invalid_sends_are_refused_with_the_member() {
     let big = a.send(json!({"target": "echo", "text": "x", "attachments": [{"name": "a.png", "media_type": "image/png", "data": "QUFBQUFBQUFBQUFBQUFBQUFBQUFB"}]})).await;
     assert_eq!((big.status, big.code()), (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"), "{}", big.body);
     assert_eq!(big.body["error"]["details"]["limit_bytes"], 16);
-    let nine: Vec<Value> = (0..9).map(|i| json!({"name": format!("f{i}"), "media_type": "text/plain", "data": "QQ=="})).collect();
+    let nine: Vec<Value> =
+        (0..9).map(|i| json!({"name": format!("f{i}"), "media_type": "text/plain", "data": "QQ=="})).collect();
     let many = a.send(json!({"target": "echo", "text": "x", "attachments": nine})).await;
     assert_eq!(many.code(), "payload_too_large", "{}", many.body);
-    let hop = Ses::answer(a.req(Method::POST, "/a2a/sessions/send", CALLER).header("A2A-Hop", "9")
-        .json(&json!({"target": "echo", "text": "x"}))).await;
+    let hop = Ses::answer(
+        a.req(Method::POST, "/a2a/sessions/send", CALLER)
+            .header("A2A-Hop", "9")
+            .json(&json!({"target": "echo", "text": "x"})),
+    )
+    .await;
     assert_eq!((hop.status, hop.code()), (StatusCode::CONFLICT, "hop_limit"), "{}", hop.body);
     // Attachments within bounds reach the handler.
     let ok = a.send(json!({"target": "echo", "text": "x", "wait_ms": 5000, "attachments": [{"name": "a.txt", "media_type": "text/plain", "data": "QUJD"}]})).await;
@@ -319,7 +346,12 @@ async fn pair(
     main: impl a2a_server::sessions::SessionHandler,
     desk_handler: impl a2a_server::sessions::SessionHandler,
 ) -> (Ses, Ses) {
-    let x = Ses::start(|_| SessionsBuilder::new().settings(open_settings()).session(HostedSession::new("main", "the user's main assistant"), main)).await;
+    let x = Ses::start(|_| {
+        SessionsBuilder::new()
+            .settings(open_settings())
+            .session(HostedSession::new("main", "the user's main assistant"), main)
+    })
+    .await;
     let y = Ses::start(|_| SessionsBuilder::new().settings(open_settings()).session(desk("desk"), desk_handler)).await;
     (x, y)
 }
@@ -388,11 +420,15 @@ async fn sessions_ping_pong_ends_on_each_rule() {
     let s = ask(&x, &y, json!({"text": "chat", "wait_ms": 10000, "max_turns": 3, "announce": false})).await;
     let run = y.done(&x.did, s.body["run_id"].as_str().expect("run_id")).await;
     assert_eq!(run["ended_by"], "max_turns", "{run}");
-    let sides: Vec<&str> = run["turns"].as_array().expect("turns").iter().map(|t| t["session"].as_str().unwrap_or("")).collect();
+    let sides: Vec<&str> =
+        run["turns"].as_array().expect("turns").iter().map(|t| t["session"].as_str().unwrap_or("")).collect();
     assert_eq!(sides, vec![format!("{}#main", x.did), format!("{}#desk", y.did), format!("{}#main", x.did)]);
     let told = seen.lock().expect("lock").clone();
     assert_eq!(told.len(), 3, "{told:?}");
-    assert!(told[0].contains("turn 1 of 3") && told[1].contains("turn 2 of 3") && told[2].contains("turn 3 of 3"), "{told:?}");
+    assert!(
+        told[0].contains("turn 1 of 3") && told[1].contains("turn 2 of 3") && told[2].contains("turn 3 of 3"),
+        "{told:?}"
+    );
     assert!(told.iter().all(|t| t.contains("REPLY_SKIP")), "each turn is told how to stop: {told:?}");
     // The default is 5 turns, and the cap 20.
     let s = ask(&x, &y, json!({"text": "chat", "wait_ms": 10000, "announce": false})).await;
@@ -403,9 +439,17 @@ async fn sessions_ping_pong_ends_on_each_rule() {
     let (x, y) = pair(reply("   "), reply("round one")).await;
     let s = ask(&x, &y, json!({"text": "q", "wait_ms": 10000, "announce": false})).await;
     let run = y.done(&x.did, s.body["run_id"].as_str().expect("run_id")).await;
-    assert_eq!((run["ended_by"].as_str(), run["turns"].as_array().map(Vec::len)), (Some("empty_reply"), Some(1)), "{run}");
+    assert_eq!(
+        (run["ended_by"].as_str(), run["turns"].as_array().map(Vec::len)),
+        (Some("empty_reply"), Some(1)),
+        "{run}"
+    );
     // Echoing the message it was given is a repeat.
-    let (x, y) = pair(|d: Delivery| async move { Ok::<_, HandlerFailure>(format!("  {}  ", d.text.to_uppercase())) }, reply("Same thing")).await;
+    let (x, y) = pair(
+        |d: Delivery| async move { Ok::<_, HandlerFailure>(format!("  {}  ", d.text.to_uppercase())) },
+        reply("Same thing"),
+    )
+    .await;
     let s = ask(&x, &y, json!({"text": "q", "wait_ms": 10000, "announce": false})).await;
     let run = y.done(&x.did, s.body["run_id"].as_str().expect("run_id")).await;
     assert_eq!((run["ended_by"].as_str(), run["turns"].as_array().map(Vec::len)), (Some("repeat"), Some(1)), "{run}");
@@ -426,11 +470,18 @@ async fn sessions_ping_pong_ends_on_each_rule() {
     let s = y.send(json!({"target": "desk", "text": "q", "wait_ms": 10000, "announce": false})).await;
     let run = y.done(CALLER, s.body["run_id"].as_str().expect("run_id")).await;
     assert_eq!(run["ended_by"], "reply_not_wanted", "{run}");
-    let s = y.post_as("did:web:localhost%3A1", "/a2a/sessions/send", json!({"target": "desk", "from": "main", "text": "q", "wait_ms": 10000, "announce": false})).await;
+    let s = y
+        .post_as(
+            "did:web:localhost%3A1",
+            "/a2a/sessions/send",
+            json!({"target": "desk", "from": "main", "text": "q", "wait_ms": 10000, "announce": false}),
+        )
+        .await;
     let run = y.done("did:web:localhost%3A1", s.body["run_id"].as_str().expect("run_id")).await;
     assert_eq!(run["ended_by"], "not_reachable", "{run}");
     // A turn that fails ends the exchange with error; round one's outcome stands.
-    let (x, y) = pair(|_d: Delivery| async { Err::<String, _>(HandlerFailure::Failed("no".into())) }, reply("round one")).await;
+    let (x, y) =
+        pair(|_d: Delivery| async { Err::<String, _>(HandlerFailure::Failed("no".into())) }, reply("round one")).await;
     let s = ask(&x, &y, json!({"text": "q", "wait_ms": 10000, "announce": false})).await;
     let run = y.done(&x.did, s.body["run_id"].as_str().expect("run_id")).await;
     assert_eq!((run["status"].as_str(), run["ended_by"].as_str()), (Some("ok"), Some("error")), "{run}");
@@ -449,9 +500,15 @@ async fn read_events(resp: &mut reqwest::Response, n: usize) -> Vec<(String, Str
             let block: String = buf.drain(..i + 2).collect();
             let (mut id, mut ev, mut data) = (String::new(), String::new(), Value::Null);
             for line in block.lines() {
-                if let Some(v) = line.strip_prefix("id: ") { id = v.to_owned(); }
-                if let Some(v) = line.strip_prefix("event: ") { ev = v.to_owned(); }
-                if let Some(v) = line.strip_prefix("data: ") { data = serde_json::from_str(v).unwrap_or(Value::Null); }
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = v.to_owned();
+                }
+                if let Some(v) = line.strip_prefix("event: ") {
+                    ev = v.to_owned();
+                }
+                if let Some(v) = line.strip_prefix("data: ") {
+                    data = serde_json::from_str(v).unwrap_or(Value::Null);
+                }
             }
             if !ev.is_empty() {
                 out.push((id, ev, data));
@@ -496,7 +553,11 @@ async fn sessions_the_four_modes_and_the_announce_channel() {
     let s = ask(&x, &y, json!({"text": "Bonus?", "wait_ms": 10000})).await;
     assert_eq!(s.body["status"], "ok");
     let run = y.done(&x.did, s.body["run_id"].as_str().expect("run_id")).await;
-    assert_eq!((run["ended_by"].as_str(), run["turns"].as_array().map(Vec::len)), (Some("skip_token"), Some(1)), "{run}");
+    assert_eq!(
+        (run["ended_by"].as_str(), run["turns"].as_array().map(Vec::len)),
+        (Some("skip_token"), Some(1)),
+        "{run}"
+    );
     assert_eq!(run["announce"]["status"], "published", "{run}");
     assert_eq!(run["announce"]["text"], "Told the boss: The bonus is 5000.");
     let got = read_events(&mut events, 2).await;
@@ -508,25 +569,40 @@ async fn sessions_the_four_modes_and_the_announce_channel() {
     {
         let a = asked.lock().expect("lock");
         let ann = a.iter().find(|d| d.step == Step::Announce).expect("an announce step");
-        assert_eq!((ann.original.as_deref(), ann.round_one.as_deref(), ann.last.as_deref()), (Some("Bonus?"), Some("The bonus is 5000."), Some("REPLY_SKIP")));
+        assert_eq!(
+            (ann.original.as_deref(), ann.round_one.as_deref(), ann.last.as_deref()),
+            (Some("Bonus?"), Some("The bonus is 5000."), Some("REPLY_SKIP"))
+        );
         assert!(ann.instruction.as_deref().unwrap_or("").contains("ANNOUNCE_SKIP"));
     }
     // task dispatch: accepted at once whatever the wait; the target works and announces; no ping-pong.
     let s = ask(&x, &y, json!({"text": "File it.", "reply": false, "wait_ms": 10000})).await;
     assert_eq!((s.status, s.body["status"].as_str()), (StatusCode::ACCEPTED, Some("accepted")));
     let run = y.done(&x.did, s.body["run_id"].as_str().expect("run_id")).await;
-    assert_eq!((run["ended_by"].as_str(), run["announce"]["status"].as_str()), (Some("reply_not_wanted"), Some("published")), "{run}");
+    assert_eq!(
+        (run["ended_by"].as_str(), run["announce"]["status"].as_str()),
+        (Some("reply_not_wanted"), Some("published")),
+        "{run}"
+    );
     assert_eq!(run["turns"], json!([]));
     // silent verification: reply and ping-pong, nothing published.
     let s = ask(&x, &y, json!({"text": "Check?", "announce": false, "wait_ms": 10000})).await;
     assert_eq!(s.body["status"], "ok");
     let run = y.done(&x.did, s.body["run_id"].as_str().expect("run_id")).await;
-    assert_eq!((run["announce"]["status"].as_str(), run["turns"].as_array().map(Vec::len)), (Some("not_requested"), Some(1)), "{run}");
+    assert_eq!(
+        (run["announce"]["status"].as_str(), run["turns"].as_array().map(Vec::len)),
+        (Some("not_requested"), Some(1)),
+        "{run}"
+    );
     // telemetry: accepted, processed, nothing else.
     let s = ask(&x, &y, json!({"text": "FYI", "announce": false, "reply": false})).await;
     assert_eq!(s.status, StatusCode::ACCEPTED);
     let run = y.done(&x.did, s.body["run_id"].as_str().expect("run_id")).await;
-    assert_eq!((run["status"].as_str(), run["announce"]["status"].as_str()), (Some("ok"), Some("not_requested")), "{run}");
+    assert_eq!(
+        (run["status"].as_str(), run["announce"]["status"].as_str()),
+        (Some("ok"), Some("not_requested")),
+        "{run}"
+    );
     // Events after the first: the task dispatch announce, then run events only.
     let got = read_events(&mut events, 4).await;
     let kinds: Vec<&str> = got.iter().map(|e| e.1.as_str()).collect();
@@ -609,16 +685,24 @@ async fn sessions_history_keeps_at_most_the_configured_messages_and_tools_are_op
     let mut settings = open_settings();
     settings.max_transcript_messages = 3;
     let store = Arc::new(MemorySessionStore::new());
-    let a = Ses::start(|_| SessionsBuilder::new().settings(settings).store(store.clone()).session(desk("echo"), echo())).await;
+    let a =
+        Ses::start(|_| SessionsBuilder::new().settings(settings).store(store.clone()).session(desk("echo"), echo()))
+            .await;
     for i in 0..3 {
         let s = a.send(json!({"target": "echo", "text": format!("m{i}"), "wait_ms": 5000, "announce": false})).await;
         assert_eq!(s.body["status"], "ok");
     }
     let addr = format!("{}#echo", a.did);
-    let tool = a2a_server::sessions::store::StoredMessage { role: a2a_core::sessions::Role::Tool, text: "tool output".into(), run_id: None, provenance: None };
+    let tool = a2a_server::sessions::store::StoredMessage {
+        role: a2a_core::sessions::Role::Tool,
+        text: "tool output".into(),
+        run_id: None,
+        provenance: None,
+    };
     store.append_message(&addr, &tool, 3).await.expect("append");
     let h = a.get_as(CALLER, "/a2a/sessions/echo/history").await;
-    let seqs: Vec<u64> = h.body["messages"].as_array().expect("m").iter().map(|m| m["seq"].as_u64().unwrap_or(0)).collect();
+    let seqs: Vec<u64> =
+        h.body["messages"].as_array().expect("m").iter().map(|m| m["seq"].as_u64().unwrap_or(0)).collect();
     assert_eq!(seqs, vec![5, 6], "the tool message (7) is left out and only 3 are kept: {}", h.body);
     let h = a.get_as(CALLER, "/a2a/sessions/echo/history?include_tools=true").await;
     assert_eq!(h.body["messages"].as_array().map(Vec::len), Some(3));
@@ -634,37 +718,50 @@ async fn sessions_spawn_runs_a_worker_announces_back_and_keeps_its_limits() {
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let g = gate.clone();
     let a = Ses::start(move |_| {
-        SessionsBuilder::new()
-            .settings(settings)
-            .spawn_template("price-check", move |d: Delivery| {
-                let g = g.clone();
-                async move {
-                    if d.text.contains("wait") {
-                        let _permit = g.acquire().await;
-                    }
-                    if d.text.contains("quiet") {
-                        return Ok::<_, HandlerFailure>("ANNOUNCE_SKIP".to_owned());
-                    }
-                    Ok::<_, HandlerFailure>(format!("price of {}: 42", d.text))
+        SessionsBuilder::new().settings(settings).spawn_template("price-check", move |d: Delivery| {
+            let g = g.clone();
+            async move {
+                if d.text.contains("wait") {
+                    let _permit = g.acquire().await;
                 }
-            })
+                if d.text.contains("quiet") {
+                    return Ok::<_, HandlerFailure>("ANNOUNCE_SKIP".to_owned());
+                }
+                Ok::<_, HandlerFailure>(format!("price of {}: 42", d.text))
+            }
+        })
     })
     .await;
-    let own = a.post_as(CALLER, "/a2a/sessions", json!({"session_key": "main", "summary": "the caller's main session"})).await;
+    let own = a
+        .post_as(CALLER, "/a2a/sessions", json!({"session_key": "main", "summary": "the caller's main session"}))
+        .await;
     assert_eq!(own.status, StatusCode::CREATED);
     let mut events = stream(&a, CALLER, "?session=main", None).await;
-    let sp = a.post_as(CALLER, "/a2a/sessions/spawn", json!({"parent": "main", "task": "milk", "label": "price", "cleanup": "keep"})).await;
+    let sp = a
+        .post_as(
+            CALLER,
+            "/a2a/sessions/spawn",
+            json!({"parent": "main", "task": "milk", "label": "price", "cleanup": "keep"}),
+        )
+        .await;
     assert_eq!((sp.status, sp.body["status"].as_str()), (StatusCode::ACCEPTED, Some("accepted")), "{}", sp.body);
     let child = sp.body["child_session_key"].as_str().expect("child").to_owned();
     let run = a.done(CALLER, sp.body["run_id"].as_str().expect("run_id")).await;
     assert_eq!(run["reply"], "price of milk: 42");
     let got = read_events(&mut events, 1).await;
-    assert_eq!((got[0].1.as_str(), got[0].2["child"].as_str()), ("spawn", Some(format!("{}#{child}", a.did).as_str())), "{got:?}");
+    assert_eq!(
+        (got[0].1.as_str(), got[0].2["child"].as_str()),
+        ("spawn", Some(format!("{}#{child}", a.did).as_str())),
+        "{got:?}"
+    );
     assert_eq!(got[0].2["reply"], "price of milk: 42");
     // Delivered to the parent as an inter_session message with spawn provenance.
     let h = a.get_as(CALLER, "/a2a/sessions/main/history").await;
     let last = h.body["messages"].as_array().and_then(|m| m.last().cloned()).expect("a message");
-    assert_eq!((last["role"].as_str(), last["provenance"]["source_tool"].as_str()), (Some("inter_session"), Some("sessions_spawn")));
+    assert_eq!(
+        (last["role"].as_str(), last["provenance"]["source_tool"].as_str()),
+        (Some("inter_session"), Some("sessions_spawn"))
+    );
     // The worker ended; `keep` kept its transcript and it is listed with include_ended.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let gone = a.get_as(CALLER, &format!("/a2a/sessions/{child}")).await;
@@ -674,7 +771,9 @@ async fn sessions_spawn_runs_a_worker_announces_back_and_keeps_its_limits() {
     let l = a.get_as(CALLER, "/a2a/sessions?include_self=true&include_ended=true&kind=spawn").await;
     assert_eq!(l.body["total"], 1, "{}", l.body);
     // cleanup delete: transcript gone; a skip-token result announces nothing.
-    let sp = a.post_as(CALLER, "/a2a/sessions/spawn", json!({"parent": "main", "task": "quiet one", "cleanup": "delete"})).await;
+    let sp = a
+        .post_as(CALLER, "/a2a/sessions/spawn", json!({"parent": "main", "task": "quiet one", "cleanup": "delete"}))
+        .await;
     let child2 = sp.body["child_session_key"].as_str().expect("child").to_owned();
     a.done(CALLER, sp.body["run_id"].as_str().expect("run_id")).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -694,10 +793,20 @@ async fn sessions_spawn_runs_a_worker_announces_back_and_keeps_its_limits() {
     let w4 = a.post_as(CALLER, "/a2a/sessions/spawn", json!({"parent": "other", "task": "wait 4"})).await;
     assert_eq!(w4.status, StatusCode::ACCEPTED);
     let w5 = a.post_as(CALLER, "/a2a/sessions/spawn", json!({"parent": "other", "task": "wait 5"})).await;
-    assert_eq!((w5.code(), w5.body["error"]["details"]["limit"].as_str()), ("spawn_limit", Some("concurrency")), "{}", w5.body);
+    assert_eq!(
+        (w5.code(), w5.body["error"]["details"]["limit"].as_str()),
+        ("spawn_limit", Some("concurrency")),
+        "{}",
+        w5.body
+    );
     let child1 = w1.body["child_session_key"].as_str().expect("child").to_owned();
     let deep = a.post_as(CALLER, "/a2a/sessions/spawn", json!({"parent": child1, "task": "deeper"})).await;
-    assert_eq!((deep.code(), deep.body["error"]["details"]["limit"].as_str()), ("spawn_limit", Some("depth")), "{}", deep.body);
+    assert_eq!(
+        (deep.code(), deep.body["error"]["details"]["limit"].as_str()),
+        ("spawn_limit", Some("depth")),
+        "{}",
+        deep.body
+    );
     gate.add_permits(10);
     for w in [&w1, &w2, &w4] {
         a.done(CALLER, w.body["run_id"].as_str().expect("run_id")).await;
@@ -719,7 +828,8 @@ async fn sessions_a_worker_past_its_run_timeout_ends_timeout() {
     .await;
     let own = a.post_as(CALLER, "/a2a/sessions", json!({"session_key": "main", "summary": "the caller's main"})).await;
     assert_eq!(own.status, StatusCode::CREATED);
-    let sp = a.post_as(CALLER, "/a2a/sessions/spawn", json!({"parent": "main", "task": "x", "run_timeout_ms": 100})).await;
+    let sp =
+        a.post_as(CALLER, "/a2a/sessions/spawn", json!({"parent": "main", "task": "x", "run_timeout_ms": 100})).await;
     let run = a.done(CALLER, sp.body["run_id"].as_str().expect("run_id")).await;
     assert_eq!(run["status"], "timeout", "{run}");
 }
@@ -730,11 +840,16 @@ async fn sessions_policy_allow_list_both_sides_and_visibility() {
     let mut closed = open_settings();
     closed.allow_list = a2a_core::sessions::AllowList::default();
     closed.visibility = Visibility::Agent;
-    let a = Ses::start(|_| SessionsBuilder::new().settings(closed).session(desk("desk"), echo()).session(desk("peer"), echo())).await;
+    let a = Ses::start(|_| {
+        SessionsBuilder::new().settings(closed).session(desk("desk"), echo()).session(desk("peer"), echo())
+    })
+    .await;
     let f = a.send(json!({"target": "desk", "from": "main", "text": "x"})).await;
     assert_eq!((f.status, f.code()), (StatusCode::FORBIDDEN, "forbidden"), "{}", f.body);
     // Same agent: allowed.
-    let ok = a.post_as(&a.did, "/a2a/sessions/send", json!({"target": "desk", "from": "peer", "text": "x", "wait_ms": 5000})).await;
+    let ok = a
+        .post_as(&a.did, "/a2a/sessions/send", json!({"target": "desk", "from": "peer", "text": "x", "wait_ms": 5000}))
+        .await;
     assert_eq!(ok.body["status"], "ok", "{}", ok.body);
     // Visibility agent: another agent sees nothing, and the history is 404 as if it did not exist.
     let l = a.get_as(CALLER, "/a2a/sessions").await;
@@ -747,19 +862,27 @@ async fn sessions_policy_allow_list_both_sides_and_visibility() {
     // Only the target side on the list: refused, naming the side.
     let mut half = open_settings();
     half.allow_list = a2a_core::sessions::AllowList(vec!["did:web:localhost*#desk".into()]);
-    let b = Ses::start(|_| SessionsBuilder::new().settings(half).session(desk("desk"), echo()).session(desk("private"), echo())).await;
+    let b = Ses::start(|_| {
+        SessionsBuilder::new().settings(half).session(desk("desk"), echo()).session(desk("private"), echo())
+    })
+    .await;
     let f = b.send(json!({"target": "desk", "from": "main", "text": "x"})).await;
     assert_eq!((f.code(), f.body["error"]["details"]["side"].as_str()), ("forbidden", Some("requester")), "{}", f.body);
     let mut both = open_settings();
-    both.allow_list = a2a_core::sessions::AllowList(vec!["did:web:localhost*#desk".into(), "did:web:caller.example.com#*".into()]);
-    let c = Ses::start(|_| SessionsBuilder::new().settings(both).session(desk("desk"), echo()).session(desk("private"), echo())).await;
+    both.allow_list =
+        a2a_core::sessions::AllowList(vec!["did:web:localhost*#desk".into(), "did:web:caller.example.com#*".into()]);
+    let c = Ses::start(|_| {
+        SessionsBuilder::new().settings(both).session(desk("desk"), echo()).session(desk("private"), echo())
+    })
+    .await;
     let ok = c.send(json!({"target": "desk", "from": "main", "text": "x", "wait_ms": 5000})).await;
     assert_eq!(ok.body["status"], "ok", "{}", ok.body);
     let f = c.send(json!({"target": "private", "from": "main", "text": "x"})).await;
     assert_eq!((f.code(), f.body["error"]["details"]["side"].as_str()), ("forbidden", Some("target")), "{}", f.body);
     // Visibility all lists what the allow list permits.
     let l = c.get_as(CALLER, "/a2a/sessions?from=main").await;
-    let keys: Vec<&str> = l.body["sessions"].as_array().expect("s").iter().map(|s| s["session_key"].as_str().unwrap_or("")).collect();
+    let keys: Vec<&str> =
+        l.body["sessions"].as_array().expect("s").iter().map(|s| s["session_key"].as_str().unwrap_or("")).collect();
     assert_eq!(keys, vec!["desk"], "{}", l.body);
 
     // Visibility self and tree.
@@ -790,20 +913,30 @@ async fn sessions_policy_allow_list_both_sides_and_visibility() {
 async fn sessions_wait_cycles_are_refused_at_once() {
     // SND-4: waiting on itself.
     let a = Ses::start(|_| SessionsBuilder::new().settings(open_settings()).session(desk("desk"), echo())).await;
-    let r = a.post_as(&a.did, "/a2a/sessions/send", json!({"target": "desk", "from": "desk", "text": "x", "wait_ms": 1000})).await;
+    let r = a
+        .post_as(&a.did, "/a2a/sessions/send", json!({"target": "desk", "from": "desk", "text": "x", "wait_ms": 1000}))
+        .await;
     assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "wait_cycle"), "{}", r.body);
     let r = a.post_as(&a.did, "/a2a/sessions/send", json!({"target": "desk", "from": "desk", "text": "x"})).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "without a wait it is fine: {}", r.body);
     // POL-5: the target already in the chain.
     let chain = format!("{}#main, {}#desk", CALLER, a.did);
     let started = std::time::Instant::now();
-    let r = Ses::answer(a.req(Method::POST, "/a2a/sessions/send", CALLER).header("A2A-Wait-Chain", chain)
-        .json(&json!({"target": "desk", "from": "other", "text": "x", "wait_ms": 30000}))).await;
+    let r = Ses::answer(
+        a.req(Method::POST, "/a2a/sessions/send", CALLER)
+            .header("A2A-Wait-Chain", chain)
+            .json(&json!({"target": "desk", "from": "other", "text": "x", "wait_ms": 30000})),
+    )
+    .await;
     assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "wait_cycle"), "{}", r.body);
     assert_eq!(r.body["error"]["details"]["cycle"][0], format!("{}#desk", a.did));
     assert!(started.elapsed() < Duration::from_secs(5), "refused at once");
-    let r = Ses::answer(a.req(Method::POST, "/a2a/sessions/send", CALLER).header("A2A-Wait-Chain", "not a chain")
-        .json(&json!({"target": "desk", "text": "x"}))).await;
+    let r = Ses::answer(
+        a.req(Method::POST, "/a2a/sessions/send", CALLER)
+            .header("A2A-Wait-Chain", "not a chain")
+            .json(&json!({"target": "desk", "text": "x"})),
+    )
+    .await;
     assert_eq!(r.code(), "invalid_header");
 
     // Through a third agent: A's handler waits on B, B's on C, C's on A. The handlers pass the chain on
@@ -816,7 +949,11 @@ async fn sessions_wait_cycles_are_refused_at_once() {
             .json(&json!({"target": "desk", "from": from, "text": "what do you know?", "wait_ms": 20000, "max_turns": 0, "announce": false}))
             .send().await.map_err(|e| HandlerFailure::Failed(e.to_string()))?;
         let v: Value = resp.json().await.map_err(|e| HandlerFailure::Failed(e.to_string()))?;
-        Ok(format!("{} {}", v["status"].as_str().or(v["error"]["code"].as_str()).unwrap_or("?"), v["reply"].as_str().unwrap_or("")))
+        Ok(format!(
+            "{} {}",
+            v["status"].as_str().or(v["error"]["code"].as_str()).unwrap_or("?"),
+            v["reply"].as_str().unwrap_or("")
+        ))
     }
     let slot: Arc<std::sync::Mutex<Vec<(String, String)>>> = Arc::default();
     let mut agents = Vec::new();
@@ -892,24 +1029,45 @@ async fn sessions_wait_edges_in_a_shared_store_catch_cycles_without_the_header()
 async fn sessions_inbox_sessions_are_answered_by_their_owner() {
     let a = Ses::start(|_| SessionsBuilder::new().settings(open_settings()).session(desk("main"), echo())).await;
     const OWNER: &str = "did:web:plugin.example.com";
-    let r = a.post_as(OWNER, "/a2a/sessions", json!({"session_key": "opencode", "summary": "an OpenCode session", "label": "coder"})).await;
+    let r = a
+        .post_as(
+            OWNER,
+            "/a2a/sessions",
+            json!({"session_key": "opencode", "summary": "an OpenCode session", "label": "coder"}),
+        )
+        .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let owner = OWNER.to_owned();
     let a2 = a.http.clone();
     let base = a.base.clone();
     let answering = tokio::spawn(async move {
-        let inbox: Value = a2.get(format!("{base}/a2a/sessions/opencode/inbox?wait_ms=10000"))
-            .header("A2A-Version", "0.3").header("A2A-Sender-ID", &owner).send().await.expect("inbox").json().await.expect("json");
+        let inbox: Value = a2
+            .get(format!("{base}/a2a/sessions/opencode/inbox?wait_ms=10000"))
+            .header("A2A-Version", "0.3")
+            .header("A2A-Sender-ID", &owner)
+            .send()
+            .await
+            .expect("inbox")
+            .json()
+            .await
+            .expect("json");
         let d = inbox["deliveries"][0].clone();
         assert_eq!(d["text"], "Review this diff", "{inbox}");
         assert_eq!(d["provenance"]["is_user"], false);
         let run_id = d["run_id"].as_str().expect("run_id").to_owned();
         let seg = a2a_core::execution_id::ExecutionId::parse(&run_id).expect("id").to_path_segment();
-        let r = a2.post(format!("{base}/a2a/runs/{seg}/reply")).header("A2A-Version", "0.3").header("A2A-Sender-ID", &owner)
-            .json(&json!({"reply": "Looks good."})).send().await.expect("reply");
+        let r = a2
+            .post(format!("{base}/a2a/runs/{seg}/reply"))
+            .header("A2A-Version", "0.3")
+            .header("A2A-Sender-ID", &owner)
+            .json(&json!({"reply": "Looks good."}))
+            .send()
+            .await
+            .expect("reply");
         assert_eq!(r.status(), StatusCode::OK);
     });
-    let s = a.send(json!({"target_label": "coder", "text": "Review this diff", "wait_ms": 10000, "announce": false})).await;
+    let s =
+        a.send(json!({"target_label": "coder", "text": "Review this diff", "wait_ms": 10000, "announce": false})).await;
     assert_eq!((s.body["status"].as_str(), s.body["reply"].as_str()), (Some("ok"), Some("Looks good.")), "{}", s.body);
     answering.await.expect("answered");
     // Others cannot read the inbox.
@@ -925,7 +1083,11 @@ async fn sessions_inbox_sessions_are_answered_by_their_owner() {
     let ended = Ses::answer(a.req(Method::DELETE, "/a2a/sessions/opencode", OWNER)).await;
     assert_eq!(ended.status, StatusCode::OK);
     let run = a.done(CALLER, pending.body["run_id"].as_str().expect("run_id")).await;
-    assert_eq!((run["status"].as_str(), run["error"]["code"].as_str()), (Some("error"), Some("session_ended")), "{run}");
+    assert_eq!(
+        (run["status"].as_str(), run["error"]["code"].as_str()),
+        (Some("error"), Some("session_ended")),
+        "{run}"
+    );
     // Ambiguous labels.
     a.post_as(OWNER, "/a2a/sessions", json!({"session_key": "one", "summary": "first of two", "label": "twin"})).await;
     a.post_as(OWNER, "/a2a/sessions", json!({"session_key": "two", "summary": "second of two", "label": "twin"})).await;

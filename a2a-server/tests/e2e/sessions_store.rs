@@ -143,9 +143,12 @@ async fn suite(a: Arc<dyn SessionStore>, b: Arc<dyn SessionStore>) {
         last: None,
     };
     let now = now_ms();
-    for (id, prio, queued, until) in
-        [("low", 1, now, now + 60_000), ("high", 9, now + 5, now + 60_000), ("old", 1, now - 5, now + 60_000), ("gone", 9, now, now - 1)]
-    {
+    for (id, prio, queued, until) in [
+        ("low", 1, now, now + 60_000),
+        ("high", 9, now + 5, now + 60_000),
+        ("old", 1, now - 5, now + 60_000),
+        ("gone", 9, now, now - 1),
+    ] {
         a.push_inbox(&addr, &InboxItem { delivery: delivery(id), priority: prio, queued_ms: queued, until_ms: until })
             .await
             .expect("push");
