@@ -450,12 +450,11 @@ fn print_outcome(out: &Output, url: &str, r: &SendResponse, wanted_reply: bool) 
     if let Some(e) = &r.error {
         out.line(format!("error     {}: {}", e.code, e.message));
     }
-    if r.status == SendStatus::Accepted && wanted_reply {
-        if let Some(id) = &r.run_id {
-            out.note(format!(
-                "a2a: the target is still working; the reply is kept: a2a session run {url} {id} --wait 60s"
-            ));
-        }
+    if r.status == SendStatus::Accepted
+        && wanted_reply
+        && let Some(id) = &r.run_id
+    {
+        out.note(format!("a2a: the target is still working; the reply is kept: a2a session run {url} {id} --wait 60s"));
     }
 }
 
@@ -542,7 +541,7 @@ pub(crate) async fn execute(out: &Output, client: &Client, command: SessionComma
         }
         SessionCommand::Send { send, wait } => {
             let (mut r, opts) = build_send(&send)?;
-            r.wait_ms = (!wait.is_zero()).then(|| wait.as_millis() as u64);
+            r.wait_ms = (!wait.is_zero()).then_some(wait.as_millis() as u64);
             let wanted = r.reply != Some(false) && !wait.is_zero();
             run_send(out, &sessions, &send.url, &r, &opts, wanted).await
         }
@@ -696,10 +695,7 @@ pub(crate) async fn execute(out: &Output, client: &Client, command: SessionComma
             Ok(0)
         }
         SessionCommand::Events { session, after, count, max_reconnects, .. } => {
-            let mut opts = EventsOptions::default();
-            opts.session = session;
-            opts.last_event_id = after;
-            opts.max_reconnects = max_reconnects;
+            let opts = EventsOptions { session, last_event_id: after, max_reconnects, ..EventsOptions::default() };
             let mut stream = sessions.events(opts).await?;
             let mut seen = 0u64;
             while count.is_none_or(|c| seen < c) {

@@ -185,7 +185,8 @@ mod tests {
     #[test]
     fn a_plain_send_passes_and_every_bad_member_is_named() {
         assert!(check(&message("bonus-desk", "What is the bonus?")).is_ok());
-        let cases: Vec<(&str, Box<dyn Fn(&mut SendRequest)>)> = vec![
+        type Breaker = Box<dyn Fn(&mut SendRequest)>;
+        let cases: Vec<(&str, Breaker)> = vec![
             ("target", Box::new(|r| r.target = None)),
             ("target_label", Box::new(|r| r.target_label = Some("x".into()))),
             ("target", Box::new(|r| r.target = Some("has space".into()))),

@@ -45,7 +45,17 @@ async fn an_attachment_over_the_limit_is_refused_before_anything_is_sent() {
     let big = dir.path("payslip.png");
     std::fs::write(&big, vec![0u8; 256 * 1024 + 1]).expect("write");
     let url = dead_url();
-    let r = a2a(&["session", "ask", &url, "bonus-desk", "-m", "see attached", "--attach", big.to_str().unwrap()]).await;
+    let r = a2a(&[
+        "session",
+        "ask",
+        &url,
+        "bonus-desk",
+        "-m",
+        "see attached",
+        "--attach",
+        big.to_str().expect("a UTF-8 path"),
+    ])
+    .await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
         r.stderr.contains("attachment \"payslip.png\" is 262145 bytes, over the limit of 262144 bytes"),
@@ -54,14 +64,26 @@ async fn an_attachment_over_the_limit_is_refused_before_anything_is_sent() {
     );
     assert!(r.stderr.contains("hint: make it smaller"), "{}", r.stderr);
 
-    let r = a2a(&["session", "send", &url, "bonus-desk", "-m", "x", "--attach", big.to_str().unwrap(), "--json"]).await;
+    let r = a2a(&[
+        "session",
+        "send",
+        &url,
+        "bonus-desk",
+        "-m",
+        "x",
+        "--attach",
+        big.to_str().expect("a UTF-8 path"),
+        "--json",
+    ])
+    .await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     let e: serde_json::Value = serde_json::from_str(&r.stderr).expect("a JSON error");
     assert_eq!(e["error"]["code"], "payload_too_large");
 
     // At the limit it goes out, and then the missing agent is the failure.
     std::fs::write(&big, vec![0u8; 256 * 1024]).expect("write");
-    let r = a2a(&["session", "send", &url, "bonus-desk", "-m", "x", "--attach", big.to_str().unwrap()]).await;
+    let r =
+        a2a(&["session", "send", &url, "bonus-desk", "-m", "x", "--attach", big.to_str().expect("a UTF-8 path")]).await;
     assert_eq!(r.code, 3, "{}", r.stderr);
 }
 
@@ -329,4 +351,63 @@ async fn session_commands_ask_list_and_follow_events_against_a_real_agent() {
     let r = a2a(&["session", "ask", &t.url, "nobody", "-m", "hi", "--did", did]).await;
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("unknown_session") && r.stderr.contains("hint: "), "{}", r.stderr);
+}
+
+/// The session agent of [`session_agent`] on `listener`, keeping its state in `store`.
+async fn session_agent_on(
+    listener: tokio::net::TcpListener,
+    store: std::sync::Arc<dyn a2a_server::sessions::SessionStore>,
+) -> TestAgent {
+    let mut s = SessionSettings::default();
+    s.auth_requirement = a2a_core::capability::AuthRequirement::None;
+    s.visibility = Visibility::All;
+    s.allow_list = a2a_core::sessions::AllowList(vec![format!("{}#*", crate::common::CALLER)]);
+    let sb = SessionsBuilder::new()
+        .settings(s)
+        .store(store)
+        .session(HostedSession::new("bonus-desk", "Knows the boss's payroll and bonuses."), echo());
+    let agent = AgentBuilder::new(AGENT).sessions(sb).build().expect("agent builds");
+    let app = agent.router();
+    TestAgent::serve_on(listener, agent, app).await
+}
+
+#[tokio::test]
+async fn sessions_the_follower_reconnects_after_a_dropped_connection_and_misses_nothing() {
+    let store: std::sync::Arc<dyn a2a_server::sessions::SessionStore> =
+        std::sync::Arc::new(a2a_server::sessions::MemorySessionStore::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let first = session_agent_on(listener, store.clone()).await;
+    let s = client().sessions(&first.url).expect("url");
+    let mut opts = EventsOptions::default().session("bonus-desk");
+    opts.idle_timeout = Duration::from_secs(5);
+    let mut events = s.events(opts).await.expect("the channel");
+    let r1 = s.send(&message("bonus-desk", "first")).await.expect("send").run_id.expect("run id");
+    let e = tokio::time::timeout(Duration::from_secs(10), events.next()).await.expect("an event").expect("open");
+    assert_eq!(e.expect("an event").json().expect("json")["run_id"], r1.as_str());
+
+    // The agent goes away (its connections with it) and comes back on the same port, with the same state.
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let listener = tokio::net::TcpListener::bind(addr).await.expect("the same port again");
+    let _second = session_agent_on(listener, store).await;
+    let r2 = s.send(&message("bonus-desk", "second")).await.expect("send").run_id.expect("run id");
+
+    let mut seen: Vec<(u64, String, String)> = Vec::new();
+    let got_second = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(item) = events.next().await {
+            let ev = item.expect("an event, not an error");
+            let id: u64 = ev.id.as_deref().expect("an id").parse().expect("numeric id");
+            let run = ev.json().and_then(|j| j["run_id"].as_str().map(str::to_owned)).unwrap_or_default();
+            seen.push((id, ev.event.clone(), run.clone()));
+            if ev.event == "announce" && run == r2 {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(got_second.is_ok(), "the second run's announce never arrived: {seen:?}");
+    assert!(events.reconnects() >= 1, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "increasing ids, no duplicates: {seen:?}");
+    assert!(seen.iter().all(|(_, ev, run)| !(ev == "announce" && run == &r1)), "the first announce again: {seen:?}");
 }
