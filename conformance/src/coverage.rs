@@ -28,6 +28,12 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     ("ANN-6", "the optional sessions feature (§17); checks pending its implementation"),
     ("SPN-5", "the optional sessions feature (§17); checks pending its implementation"),
     ("POL-7", "the optional sessions feature (§17); checks pending its implementation"),
+    // Session handlers (§17.10): what a handler does inside the agent (a program's process and environment, the
+    // request to a backend) is not observable by a party that only talks to the agent; a2a-server's
+    // tests/e2e/session_handlers.rs covers them with real programs and local services.
+    ("HDL-1", "a command handler's process and environment are internal to the agent"),
+    ("HDL-2", "an http handler's request goes to the agent's backend, which the suite does not see"),
+    ("HDL-3", "handler limits are configuration internal to the agent"),
     ("SES-1", "the optional sessions feature (§17); checks pending its implementation"),
     ("SES-2", "the optional sessions feature (§17); checks pending its implementation"),
     ("SES-3", "the optional sessions feature (§17); checks pending its implementation"),

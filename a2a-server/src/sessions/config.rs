@@ -1,6 +1,7 @@
 //! `[sessions]` in the agent's TOML (§17): whether the agent serves sessions, how senders authenticate (SES-2),
 //! the limits of §17.3–§17.8, the allow list and visibility (POL-1, POL-2), the sessions the agent hosts and the
-//! spawn templates, each with its handler (SES-9).
+//! spawn templates, each with its handler (SES-9). `a2a_server::app` turns it into the runtime
+//! ([`crate::sessions::SessionSettings::from_config`], [`build_handler`]).
 //!
 //! Every value is checked when the file is read; a mistake is refused with the file, the line, the field and what
 //! to write instead (e.g. `agent.toml:14:1: sessions.session[0].handler.timeout_ms = 0: give 1 to 600000 ms`).
@@ -42,6 +43,7 @@ use a2a_core::sessions::{
 use serde::Deserialize;
 
 use crate::sessions::SessionHandler;
+pub use crate::sessions::Visibility;
 use crate::sessions::handlers::{CommandHandler, HttpHandler, OpenAiHandler};
 
 /// Implements `Deserialize` for a type whose derived implementation is generated under `#[serde(remote = "Self")]`:
@@ -65,22 +67,6 @@ fn within<T: PartialOrd + std::fmt::Display>(field: &str, value: T, min: T, max:
         return Err(format!("{field} = {value}: give {min} to {max}{unit}"));
     }
     Ok(())
-}
-
-/// Who may see which sessions (POL-2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Visibility {
-    /// The requester's own session only.
-    #[serde(rename = "self")]
-    Own,
-    /// It and the sessions it spawned, transitively.
-    Tree,
-    /// Every session of the requester's agent (the default).
-    #[default]
-    Agent,
-    /// Every session the allow list permits.
-    All,
 }
 
 /// `[sessions]`.
@@ -400,7 +386,7 @@ pub struct SpawnTemplate {
     /// A summary the worker session is listed with.
     #[serde(default)]
     pub summary: Option<String>,
-    /// What does the worker's task (not `inbox`).
+    /// What does the worker's task.
     pub handler: HandlerConfig,
 }
 
@@ -435,7 +421,8 @@ pub enum HandlerConfig {
     Http(HttpConfig),
     /// An OpenAI-compatible chat completion per delivery ([`OpenAiHandler`]).
     Openai(OpenAiConfig),
-    /// No handler at the agent: deliveries wait in the session's inbox for its owner (SES-5).
+    /// No handler at the agent: the agent declares the session, and deliveries wait in its inbox for a program
+    /// that reads and answers them (SES-5).
     Inbox,
 }
 
@@ -721,7 +708,7 @@ impl OpenAiConfig {
 pub struct HandlerBuildError(pub String);
 
 /// Builds the handler a configuration describes, reading secrets (`api_key_env`, `bearer_token_env`) from the
-/// process environment. An `inbox` handler has nothing to build (the runtime queues its deliveries, SES-5) and is
+/// process environment. An `inbox` session has no handler to build (the runtime queues its deliveries, SES-5) and is
 /// refused: check [`HandlerConfig::kind`] first.
 pub fn build_handler(config: &HandlerConfig) -> Result<Arc<dyn SessionHandler>, HandlerBuildError> {
     build_handler_with_env(config, &|name| std::env::var(name).ok())

@@ -221,7 +221,12 @@ impl Sessions {
             .header(s::HOP_HEADER, &hop_value)
             .header("content-type", "application/json");
         if let Some((key_id, key)) = self.signer() {
-            let headers = [(h::A2A_VERSION, a2a_core::PROTOCOL_VERSION), (h::A2A_SENDER_ID, self.did.as_str())];
+            // Every a2a-* header is covered (§9.5), the hop included.
+            let headers = [
+                (h::A2A_VERSION, a2a_core::PROTOCOL_VERSION),
+                (h::A2A_SENDER_ID, self.did.as_str()),
+                ("a2a-hop", hop_value.as_str()),
+            ];
             let target = match parsed.query() {
                 Some(q) => format!("{}?{q}", parsed.path()),
                 None => parsed.path().to_owned(),

@@ -20,5 +20,6 @@ mod resolve;
 mod router;
 mod session_handlers;
 mod sessions;
+mod sessions_multiprocess;
 mod sessions_store;
 mod store_suite;

@@ -1,4 +1,4 @@
-//! The configurable session handlers of §17.10 (SES-9) and `[sessions]` in the agent's TOML: `command` with real
+//! The configurable session handlers of §17.10 (SES-9, HDL-1..3) and `[sessions]` in the agent's TOML: `command` with real
 //! programs (a reply, plain text, a failure, a hang, a flood, a slow queue), `http` against a local axum service,
 //! `openai` against a local mock of a chat-completions backend (a third-party API) that checks what it was sent;
 //! and the configuration, with every kind of mistake refused by field and line.
@@ -13,11 +13,11 @@ use a2a_core::sessions::{
 };
 use a2a_server::config::Config;
 use a2a_server::sessions::config::{
-    CommandConfig, HandlerConfig, HttpConfig, OpenAiConfig, SessionsConfig, StdinFormat, Visibility, build_handler,
+    CommandConfig, HandlerConfig, HttpConfig, OpenAiConfig, SessionsConfig, StdinFormat, build_handler,
     build_handler_with_env,
 };
 use a2a_server::sessions::handlers::{CommandHandler, HttpHandler, OpenAiHandler};
-use a2a_server::sessions::{HandlerFailure, SessionHandler};
+use a2a_server::sessions::{HandlerFailure, SessionHandler, Visibility};
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
@@ -592,6 +592,7 @@ handler = { type = "command", argv = ["python3", "price.py"] }
     assert_eq!(s.limits.max_wait_ms, 600_000, "defaults stay");
     assert_eq!(s.limits.max_attachments, 8);
     assert_eq!(s.session.len(), 4);
+    assert_eq!(s.session("phone").expect("phone").handler.kind(), a2a_core::sessions::HandlerKind::Inbox);
     let bonus = s.session("bonus-desk").expect("bonus-desk");
     assert_eq!(bonus.kind, a2a_core::sessions::SessionKind::Main);
     let HandlerConfig::Command(c) = &bonus.handler else { panic!("command") };
@@ -599,7 +600,10 @@ handler = { type = "command", argv = ["python3", "price.py"] }
     assert_eq!(c.cwd.as_deref(), Some(Path::new("/etc/a2a/bots")));
     assert_eq!((c.timeout_ms, c.max_output_bytes, c.max_concurrency), (5000, 1024 * 1024, 4));
     assert_eq!(s.session("ledger").expect("ledger").kind, a2a_core::sessions::SessionKind::Other);
-    assert_eq!(s.session("phone").expect("phone").handler.kind(), a2a_core::sessions::HandlerKind::Inbox);
+    let settings = a2a_server::sessions::SessionSettings::from_config(&s);
+    assert_eq!((settings.default_max_turns, settings.max_turns_cap, settings.max_spawn_depth), (3, 10, 2));
+    assert_eq!(settings.visibility, Visibility::Tree);
+    assert_eq!(settings.auth_requirement, a2a_core::capability::AuthRequirement::ApiKey);
     assert_eq!(s.spawn_template(None).expect("default template").name, "price-check");
     assert!(s.spawn_template(Some("nonesuch")).is_none());
     let HandlerConfig::Command(p) = &s.spawn_template[0].handler else { panic!("command") };
@@ -627,16 +631,20 @@ fn config_mistakes_are_refused_by_field_line_and_remedy() {
         ("[sessions]\nauth_requirement = \"password\"\n".into(), &["password", "did_auth"]),
         ("[sessions]\nallow = [\"did:web:*.example.com\"]\n".into(), &["allow[0]", "#*"]),
         (
-            "[[sessions.session]]\nsession_key = \"bad key\"\nsummary = \"A helpful desk.\"\nhandler = { type = \"inbox\" }\n".into(),
+            "[[sessions.session]]\nsession_key = \"bad key\"\nsummary = \"A helpful desk.\"\nhandler = { type = \"command\", argv = [\"bot\"] }\n".into(),
             &["session_key", "' '", "agent.toml:3"],
         ),
-        ("[[sessions.session]]\nsession_key = \"desk\"\nsummary = \"Hi\"\nhandler = { type = \"inbox\" }\n".into(), &["summary is 2 characters", "5 to 2000"]),
+        ("[[sessions.session]]\nsession_key = \"desk\"\nsummary = \"Hi\"\nhandler = { type = \"command\", argv = [\"bot\"] }\n".into(), &["summary is 2 characters", "5 to 2000"]),
         (
-            "[[sessions.session]]\nsession_key = \"desk\"\nkind = \"spawn\"\nsummary = \"A helpful desk.\"\nhandler = { type = \"inbox\" }\n".into(),
+            "[[sessions.session]]\nsession_key = \"desk\"\nkind = \"spawn\"\nsummary = \"A helpful desk.\"\nhandler = { type = \"command\", argv = [\"bot\"] }\n".into(),
             &["kind = \"spawn\"", "spawn_template"],
         ),
-        (format!("{}{}", session("{ type = \"inbox\" }"), session("{ type = \"inbox\" }")), &["\"desk\" is used twice"]),
-        (session("{ type = \"shell\", line = \"bot\" }"), &["shell", "command", "http", "openai", "inbox"]),
+        (format!("{}{}", session("{ type = \"command\", argv = [\"bot\"] }"), session("{ type = \"command\", argv = [\"bot\"] }")), &["\"desk\" is used twice"]),
+        (session("{ type = \"shell\", line = \"bot\" }"), &["shell", "command", "http", "openai"]),
+        (
+            "[[sessions.spawn_template]]\nname = \"worker\"\nhandler = { type = \"inbox\" }\n".into(),
+            &["spawn template \"worker\"", "inbox", "command, http or openai"],
+        ),
         (session("{ type = \"command\", argv = [] }"), &["argv is empty", "[\"python3\", \"bot.py\"]"]),
         (session("{ type = \"command\", argv = [\"bot\"], timeout_ms = 0 }"), &["timeout_ms = 0", "1 to 600000"]),
         (session("{ type = \"command\", argv = [\"bot\"], max_output_bytes = 99999999 }"), &["max_output_bytes"]),
@@ -649,8 +657,8 @@ fn config_mistakes_are_refused_by_field_line_and_remedy() {
         (session("{ type = \"openai\", base_url = \"http://x\", model = \"\" }"), &["model is empty"]),
         (session("{ type = \"openai\", base_url = \"http://x\", model = \"m\", temperature = 3.0 }"), &["temperature = 3", "0 to 2"]),
         (
-            "[[sessions.spawn_template]]\nname = \"worker\"\nhandler = { type = \"inbox\" }\n".into(),
-            &["spawn template \"worker\"", "inbox", "command, http or openai"],
+            "[[sessions.spawn_template]]\nname = \"a worker\"\nhandler = { type = \"command\", argv = [\"w\"] }\n".into(),
+            &["spawn_template.name", "' '"],
         ),
     ];
     let mut wrong = Vec::new();
@@ -672,7 +680,7 @@ fn config_mistakes_are_refused_by_field_line_and_remedy() {
 }
 
 #[tokio::test]
-async fn build_handler_reads_secrets_from_the_environment_and_refuses_inbox() {
+async fn build_handler_reads_secrets_from_the_environment() {
     let (base, seen) = chat_backend().await;
     let mut c = OpenAiConfig::new(base.clone(), "echo");
     c.api_key_env = Some("CHAT_KEY".into());
@@ -694,4 +702,116 @@ async fn build_handler_reads_secrets_from_the_environment_and_refuses_inbox() {
     let inbox = build_handler(&HandlerConfig::Inbox).err().expect("refused");
     assert!(inbox.0.contains("inbox"), "{inbox}");
     assert!(build_handler(&HandlerConfig::Command(CommandConfig::new(["true"]))).is_ok());
+}
+
+// --- a configured agent, served ----------------------------------------------------------------------------------
+
+/// An agent built from TOML, as the binary does, serving a `command` session and an `http` spawn template; a send
+/// and a spawn over loopback reach the configured handlers.
+#[tokio::test]
+async fn a_toml_agent_serves_its_configured_sessions_over_http() {
+    let dir = TempDir::new("toml-sessions");
+    std::fs::create_dir_all(dir.path("bots")).expect("mkdir");
+    dir.write(
+        "bots/bonus.py",
+        "import json, os, sys\nd = json.load(sys.stdin)\nprint(json.dumps({\"reply\": \"The bonus is 5000 (asked: %s; waiting: %s)\" % (d[\"text\"], os.environ.get(\"A2A_WAIT_CHAIN\", \"-\"))}))\n",
+    );
+    let (service_base, seen) = service().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let toml = format!(
+        r#"[agent]
+did = "did:web:localhost%3A{port}"
+
+[sessions]
+auth_requirement = "none"
+
+[[sessions.session]]
+session_key = "bonus-desk"
+label = "work assistant"
+kind = "main"
+summary = "Knows the boss's payroll and bonuses."
+handler = {{ type = "command", argv = ["python3", "bonus.py"], cwd = "bots", timeout_ms = 20000 }}
+
+[[sessions.spawn_template]]
+name = "price-check"
+handler = {{ type = "http", url = "{service_base}/reply" }}
+"#
+    );
+    let path = dir.write("agent.toml", &toml);
+    let (cfg, text) = Config::load(&path).expect("loads");
+    let (agent, _) = a2a_server::app::build_from_config(&cfg, &text, &path).expect("builds");
+    let app = agent.router();
+    let limits = agent.engine().limits().clone();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = a2a_server::serve::serve(
+            listener,
+            app,
+            &limits,
+            async {
+                let _ = rx.await;
+            },
+            Duration::from_secs(1),
+        )
+        .await;
+    });
+    let base = format!("http://127.0.0.1:{port}");
+    let me = format!("did:web:localhost%3A{port}");
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: Value| {
+        http.post(format!("{base}{path}")).header("A2A-Version", "0.3").header("A2A-Sender-ID", &me).json(&body).send()
+    };
+
+    let list: Value = http
+        .get(format!("{base}/a2a/sessions?include_self=true"))
+        .header("A2A-Version", "0.3")
+        .header("A2A-Sender-ID", &me)
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(list["sessions"][0]["session_key"], "bonus-desk", "{list}");
+    assert_eq!(list["sessions"][0]["label"], "work assistant", "{list}");
+
+    // The requester waits (and says so in A2A-Wait-Chain), so the program is given the chain with the target added,
+    // to carry on in the sends it makes (POL-5, HDL-1).
+    let send = json!({"target": "bonus-desk", "text": "bonus?", "from": "main", "wait_ms": 20000, "announce": false, "max_turns": 0});
+    let resp = http
+        .post(format!("{base}/a2a/sessions/send"))
+        .header("A2A-Version", "0.3")
+        .header("A2A-Sender-ID", &me)
+        .header("A2A-Wait-Chain", format!("{me}#main"))
+        .json(&send)
+        .send()
+        .await
+        .expect("send");
+    let answer: Value = resp.json().await.expect("JSON");
+    assert_eq!(answer["status"], "ok", "{answer}");
+    let reply = answer["reply"].as_str().expect("reply");
+    assert!(reply.starts_with("The bonus is 5000 (asked: bonus?; waiting: "), "{answer}");
+    assert!(reply.contains(&format!("{me}#main")) && reply.contains(&format!("{me}#bonus-desk")), "{answer}");
+
+    // A worker spawned from the configured template is answered by the configured HTTP service.
+    let resp =
+        post("/a2a/sessions/spawn", json!({"parent": "bonus-desk", "task": "price of a MacBook", "announce": false}))
+            .await
+            .expect("spawn");
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let spawned: Value = resp.json().await.expect("JSON");
+    let mut got = None;
+    for _ in 0..100 {
+        if let Some(r) = seen.lock().expect("lock").iter().find(|r| r.path == "/reply") {
+            got = Some(r.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let got = got.expect("the template's service was called");
+    assert_eq!(got.body["step"], "spawn", "{}", got.body);
+    assert_eq!(got.body["text"], "price of a MacBook");
+    assert_eq!(got.body["run_id"], spawned["run_id"]);
+    let _ = tx.send(());
 }

@@ -49,12 +49,20 @@ pub fn open_settings() -> SessionSettings {
 impl Ses {
     /// Binds a port, names the agent `did:web:localhost%3A<port>`, and serves the sessions `f` builds.
     pub async fn start(f: impl FnOnce(&str) -> SessionsBuilder) -> Ses {
+        Self::start_with(f, |b| b).await
+    }
+
+    /// [`Ses::start`] with more of the agent configured by `agent`.
+    pub async fn start_with(
+        f: impl FnOnce(&str) -> SessionsBuilder,
+        agent: impl FnOnce(AgentBuilder) -> AgentBuilder,
+    ) -> Ses {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let base = format!("http://127.0.0.1:{port}");
         let did = format!("did:web:localhost%3A{port}");
         let sessions = f(&did).endpoint(format!("{base}/a2a"));
-        let agent = AgentBuilder::new(did.clone()).sessions(sessions).build().expect("agent builds");
+        let agent = agent(AgentBuilder::new(did.clone()).sessions(sessions)).build().expect("agent builds");
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let app = agent.router();
         let limits = agent.engine().limits().clone();
@@ -105,10 +113,6 @@ impl Ses {
         assert_eq!(a.body["state"], "done", "{}", a.body);
         a.body
     }
-
-    pub fn sessions(&self) -> &Arc<a2a_server::sessions::Sessions> {
-        self.agent.sessions().expect("sessions enabled")
-    }
 }
 
 /// The test client's DID (a caller agent that is not served).
@@ -133,6 +137,7 @@ async fn sessions_registry_registers_lists_filters_and_ends() {
     })
     .await;
     // DISCOVER lists the feature.
+    assert_eq!(a.agent.sessions().map(|s| s.did().to_owned()), Some(a.did.clone()));
     let caps = a.get_as(CALLER, "/a2a/capabilities").await;
     assert!(caps.body["features"].as_array().expect("features").iter().any(|f| f == "sessions"), "{}", caps.body);
     let reg = json!({"session_key": "inbox-1", "label": "my inbox", "kind": "group", "summary": "an inbox session"});
@@ -1008,7 +1013,7 @@ async fn sessions_wait_edges_in_a_shared_store_catch_cycles_without_the_header()
                         .json(&json!({"target": "desk", "from": "desk", "text": "and you?", "wait_ms": 20000, "max_turns": 0, "announce": false}))
                         .send().await.map_err(|e| HandlerFailure::Failed(e.to_string()))?
                         .json().await.map_err(|e| HandlerFailure::Failed(e.to_string()))?;
-                    Ok::<_, HandlerFailure>(format!("{}", v["status"].as_str().or(v["error"]["code"].as_str()).unwrap_or("?")))
+                    Ok::<_, HandlerFailure>(v["status"].as_str().or(v["error"]["code"].as_str()).unwrap_or("?").to_owned())
                 }
             })
         })
@@ -1094,4 +1099,78 @@ async fn sessions_inbox_sessions_are_answered_by_their_owner() {
     let r = a.send(json!({"target_label": "twin", "text": "which?"})).await;
     assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "ambiguous_label"), "{}", r.body);
     assert_eq!(r.body["error"]["details"]["candidates"].as_array().map(Vec::len), Some(2));
+}
+
+/// A request signed by `did` with `key` for `audience` (§9.5).
+fn signed(
+    a: &Ses,
+    method: Method,
+    path: &str,
+    did: &str,
+    key: &a2a_core::keys::SigningKey,
+    body: Option<&Value>,
+) -> reqwest::RequestBuilder {
+    use a2a_core::integrity::{self, Coverage, MessageParts};
+    let bytes = body.map(|b| serde_json::to_vec(b).expect("json")).unwrap_or_default();
+    let headers = [("a2a-version", "0.3"), ("a2a-sender-id", did)];
+    let parts = MessageParts { method: method.as_str(), target: path, headers: &headers, body: &bytes, status: None };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64;
+    let coverage = if body.is_some() { Coverage::PayloadHash } else { Coverage::HeaderOnly };
+    let sig = integrity::sign(key, "key-1", did, &a.did, coverage, &parts, now, 60).expect("sign");
+    let mut rb = a.req(method, path, did).header("A2A-Signature", sig);
+    if body.is_some() {
+        rb = rb.header("Content-Type", "application/json").body(bytes);
+    }
+    rb
+}
+
+#[tokio::test]
+async fn sessions_did_auth_agents_sign_their_ping_pong_turns() {
+    use a2a_core::did::{Did, DidDocument};
+    use a2a_core::keys::SigningKey;
+    let resolver = Arc::new(a2a_core::resolver::StaticResolver::new());
+    let (kx, ky) = (SigningKey::generate().expect("key"), SigningKey::generate().expect("key"));
+    let mut settings = open_settings();
+    settings.auth_requirement = AuthRequirement::DidAuth;
+    let (r1, k1, s1) = (resolver.clone(), kx.clone(), settings.clone());
+    let x = Ses::start_with(
+        |_| {
+            SessionsBuilder::new()
+                .settings(s1)
+                .session(HostedSession::new("main", "the main assistant"), reply("REPLY_SKIP"))
+        },
+        move |b| b.resolver(r1).sign_responses("key-1", k1),
+    )
+    .await;
+    let (r2, k2) = (resolver.clone(), ky.clone());
+    let y = Ses::start_with(
+        |_| SessionsBuilder::new().settings(settings).session(desk("desk"), reply("The bonus is 5000.")),
+        move |b| b.resolver(r2).sign_responses("key-1", k2),
+    )
+    .await;
+    for (a, k) in [(&x, &kx), (&y, &ky)] {
+        let did = Did::parse(&a.did).expect("did");
+        resolver.insert(&did, DidDocument::generate(&did, &[("key-1".to_owned(), k.verifying_key().to_jwk())]));
+    }
+    let body = json!({"target": "desk", "from": "main", "from_endpoint": format!("{}/a2a", x.base), "text": "Bonus?",
+                      "wait_ms": 10000, "announce": false});
+    // Unsigned: refused under did_auth.
+    let r = y.post_as(&x.did, "/a2a/sessions/send", body.clone()).await;
+    assert_eq!((r.status, r.code()), (StatusCode::UNAUTHORIZED, "signature_required"), "{}", r.body);
+    let r = Ses::answer(signed(&y, Method::POST, "/a2a/sessions/send", &x.did, &kx, Some(&body))).await;
+    assert_eq!((r.status, r.body["status"].as_str()), (StatusCode::OK, Some("ok")), "{}", r.body);
+    let seg = a2a_core::execution_id::ExecutionId::parse(r.body["run_id"].as_str().expect("run_id"))
+        .expect("id")
+        .to_path_segment();
+    let path = format!("/a2a/runs/{seg}?wait_ms=10000&until=done");
+    let run = Ses::answer(signed(&y, Method::GET, &path, &x.did, &kx, None)).await;
+    assert_eq!(run.status, StatusCode::OK, "{}", run.body);
+    // The turn reached X (which requires signatures too) and X's REPLY_SKIP ended the exchange.
+    assert_eq!(
+        (run.body["ended_by"].as_str(), run.body["turns"].as_array().map(Vec::len)),
+        (Some("skip_token"), Some(1)),
+        "{}",
+        run.body
+    );
+    assert_eq!(run.body["turns"][0]["text"], "REPLY_SKIP");
 }

@@ -1,4 +1,4 @@
-//! The `command` session handler (SES-9): a program per delivery — e.g. a wrapper around an existing CLI agent.
+//! The `command` session handler (SES-9, HDL-1, HDL-3): a program per delivery — e.g. a wrapper around an existing CLI agent.
 //!
 //! The program is started from an argv array (no shell), in its own process group, with a cleared environment
 //! (only the allow-listed variables of the agent's, the configured ones and the `A2A_*` ones below). It reads the
@@ -8,7 +8,9 @@
 //! Environment set for each delivery: `A2A_RUN_ID`, `A2A_SESSION` (the receiving session's address), `A2A_STEP`
 //! (`message`, `reply`, `announce`, `spawn`), `A2A_HOP` (the provenance hop, POL-4: a send the program makes
 //! carries `A2A-Hop: A2A_HOP + 1`), `A2A_SOURCE_AGENT`, `A2A_SOURCE_SESSION` and `A2A_TRACE_ID` when known,
-//! `A2A_TURN` (`N/M`) on reply steps, and `A2A_TIMEOUT_MS`.
+//! `A2A_TURN` (`N/M`) on reply steps, `A2A_WAIT_CHAIN` when the requester is waiting (POL-5: a send the program
+//! makes carries it in `A2A-Wait-Chain`, so that a cycle back to a waiting session is refused at once), and
+//! `A2A_TIMEOUT_MS`.
 //!
 //! Limits: `timeout_ms` (past it the whole process group is killed and the delivery is `TimedOut`), `max_output_bytes`
 //! of stdout (more kills the program and fails the delivery), `max_concurrency` programs at once (a delivery waits
@@ -71,6 +73,9 @@ impl CommandHandler {
         }
         if let Some(t) = &delivery.turn {
             cmd.env("A2A_TURN", format!("{}/{}", t.n, t.of));
+        }
+        if let Some(chain) = crate::sessions::current_wait_chain() {
+            cmd.env("A2A_WAIT_CHAIN", chain);
         }
         if let Some(cwd) = &c.cwd {
             cmd.current_dir(cwd);

@@ -1,14 +1,15 @@
-//! The `http` session handler (SES-9): POSTs the delivery as JSON to a URL and expects `{"reply": "..."}` (or
+//! The `http` session handler (SES-9, HDL-2, HDL-3): POSTs the delivery as JSON to a URL and expects `{"reply": "..."}` (or
 //! `{"error": "..."}`) with a `2xx`.
 //!
-//! The request carries `A2A-Run-ID`, `A2A-Session`, `A2A-Step` and the provenance hop in `A2A-Hop` (POL-4: a send
-//! the service makes carries the next hop), plus `Authorization: Bearer <token>` when a token variable is configured
+//! The request carries `A2A-Run-ID`, `A2A-Session`, `A2A-Step`, the provenance hop in `A2A-Hop` (POL-4: a send
+//! the service makes carries the next hop) and, when the requester is waiting, `A2A-Wait-Chain` (POL-5: a send the
+//! service makes carries it on), plus `Authorization: Bearer <token>` when a token variable is configured
 //! and the configured headers. Redirects are not followed. Limits: `timeout_ms` (then `TimedOut`) and
 //! `max_response_bytes`; a non-`2xx` answer fails the delivery with the status and the start of the body.
 
 use std::time::Duration;
 
-use a2a_core::sessions::{Delivery, HOP_HEADER};
+use a2a_core::sessions::{Delivery, HOP_HEADER, WAIT_CHAIN_HEADER};
 
 use super::{EXCERPT_CHARS, head, read_body_capped, reply_from_json, step_name, with_causes};
 use crate::sessions::config::HttpConfig;
@@ -48,6 +49,9 @@ impl SessionHandler for HttpHandler {
             .header("A2A-Step", step_name(delivery.step))
             .header(HOP_HEADER, delivery.provenance.hop.to_string())
             .json(&delivery);
+        if let Some(chain) = crate::sessions::current_wait_chain() {
+            req = req.header(WAIT_CHAIN_HEADER, chain);
+        }
         if let Some(t) = &self.bearer {
             req = req.bearer_auth(t);
         }
