@@ -21,6 +21,7 @@ mod invariants;
 mod negotiate;
 mod resolver;
 mod schema;
+mod sessions;
 mod signature;
 mod transport;
 
@@ -39,6 +40,7 @@ pub fn all() -> Vec<Check> {
     v.extend(auth::checks());
     v.extend(signature::checks());
     v.extend(resolver::checks());
+    v.extend(sessions::checks());
     v.extend(invariants::checks());
     v
 }
