@@ -138,7 +138,7 @@ pub fn demo_app(port: u16) -> Result<(Agent, Router), String> {
 /// The demo's sessions (§17): inbox sessions only, under `did_auth` (the default), with an allow list that admits every
 /// address (POL-1), so that any signed caller — a conformance suite, a person with the `a2a` CLI — can register an
 /// inbox session and send to it (SES-4, SES-5).
-fn demo_sessions(key: &SigningKey) -> crate::sessions::SessionsBuilder {
+pub fn demo_sessions(key: &SigningKey) -> crate::sessions::SessionsBuilder {
     let settings = crate::sessions::SessionSettings {
         allow_list: a2a_core::sessions::AllowList(vec!["*".to_owned()]),
         ..Default::default()
