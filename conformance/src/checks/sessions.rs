@@ -391,7 +391,7 @@ async fn history(t: &mut Trial<'_>) -> Outcome {
         .unwrap_or_default();
     t.check(r.status == 200 && texts.len() >= 4, "200 with at least 4 messages", show(&b));
     t.check(
-        texts.iter().rev().next().is_some_and(|s| s.contains("answer 2")),
+        texts.last().is_some_and(|s| s.contains("answer 2")),
         "newest last (\"answer 2\")",
         format!("{texts:?}"),
     );
