@@ -1,6 +1,8 @@
 //! The `a2a` command-line client, for people and scripts (library side; `src/main.rs` only calls [`main`]).
 //!
-//! Network commands (`discover`, `capabilities`, `negotiate`, `call`, `result`, `cancel`, `fallback`) run the
+//! Network commands (`discover`, `capabilities`, `negotiate`, `call`, `result`, `cancel`, `fallback`, and the
+//! `session` commands of §17: `register`, `list`, `show`, `end`, `send`, `ask`, `run`, `history`, `spawn`, `inbox`,
+//! `reply`, `events`) run the
 //! [`crate::Client`]; local tools (`keygen`, `key check`, `schema fix`, `capability lint|convert`) need no agent.
 //! Results go to stdout (`--json` for machine output); errors go to stderr with a non-zero exit code:
 //!
@@ -15,6 +17,7 @@
 mod a2a1x;
 mod net;
 mod output;
+mod session;
 mod tools;
 
 use std::path::PathBuf;
@@ -38,7 +41,10 @@ Examples:
   a2a schema fix openapi-schema.json -o schema.json
   a2a capability lint capabilities.yaml
   a2a a2a1x card http://127.0.0.1:9999
-  a2a a2a1x call http://127.0.0.1:9999 echo --data '{\"text\":\"hi\"}' --stream";
+  a2a a2a1x call http://127.0.0.1:9999 echo --data '{\"text\":\"hi\"}' --stream
+  a2a session list http://127.0.0.1:8080 --search bonus
+  a2a session ask http://127.0.0.1:8080 bonus-desk -m 'What is the bonus this month?' --from main --wait 30s
+  a2a session events http://127.0.0.1:8080 --session bonus-desk";
 
 /// The A2A protocol 0.3 command-line client.
 #[derive(Debug, Parser)]
@@ -227,6 +233,9 @@ enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Sessions and agent-to-agent conversations (§17): register, list, send, ask, history, spawn, events.
+    #[command(subcommand)]
+    Session(session::SessionCommand),
     /// Generate a P-256 key and the did:web DID document that publishes it.
     Keygen {
         /// Directory to write key.pem and did.json into.
@@ -348,7 +357,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 /// The exit code for an error (see the module documentation).
 pub(crate) fn exit_code(e: &ClientError) -> i32 {
     match e {
-        ClientError::InvalidInput { .. } => 2,
+        ClientError::InvalidInput { .. } | ClientError::TooLarge { .. } => 2,
         ClientError::Unreachable { .. } | ClientError::Protocol { .. } | ClientError::UnsupportedVersion { .. } => 3,
         ClientError::Timeout { .. } | ClientError::DeadlineExceeded { .. } => 4,
         ClientError::NoMatchingCapability { cause, .. } if !cause.is_capability_mismatch() => exit_code(cause),

@@ -28,6 +28,28 @@ pub enum Step {
     Fallback,
     /// Resolving an agent's DID to verify a signed response.
     ResolveDid,
+    /// `POST /a2a/sessions` (§17.2).
+    SessionRegister,
+    /// `GET /a2a/sessions` (§17.2).
+    SessionList,
+    /// `GET /a2a/sessions/{key}`.
+    SessionRead,
+    /// `DELETE /a2a/sessions/{key}`.
+    SessionEnd,
+    /// `POST /a2a/sessions/send` (§17.3).
+    SessionSend,
+    /// `GET /a2a/runs/{run_id}` (SND-10).
+    RunRead,
+    /// `GET /a2a/sessions/{key}/history` (§17.7).
+    SessionHistory,
+    /// `POST /a2a/sessions/spawn` (§17.8).
+    SessionSpawn,
+    /// `GET /a2a/sessions/{key}/inbox` (SES-5).
+    SessionInbox,
+    /// `POST /a2a/runs/{run_id}/reply` (SES-5).
+    RunReply,
+    /// `GET /a2a/events` (§17.6).
+    Events,
 }
 
 impl Step {
@@ -43,13 +65,26 @@ impl Step {
             Step::Cancel => "CANCEL",
             Step::Fallback => "FALLBACK",
             Step::ResolveDid => "DID resolution",
+            Step::SessionRegister => "SESSION REGISTER",
+            Step::SessionList => "SESSION LIST",
+            Step::SessionRead => "SESSION READ",
+            Step::SessionEnd => "SESSION END",
+            Step::SessionSend => "SESSION SEND",
+            Step::RunRead => "RUN",
+            Step::SessionHistory => "HISTORY",
+            Step::SessionSpawn => "SPAWN",
+            Step::SessionInbox => "INBOX",
+            Step::RunReply => "RUN REPLY",
+            Step::Events => "EVENTS",
         }
     }
 
     /// Whether the step may be repeated without changing anything at the agent (CLI-3). EXECUTE is safe only with
     /// an `Idempotency-Key` at an agent that lists `idempotency`, which the client decides per request.
+    /// Of the session steps (§17), a send, a spawn, a reply and the end of a session each change the agent's state
+    /// once and are never repeated by the client.
     pub fn is_idempotent(self) -> bool {
-        !matches!(self, Step::Execute)
+        !matches!(self, Step::Execute | Step::SessionSend | Step::SessionSpawn | Step::RunReply | Step::SessionEnd)
     }
 }
 
@@ -173,6 +208,16 @@ pub enum ClientError {
         /// What failed.
         reason: String,
     },
+    /// A message is over one of its bounds, found before anything was sent (SND-2: attachments, the body).
+    #[error("{what} is {actual} bytes, over the limit of {limit} bytes")]
+    TooLarge {
+        /// What is too large (`attachment "payslip.png"`, `the send request body`).
+        what: String,
+        /// The limit, in bytes.
+        limit: u64,
+        /// The size found, in bytes.
+        actual: u64,
+    },
     /// The client could not sign a request.
     #[error("cannot sign the {step} request: {reason}")]
     Signing {
@@ -223,6 +268,7 @@ impl ClientError {
             ClientError::ExecutionFailed { error, .. } => error.code.as_str(),
             ClientError::ResponseNotVerified { code, .. } => code.as_str(),
             ClientError::Signing { .. } => "signing_failed",
+            ClientError::TooLarge { .. } => "payload_too_large",
         }
     }
 
@@ -239,7 +285,7 @@ impl ClientError {
             ClientError::UnsupportedVersion { .. } | ClientError::CapabilityNotOffered { .. } => Some(Step::Discover),
             ClientError::ExecutionFailed { .. } => Some(Step::Result),
             ClientError::NoMatchingCapability { cause, .. } => cause.step(),
-            ClientError::InvalidInput { .. } => None,
+            ClientError::InvalidInput { .. } | ClientError::TooLarge { .. } => None,
         }
     }
 
@@ -339,6 +385,9 @@ impl ClientError {
                 "the response may have been tampered with or comes from another agent: do not trust it".into()
             }
             ClientError::Signing { .. } => "check the client's DID, key id and P-256 key".into(),
+            ClientError::TooLarge { limit, .. } => format!(
+                "make it smaller than {limit} bytes: send a smaller file, fewer attachments, or a link to the data"
+            ),
         }
     }
 }
@@ -396,6 +445,26 @@ fn agent_hint(error: &A2aError) -> String {
         s("the negotiation expired or is unknown: negotiate again")
     } else if *c == ErrorCode::OVERLOADED || *c == ErrorCode::RATE_LIMITED {
         s("the agent is busy: try again after the Retry-After delay")
+    } else if *c == ErrorCode::UNKNOWN_SESSION {
+        s("no such session is visible to you: list them with `a2a session list URL` (stale or ended ones are hidden)")
+    } else if *c == ErrorCode::UNKNOWN_RUN {
+        s("the run is unknown, expired or not yours: check the run id and the sender DID")
+    } else if *c == ErrorCode::SESSION_CONFLICT {
+        s("another owner holds this session key, or it names a hosted session: register another key")
+    } else if *c == ErrorCode::AMBIGUOUS_LABEL {
+        s("the label names several sessions: send to one of details.candidates by its session key")
+    } else if *c == ErrorCode::WAIT_CYCLE {
+        s(
+            "the target is already waiting on this chain (details.cycle): send without waiting (--wait 0) or reply instead",
+        )
+    } else if *c == ErrorCode::HOP_LIMIT {
+        s("the chain of sends is too long: answer the delivery without sending on")
+    } else if *c == ErrorCode::SPAWN_LIMIT {
+        s("a spawn limit is reached (details.limit): wait for running workers to finish")
+    } else if *c == ErrorCode::FORBIDDEN {
+        s("the agent's session policy refuses this: ask its operator to allow your session address")
+    } else if *c == ErrorCode::PAYLOAD_TOO_LARGE {
+        s("the message is over the agent's limit (details.limit_bytes): send less")
     } else if *c == ErrorCode::UNSUPPORTED_VERSION {
         s("the agent speaks another protocol version")
     } else {

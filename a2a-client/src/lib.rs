@@ -42,6 +42,9 @@
 //! - **Integrity** (§9.5): requests signed in any coverage mode; signed responses verified with the agent's key,
 //!   resolved over HTTPS (did:web) with a cache and SSRF protection.
 //!
+//! Sessions and agent-to-agent conversations (§17) — register, list, send and ask, await a run, history, spawn,
+//! inbox and reply, and the event channel as a stream — are in [`sessions`], through [`Client::sessions`].
+//!
 //! Every failure is a [`ClientError`] that names the step, what happened ([`ClientError::code`]) and what to try
 //! ([`ClientError::hint`]); nothing panics on input from the network.
 
@@ -56,6 +59,7 @@ mod error;
 pub mod fallback;
 mod identity;
 pub mod stream;
+pub mod sessions;
 mod transport;
 mod types;
 

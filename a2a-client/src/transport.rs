@@ -136,6 +136,48 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     v.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
+/// A request ready to go.
+struct Prepared {
+    rb: reqwest::RequestBuilder,
+    target: String,
+    url: String,
+    timeout: Duration,
+    cut_by_deadline: bool,
+}
+
+/// Why a body could not be read.
+enum ReadFailure {
+    TimedOut,
+    Failed(ClientError),
+}
+
+/// CLI-5: the answer must come from an agent of our version.
+fn check_version(req: &Request<'_>, url: &str, status: u16, headers: &HeaderMap) -> Result<(), ClientError> {
+    match headers.get(h::A2A_VERSION).and_then(|v| v.to_str().ok()) {
+        None => Err(ClientError::Protocol {
+            step: req.step,
+            url: url.to_owned(),
+            reason: format!("it answered {status} without an A2A-Version header: this is not an A2A endpoint"),
+        }),
+        Some(v) => match h::parse_version(v) {
+            Ok(ver) if ver == h::Version::V0_3 => Ok(()),
+            _ => Err(ClientError::UnsupportedVersion { url: req.endpoint.to_string(), version: v.trim().to_owned() }),
+        },
+    }
+}
+
+/// The error of an answer with an error status: its `ErrorBody`, or a protocol error when it has none.
+fn error_of(step: Step, url: &str, status: u16, body: &[u8]) -> ClientError {
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(b) => ClientError::Agent { step, status, error: Box::new(A2aError::from(b)) },
+        Err(e) => ClientError::Protocol {
+            step,
+            url: url.to_owned(),
+            reason: format!("it answered {status} with a body that is not an A2A error ({e})"),
+        },
+    }
+}
+
 impl Inner {
     /// Sends a request, retrying transient failures of safe steps with backoff (100 ms doubling, or `Retry-After`)
     /// within the deadline; every attempt is signed afresh (INT-5).
@@ -166,11 +208,14 @@ impl Inner {
         }
     }
 
-    async fn send_once(
+    /// The headers of a request (version, sender, extra headers, credentials, content type, signature) and the
+    /// request builder carrying them; `whole_timeout` bounds the whole exchange, body included (not for streams).
+    fn prepare(
         &self,
         req: &Request<'_>,
         deadline: Option<Deadline>,
-    ) -> Result<Response, (ClientError, Option<Duration>)> {
+        whole_timeout: bool,
+    ) -> Result<Prepared, ClientError> {
         let step = req.step;
         let target = req.endpoint.target(&req.tail, req.query.as_deref());
         let url = req.endpoint.url_of(&target);
@@ -179,10 +224,9 @@ impl Inner {
             _ => (req.timeout, false),
         };
         if timeout.is_zero() {
-            return Err((
-                deadline.map_or_else(|| ClientError::Timeout { step, url, after: timeout }, |d| d.exceeded(step)),
-                None,
-            ));
+            return Err(
+                deadline.map_or_else(|| ClientError::Timeout { step, url, after: timeout }, |d| d.exceeded(step))
+            );
         }
         let mut headers: Vec<(&str, String)> = vec![
             (h::A2A_VERSION, a2a_core::PROTOCOL_VERSION.to_owned()),
@@ -204,16 +248,30 @@ impl Inner {
         }
         let body = req.body.as_deref().unwrap_or_default();
         if req.sign {
-            let sig = self.sign(req, &target, &headers, body).map_err(|e| (e, None))?;
+            let sig = self.sign(req, &target, &headers, body)?;
             headers.push((h::A2A_SIGNATURE, sig));
         }
-        let mut rb = self.http.request(req.method.clone(), &url).timeout(timeout);
+        let mut rb = self.http.request(req.method.clone(), &url);
+        if whole_timeout {
+            rb = rb.timeout(timeout);
+        }
         for (k, v) in &headers {
             rb = rb.header(*k, v);
         }
         if let Some(b) = &req.body {
             rb = rb.body(b.clone());
         }
+        Ok(Prepared { rb, target, url, timeout, cut_by_deadline })
+    }
+
+    async fn send_once(
+        &self,
+        req: &Request<'_>,
+        deadline: Option<Deadline>,
+    ) -> Result<Response, (ClientError, Option<Duration>)> {
+        let step = req.step;
+        let Prepared { rb, target, url, timeout, cut_by_deadline } =
+            self.prepare(req, deadline, true).map_err(|e| (e, None))?;
         let timed_out = |url: String| {
             if cut_by_deadline {
                 deadline.map_or(ClientError::Timeout { step, url: url.clone(), after: timeout }, |d| d.exceeded(step))
@@ -235,48 +293,84 @@ impl Inner {
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|v| v.trim().starts_with("text/event-stream"))
         {
-            check_version(step, &url, req.endpoint, status, &resp_headers).map_err(|e| (e, None))?;
+            check_version(req, &url, status, &resp_headers).map_err(|e| (e, None))?;
             return Ok(Response { status, headers: resp_headers, body: Bytes::new(), url, stream: Some(resp) });
         }
+        let body = match self.read_body(step, &url, &mut resp).await {
+            Ok(b) => b,
+            Err(ReadFailure::TimedOut) => return Err((timed_out(url), None)),
+            Err(ReadFailure::Failed(e)) => return Err((e, None)),
+        };
+        check_version(req, &url, status, &resp_headers).map_err(|e| (e, None))?;
+        self.verify_response(req, &target, status, &resp_headers, &body).await.map_err(|e| (e, None))?;
+        if status >= 400 {
+            return Err((error_of(step, &url, status, &body), retry_after(&resp_headers)));
+        }
+        Ok(Response { status, headers: resp_headers, body, url, stream: None })
+    }
+
+    /// Reads a whole body, at most `max_response_bytes`.
+    async fn read_body(&self, step: Step, url: &str, resp: &mut reqwest::Response) -> Result<Bytes, ReadFailure> {
         let max = self.config.max_response_bytes;
-        let too_large = |url: &str| ClientError::Protocol {
-            step,
-            url: url.to_owned(),
-            reason: format!("the response body is larger than {max} bytes (ClientConfig::max_response_bytes)"),
+        let too_large = || {
+            ReadFailure::Failed(ClientError::Protocol {
+                step,
+                url: url.to_owned(),
+                reason: format!("the response body is larger than {max} bytes (ClientConfig::max_response_bytes)"),
+            })
         };
         if resp.content_length().is_some_and(|l| l > max as u64) {
-            return Err((too_large(&url), None));
+            return Err(too_large());
         }
         let mut buf = Vec::new();
         loop {
             match resp.chunk().await {
                 Ok(Some(chunk)) => {
                     if buf.len() + chunk.len() > max {
-                        return Err((too_large(&url), None));
+                        return Err(too_large());
                     }
                     buf.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,
-                Err(e) if e.is_timeout() => return Err((timed_out(url), None)),
-                Err(e) => return Err((ClientError::Unreachable { step, url, reason: describe(&e) }, None)),
+                Err(e) if e.is_timeout() => return Err(ReadFailure::TimedOut),
+                Err(e) => {
+                    return Err(ReadFailure::Failed(ClientError::Unreachable {
+                        step,
+                        url: url.to_owned(),
+                        reason: describe(&e),
+                    }));
+                }
             }
         }
-        let body = Bytes::from(buf);
-        check_version(step, &url, req.endpoint, status, &resp_headers).map_err(|e| (e, None))?;
-        self.verify_response(req, &target, status, &resp_headers, &body).await.map_err(|e| (e, None))?;
+        Ok(Bytes::from(buf))
+    }
+
+    /// Opens a streaming response (Server-Sent Events): the headers are checked (`A2A-Version`, a success status,
+    /// else the error body), and the body is left to the caller to read as it arrives. The request's timeout
+    /// bounds the wait for the response headers only. A stream's body cannot be covered by a response signature,
+    /// so none is verified.
+    pub(crate) async fn open_stream(&self, req: &Request<'_>) -> Result<(reqwest::Response, String), ClientError> {
+        let step = req.step;
+        let Prepared { rb, url, timeout, .. } = self.prepare(req, None, false)?;
+        let mut resp = match tokio::time::timeout(timeout, rb.send()).await {
+            Err(_) => return Err(ClientError::Timeout { step, url, after: timeout }),
+            Ok(Err(e)) => return Err(ClientError::Unreachable { step, url, reason: describe(&e) }),
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        check_version(req, &url, status, &headers)?;
         if status >= 400 {
-            let after = retry_after(&resp_headers);
-            let err = match serde_json::from_slice::<ErrorBody>(&body) {
-                Ok(b) => ClientError::Agent { step, status, error: Box::new(A2aError::from(b)) },
-                Err(e) => ClientError::Protocol {
-                    step,
-                    url,
-                    reason: format!("it answered {status} with a body that is not an A2A error ({e})"),
-                },
+            let body = match tokio::time::timeout(timeout, self.read_body(step, &url, &mut resp)).await {
+                Ok(Ok(b)) => b,
+                Ok(Err(ReadFailure::Failed(e))) => return Err(e),
+                Ok(Err(ReadFailure::TimedOut)) | Err(_) => {
+                    return Err(ClientError::Timeout { step, url, after: timeout });
+                }
             };
-            return Err((err, after));
+            return Err(error_of(step, &url, status, &body));
         }
-        Ok(Response { status, headers: resp_headers, body, url, stream: None })
+        Ok((resp, url))
     }
 
     fn sign(
@@ -379,23 +473,3 @@ impl Inner {
     }
 }
 
-/// CLI-5: the answer must come from an agent of our version.
-fn check_version(
-    step: Step,
-    url: &str,
-    endpoint: &Endpoint,
-    status: u16,
-    headers: &HeaderMap,
-) -> Result<(), ClientError> {
-    match headers.get(h::A2A_VERSION).and_then(|v| v.to_str().ok()) {
-        None => Err(ClientError::Protocol {
-            step,
-            url: url.to_owned(),
-            reason: format!("it answered {status} without an A2A-Version header: this is not an A2A endpoint"),
-        }),
-        Some(v) => match h::parse_version(v) {
-            Ok(ver) if ver == h::Version::V0_3 => Ok(()),
-            _ => Err(ClientError::UnsupportedVersion { url: endpoint.to_string(), version: v.trim().to_owned() }),
-        },
-    }
-}

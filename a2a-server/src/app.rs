@@ -133,11 +133,23 @@ pub fn demo_app(port: u16) -> Result<(Agent, Router), String> {
     let resolver = HttpResolver::new(ResolverOptions::loopback()).map_err(|e| e.to_string())?;
     let agent = demo::capabilities(AgentBuilder::new(did.to_string()).name("A2A demo agent"))
         .resolver(Arc::new(resolver))
+        .sessions(demo_sessions(&key))
         .build()
         .map_err(|e| e.to_string())?;
     let doc_json = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
     let app = app_router(&agent, Some((document_path(&did), doc_json)));
     Ok((agent, app))
+}
+
+/// The demo's sessions (§17): inbox sessions only, under `did_auth` (the default), with an allow list that admits every
+/// address (POL-1), so that any signed caller — a conformance suite, a person with the `a2a` CLI — can register an
+/// inbox session and send to it (SES-4, SES-5).
+pub fn demo_sessions(key: &SigningKey) -> crate::sessions::SessionsBuilder {
+    let settings = crate::sessions::SessionSettings {
+        allow_list: a2a_core::sessions::AllowList(vec!["*".to_owned()]),
+        ..Default::default()
+    };
+    crate::sessions::SessionsBuilder::new().settings(settings).signing_key("key-1", key.clone())
 }
 
 /// `a2a-server --demo`.

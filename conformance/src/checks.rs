@@ -22,6 +22,7 @@ mod invariants;
 mod negotiate;
 mod resolver;
 mod schema;
+mod sessions;
 mod signature;
 mod transport;
 
@@ -41,6 +42,7 @@ pub fn all() -> Vec<Check> {
     v.extend(signature::checks());
     v.extend(resolver::checks());
     v.extend(gateway::checks());
+    v.extend(sessions::checks());
     v.extend(invariants::checks());
     v
 }

@@ -90,6 +90,7 @@ fn url_of(c: &Command) -> &str {
         | Command::Result { url, .. }
         | Command::Cancel { url, .. }
         | Command::Fallback { url, .. } => url,
+        Command::Session(s) => s.url(),
         _ => "",
     }
 }
@@ -378,6 +379,7 @@ async fn execute(out: &Output, client: &Client, command: Command) -> Result<i32,
             }
             Ok(0)
         }
+        Command::Session(s) => super::session::execute(out, client, s).await,
         Command::Keygen { .. } | Command::Key(_) | Command::Schema(_) | Command::Capability(_) | Command::A2a1x(_) => {
             Ok(2)
         }

@@ -10,5 +10,6 @@ mod cli;
 mod did_https;
 mod fallback;
 mod sdk;
+mod sessions;
 mod signing;
 mod stream;

@@ -52,6 +52,11 @@ pub enum Fault {
     UnderstatesBodyLimit,
     /// The region restriction is not enforced.
     IgnoresRegion,
+    /// A send whose wait ended while the run was still within its run timeout is reported `timeout` instead of
+    /// `accepted` (OpenClaw #43095).
+    FalseSessionTimeout,
+    /// A reply to a run whose requester stopped waiting is acknowledged but dropped (OpenClaw #148296).
+    DropsLateReply,
 }
 
 /// A broken agent, running.
@@ -181,6 +186,8 @@ struct State {
     caller: Option<a2a_conformance::identity::Identity>,
     store: Arc<a2a_server::store::MemoryStore>,
     work: Option<Arc<dyn Fn(String, Value) -> Value + Send + Sync>>,
+    /// Runs whose requester stopped waiting (DropsLateReply).
+    waited_out: Mutex<std::collections::HashSet<String>>,
 }
 
 async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response {
@@ -319,8 +326,50 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             }
             next.run(req).await
         }
+        Fault::FalseSessionTimeout | Fault::DropsLateReply
+            if method == Method::POST && path == "/a2a/sessions/send" =>
+        {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let sent: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let waited = sent["wait_ms"].as_u64().unwrap_or(0) > 0 && sent["reply"] != false;
+            let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            let (mut rparts, rbody) = resp.into_parts();
+            let mut v: Value = serde_json::from_slice(&body_bytes(rbody).await).unwrap_or(Value::Null);
+            if waited && v["status"] == "accepted" {
+                if state.fault == Fault::FalseSessionTimeout {
+                    v["status"] = json!("timeout");
+                    rparts.status = StatusCode::OK;
+                } else if let Some(id) = v["run_id"].as_str() {
+                    state.waited_out.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id.to_owned());
+                }
+            }
+            rparts.headers.remove("content-length");
+            Response::from_parts(rparts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+        }
+        Fault::DropsLateReply
+            if method == Method::POST && path.starts_with("/a2a/runs/") && path.ends_with("/reply") =>
+        {
+            let id = path.trim_start_matches("/a2a/runs/").trim_end_matches("/reply").to_owned();
+            let id = percent_decode(&id);
+            let dropped = state.waited_out.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&id);
+            if dropped {
+                let mut out =
+                    axum::Json(json!({"run_id": id, "status": "accepted", "state": "running"})).into_response();
+                out.headers_mut().insert("a2a-version", HeaderValue::from_static("0.3"));
+                if let Ok(did) = HeaderValue::from_str(&state.agent_did) {
+                    out.headers_mut().insert("a2a-sender-id", did);
+                }
+                return out;
+            }
+            next.run(req).await
+        }
         _ => next.run(req).await,
     }
+}
+
+fn percent_decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned()
 }
 
 /// Stores the execution the agent refused, and answers as if it had been accepted.
@@ -410,6 +459,7 @@ pub async fn start(fault: Fault) -> Broken {
         caller: caller.as_ref().map(|c| c.identity.clone()),
         store: parts.store.clone(),
         work,
+        waited_out: Mutex::new(Default::default()),
     });
     let app = parts
         .app
@@ -518,4 +568,14 @@ async fn announcing_a_body_limit_that_is_not_enforced_is_caught() {
 async fn not_enforcing_a_region_restriction_is_caught() {
     caught_by(Fault::IgnoresRegion, &["execute/auth-before-payload", "negotiate/region-order", "region/enforced"])
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_false_timeout_for_a_delivered_message_is_caught() {
+    caught_by(Fault::FalseSessionTimeout, &["sessions/wait-is-not-timeout"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_late_reply_is_caught() {
+    caught_by(Fault::DropsLateReply, &["sessions/wait-is-not-timeout"]).await;
 }

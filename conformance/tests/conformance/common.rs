@@ -49,6 +49,7 @@ pub fn demo_parts_with(port: u16, caps: impl FnOnce(AgentBuilder) -> AgentBuilde
     let agent = caps(AgentBuilder::new(did.to_string()).name("A2A demo agent"))
         .store(store.clone())
         .resolver(Arc::new(resolver))
+        .sessions(a2a_server::app::demo_sessions(&key))
         .build()
         .expect("demo agent builds");
     let app = a2a_server::app::app_router(

@@ -78,3 +78,15 @@ async fn level_must_runs_only_must_checks_and_only_filters_by_requirement() {
     }
     assert_eq!(report.compliance, Compliance::Must, "a MUST-only run cannot claim more");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_agent_passes_every_session_check() {
+    let demo = real_demo().await;
+    let mut opts = common::options(&demo.base, None);
+    opts.only = Some("sessions/*".into());
+    let report = common::run(opts).await;
+    assert!(report.checks.len() >= 8, "{} session checks", report.checks.len());
+    for c in &report.checks {
+        assert_eq!(c.status, Status::Pass, "{}: {}", c.id, common::explain(&report));
+    }
+}
