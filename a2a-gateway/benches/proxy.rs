@@ -230,10 +230,13 @@ fn main() {
     println!(
         "iterations {iterations}, concurrency {concurrency}, {seconds} s; one iteration = EXECUTE + CONFIRM + RESULT"
     );
-    println!("{:<16} {:>10} {:>10} {:>10} {:>14}", "path", "p50 us", "p90 us", "p99 us", "iterations/s");
+    println!(
+        "{:<16} {:>10} {:>10} {:>10} {:>10} {:>14}",
+        "path", "p50 us", "p90 us", "p95 us", "p99 us", "iterations/s"
+    );
     let mut rows = Vec::new();
     for (name, client, cap) in &paths {
-        let (p50, p90, p99, rate) = client_rt.block_on(async {
+        let (p50, p90, p95, p99, rate) = client_rt.block_on(async {
             let neg = client.negotiate(cap).await;
             for _ in 0..200 {
                 client.iteration(&neg).await;
@@ -264,9 +267,9 @@ fn main() {
             for task in tasks {
                 total += task.await.expect("task");
             }
-            (pct(&lat, 0.5), pct(&lat, 0.9), pct(&lat, 0.99), total as f64 / t.elapsed().as_secs_f64())
+            (pct(&lat, 0.5), pct(&lat, 0.9), pct(&lat, 0.95), pct(&lat, 0.99), total as f64 / t.elapsed().as_secs_f64())
         });
-        println!("{name:<16} {p50:>10.0} {p90:>10.0} {p99:>10.0} {rate:>14.0}");
+        println!("{name:<16} {p50:>10.0} {p90:>10.0} {p95:>10.0} {p99:>10.0} {rate:>14.0}");
         rows.push((*name, p50, rate));
     }
     let get = |n: &str| rows.iter().find(|r| r.0 == n).map_or((0.0, 0.0), |r| (r.1, r.2));
