@@ -663,7 +663,7 @@ mod tests {
             parts: vec![Part::text("he"), Part::text("llo")],
             metadata: None,
         });
-        assert_eq!(result_of(&t).unwrap(), json!({"text": "hello"}));
+        assert_eq!(result_of(&t).expect("test value"), json!({"text": "hello"}));
         t.status.state = TaskState::InputRequired;
         assert!(matches!(result_of(&t), Err(A2a1xError::Unsupported { .. })));
     }
@@ -671,7 +671,7 @@ mod tests {
     #[test]
     fn sse_events_are_split_and_folded() {
         let buf = b"data: {\"a\":1}\n\ndata: x".to_vec();
-        let end = find_event_end(&buf).unwrap();
+        let end = find_event_end(&buf).expect("test value");
         assert_eq!(sse_data(&buf[..end]), "{\"a\":1}");
         assert!(find_event_end(&buf[end..]).is_none());
     }

@@ -58,8 +58,8 @@ mod endpoint;
 mod error;
 pub mod fallback;
 mod identity;
-pub mod stream;
 pub mod sessions;
+pub mod stream;
 mod transport;
 mod types;
 

@@ -463,27 +463,27 @@ mod tests {
 
     #[test]
     fn a_signed_card_verifies_and_a_changed_one_does_not() {
-        let key = SigningKey::generate().unwrap();
+        let key = SigningKey::generate().expect("test value");
         let mut card = json!({"name": "x", "skills": [{"id": "echo", "tags": []}], "description": ""});
-        let sig = sign_card(&card, "did:web:example.com#key-1", &key).unwrap();
+        let sig = sign_card(&card, "did:web:example.com#key-1", &key).expect("test value");
         card["signatures"] = json!([sig]);
-        let sigs = card_signatures(&card).unwrap();
+        let sigs = card_signatures(&card).expect("test value");
         assert_eq!(sigs[0].kid.as_deref(), Some("did:web:example.com#key-1"));
-        sigs[0].verify(&card, key.verifying_key()).unwrap();
+        sigs[0].verify(&card, key.verifying_key()).expect("test value");
         // Empty members do not change the signed bytes (BR-4, BR-6) ...
         card["documentationUrl"] = json!("");
-        sigs[0].verify(&card, key.verifying_key()).unwrap();
+        sigs[0].verify(&card, key.verifying_key()).expect("test value");
         // ... anything else does.
         card["name"] = json!("y");
         assert!(sigs[0].verify(&card, key.verifying_key()).is_err());
-        let other = SigningKey::generate().unwrap();
+        let other = SigningKey::generate().expect("test value");
         card["name"] = json!("x");
         assert!(sigs[0].verify(&card, other.verifying_key()).is_err());
     }
 
     #[test]
     fn an_unsigned_or_malformed_card_is_reported() {
-        assert_eq!(card_signatures(&json!({"name": "x"})).unwrap_err(), CardSignatureError::Unsigned);
+        assert_eq!(card_signatures(&json!({"name": "x"})).expect_err("must fail"), CardSignatureError::Unsigned);
         let bad = json!({"signatures": [{"protected": "!!", "signature": "AA"}]});
         assert!(matches!(card_signatures(&bad), Err(CardSignatureError::Malformed { index: 0, .. })));
     }
@@ -496,12 +496,12 @@ mod tests {
             status: TaskStatus { state: TaskState::Working, message: None, timestamp: None },
         });
         assert_eq!(
-            serde_json::to_value(&ev).unwrap(),
+            serde_json::to_value(&ev).expect("test value"),
             json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"}}})
         );
         let back: StreamResponse = serde_json::from_value(json!({"task": {"id": "t", "contextId": "c",
             "status": {"state": "TASK_STATE_COMPLETED"}, "unknownMember": 1}}))
-        .unwrap();
+        .expect("test value");
         assert!(matches!(back, StreamResponse::Task(t) if t.status.state.is_terminal()));
     }
 }

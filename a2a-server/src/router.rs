@@ -696,8 +696,9 @@ async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
         }
     }
     state.auth.forwarded(&state.engine, &signed_parts("GET", &uri, &headers, b""), &mut caller, false).await?;
-    let rec = authorized_execution(&state, &mut caller, id.as_ref(), &signed_parts("GET", &uri, &headers, b""), false, false)
-        .await?;
+    let rec =
+        authorized_execution(&state, &mut caller, id.as_ref(), &signed_parts("GET", &uri, &headers, b""), false, false)
+            .await?;
     // §18: with `A2A-Stream: true` at an agent that streams, the events of the execution (STR-1).
     if let Some(streaming) = state.engine.streaming().cloned()
         && crate::streaming::wants_stream(&headers)?

@@ -35,6 +35,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use a2a_core::wire::ExecutionStatus;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::Semaphore;
@@ -318,8 +319,10 @@ impl Streaming {
 
     /// A worker started the handler (a `status` event); failures are logged, the execution goes on.
     pub(crate) async fn started(&self, rec: &ExecutionRecord) {
-        let data =
-            json!({"status": rec.status, "attempt": rec.attempts, "at": timestamp(rec.updated_at_ms)}).to_string();
+        // Called as the handler starts, before the worker records `running` (that write is deferred for fast
+        // handlers, `Transition::Ran`): the event says what that write will say.
+        let data = json!({"status": ExecutionStatus::Running, "attempt": rec.attempts + 1, "at": timestamp(now_ms())})
+            .to_string();
         if let Err(e) = self.log.append(&rec.id, EventKind::Status, &data, rec.retain_until_ms).await {
             tracing::warn!(error = %e, "could not record the execution's status event");
         }

@@ -37,7 +37,7 @@ struct SdkAgent {
 }
 
 async fn sdk_agent(python: &str) -> SdkAgent {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("test value").local_addr().expect("test value").port();
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../a2a-server/tests/fixtures/a2a1x/sdk_agent.py");
     let child = tokio::process::Command::new(python)
@@ -62,15 +62,15 @@ async fn sdk_agent(python: &str) -> SdkAgent {
 async fn our_client_calls_an_agent_built_with_the_python_sdk() {
     let Some(python) = sdk_python() else { return };
     let sdk = sdk_agent(&python).await;
-    let client = A2a1xClient::new(A2a1xOptions::default()).unwrap();
+    let client = A2a1xClient::new(A2a1xOptions::default()).expect("test value");
     let agent = client.discover(&sdk.base).await.expect("the SDK agent's card");
     assert_eq!(agent.trust, CardTrust::Unsigned);
     assert!(agent.streaming);
     let names: Vec<&str> = agent.capabilities.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["echo", "count_up", "slow"]);
     // A skill called as if it were one of ours: the payload goes in, the result comes out.
-    let task = client.call(&agent, "echo", json!({"title": "Lift 3", "flag": true}), None).await.unwrap();
-    assert_eq!(result_of(&task).unwrap(), json!({"title": "Lift 3", "flag": true}));
+    let task = client.call(&agent, "echo", json!({"title": "Lift 3", "flag": true}), None).await.expect("test value");
+    assert_eq!(result_of(&task).expect("test value"), json!({"title": "Lift 3", "flag": true}));
     // The streaming skill: every chunk is seen, and they fold into one artifact.
     let mut chunks = 0;
     let mut states = Vec::new();
@@ -81,53 +81,54 @@ async fn our_client_calls_an_agent_built_with_the_python_sdk() {
             _ => {}
         })
         .await
-        .unwrap();
+        .expect("test value");
     assert_eq!(chunks, 4);
     assert_eq!(states.last(), Some(&TaskState::Completed));
-    assert_eq!(result_of(&task).unwrap(), json!({"text": "1 2 3 4 "}));
+    assert_eq!(result_of(&task).expect("test value"), json!({"text": "1 2 3 4 "}));
     // Cancel a running task.
-    let running = client.send(&agent, "slow", json!({"ms": 20_000}), true).await.unwrap();
-    let canceled = client.cancel(&agent, &running.id).await.unwrap();
+    let running = client.send(&agent, "slow", json!({"ms": 20_000}), true).await.expect("test value");
+    let canceled = client.cancel(&agent, &running.id).await.expect("test value");
     assert_eq!(canceled.status.state, TaskState::Canceled);
     assert!(matches!(result_of(&canceled), Err(A2a1xError::TaskFailed { state: TaskState::Canceled, .. })));
-    let got = client.get(&agent, &running.id).await.unwrap();
+    let got = client.get(&agent, &running.id).await.expect("test value");
     assert_eq!(got.status.state, TaskState::Canceled);
     // An unsigned card is refused when a signature is required.
-    let strict = A2a1xClient::new(A2a1xOptions { require_signature: true, ..A2a1xOptions::default() }).unwrap();
+    let strict =
+        A2a1xClient::new(A2a1xOptions { require_signature: true, ..A2a1xOptions::default() }).expect("test value");
     assert!(matches!(strict.discover(&sdk.base).await, Err(A2a1xError::Card { .. })));
     // The command line.
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a"))
         .args(["a2a1x", "call", &sdk.base, "count_up", "--data", r#"{"n": 2, "ms": 10}"#, "--stream", "--json"])
         .output()
         .await
-        .unwrap();
+        .expect("test value");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).expect("test value");
     assert_eq!(v["result"], json!({"text": "1 2 "}));
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a"))
         .args(["a2a1x", "call", &sdk.base, "no_such_skill", "--data", "{}"])
         .output()
         .await
-        .unwrap();
+        .expect("test value");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("echo, count_up, slow"));
 }
 
 #[tokio::test]
 async fn our_client_verifies_our_bridges_signed_card_and_calls_through_it() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let did = Did::for_host_port("localhost", Some(port), &[]).unwrap();
-    let key = SigningKey::generate().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("test value");
+    let port = listener.local_addr().expect("test value").port();
+    let did = Did::for_host_port("localhost", Some(port), &[]).expect("test value");
+    let key = SigningKey::generate().expect("test value");
     let doc = DidDocument::generate(&did, &[("key-1".to_owned(), key.verifying_key().to_jwk())]);
     let agent = AgentBuilder::new(did.to_string())
         .capability(decl("submit_report", report_schema()), |_c, p: Value| async move { Ok(json!({"filed": p})) })
         .build()
-        .unwrap();
+        .expect("test value");
     let bridge =
         Bridge::new(&agent, BridgeOptions { signing_key: Some(("key-1".into(), key)), ..BridgeOptions::default() })
-            .unwrap();
-    let doc = Arc::new(serde_json::to_vec(&doc).unwrap());
+            .expect("test value");
+    let doc = Arc::new(serde_json::to_vec(&doc).expect("test value"));
     let app = agent.router().merge(bridge.router()).route(
         "/.well-known/did.json",
         axum::routing::get(move || {
@@ -142,18 +143,18 @@ async fn our_client_verifies_our_bridges_signed_card_and_calls_through_it() {
         allow_http_loopback_dids: true,
         ..A2a1xOptions::default()
     })
-    .unwrap();
+    .expect("test value");
     let agent = client.discover(&base.replace("127.0.0.1", "localhost")).await.expect("a verified card");
     assert_eq!(agent.trust, CardTrust::Verified { kid: format!("{did}#key-1") });
     let payload = json!({"title": "Lift 3 out of service", "timestamp": "2026-11-29T21:00:00Z"});
-    let task = client.call(&agent, "submit_report", payload.clone(), None).await.unwrap();
-    assert_eq!(result_of(&task).unwrap(), json!({"filed": payload}));
+    let task = client.call(&agent, "submit_report", payload.clone(), None).await.expect("test value");
+    assert_eq!(result_of(&task).expect("test value"), json!({"filed": payload}));
     let mut n = 0;
-    let task = client.stream(&agent, "submit_report", payload.clone(), |_| n += 1).await.unwrap();
+    let task = client.stream(&agent, "submit_report", payload.clone(), |_| n += 1).await.expect("test value");
     assert!(n >= 2, "a task and at least its final status");
-    assert_eq!(result_of(&task).unwrap(), json!({"filed": payload}));
+    assert_eq!(result_of(&task).expect("test value"), json!({"filed": payload}));
     // Our schema checks reach the 1.x caller as a refusal with a readable message.
-    let err = client.call(&agent, "submit_report", json!({"title": 3}), None).await.unwrap_err();
+    let err = client.call(&agent, "submit_report", json!({"title": 3}), None).await.expect_err("must fail");
     match err {
         A2a1xError::Refused { code, reason, message } => {
             assert_eq!((code, reason.as_str()), (-32602, "INVALID_PARAMS"));

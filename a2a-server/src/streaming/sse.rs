@@ -30,10 +30,12 @@ const BATCH: usize = 64;
 fn last_event_id(headers: &HeaderMap) -> Result<u64, A2aError> {
     let Some(v) = headers.get("last-event-id") else { return Ok(0) };
     let s = v.to_str().unwrap_or("").trim();
-    if !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit()) {
-        if let Ok(n) = s.parse::<u64>() {
-            return Ok(n);
-        }
+    if !s.is_empty()
+        && s.len() <= 20
+        && s.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(n) = s.parse::<u64>()
+    {
+        return Ok(n);
     }
     Err(A2aError::with_message(
         ErrorCode::INVALID_HEADER,

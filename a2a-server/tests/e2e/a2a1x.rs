@@ -114,24 +114,25 @@ fn reason_code(v: &Value) -> &str {
 #[tokio::test]
 async fn the_card_lists_the_skills_a_1x_caller_can_meet_and_its_signature_verifies() {
     let a = start(BridgeLimits::default(), Limits::default()).await;
-    let resp = a.http.get(format!("{}/.well-known/agent-card.json", a.base)).send().await.unwrap();
+    let resp = a.http.get(format!("{}/.well-known/agent-card.json", a.base)).send().await.expect("test value");
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["access-control-allow-origin"], "*");
-    let card: Value = resp.json().await.unwrap();
+    let card: Value = resp.json().await.expect("test value");
     assert_eq!(card["name"], "Bridge test agent");
-    let ids: Vec<&str> = card["skills"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> =
+        card["skills"].as_array().expect("test value").iter().map(|s| s["id"].as_str().expect("test value")).collect();
     // BR-4: every capability but the did_auth one, in order.
     assert_eq!(ids, ["submit_report", "run_slow_task", "fail_on_purpose", "crash_on_purpose", "query_ledger"]);
     assert_eq!(card["skills"][4]["tags"], json!(["a2a-handshake", "auth:api_key"]));
     assert_eq!(card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"]["name"], "A2A-Api-Key");
     assert_eq!(card["capabilities"]["streaming"], true);
-    let ifaces = card["supportedInterfaces"].as_array().unwrap();
+    let ifaces = card["supportedInterfaces"].as_array().expect("test value");
     assert_eq!(ifaces[0]["url"], format!("{}/a2a1x/jsonrpc", a.base));
     assert_eq!(ifaces[0]["protocolBinding"], "JSONRPC");
     assert_eq!(ifaces[1]["protocolBinding"], "HTTP+JSON");
     assert_eq!(card["capabilities"]["extensions"][0]["params"]["did"], "did:web:agent.example.com");
     // BR-5: one ES256 signature by the agent's key, kid = DID URL.
-    let sigs = a2a1x::card_signatures(&card).unwrap();
+    let sigs = a2a1x::card_signatures(&card).expect("test value");
     assert_eq!(sigs.len(), 1);
     assert_eq!(sigs[0].kid.as_deref(), Some("did:web:agent.example.com#key-1"));
     sigs[0].verify(&card, a.key.verifying_key()).expect("the card's signature verifies");
@@ -139,7 +140,7 @@ async fn the_card_lists_the_skills_a_1x_caller_can_meet_and_its_signature_verifi
     forged["skills"][0]["description"] = json!("something else");
     assert!(sigs[0].verify(&forged, a.key.verifying_key()).is_err(), "a changed card does not verify");
     // BR-4: no empty member and no false anywhere (the canonical form does not depend on dropping empties).
-    assert_eq!(a2a1x::drop_empty(&card).unwrap(), card);
+    assert_eq!(a2a1x::drop_empty(&card).expect("test value"), card);
 }
 
 #[tokio::test]
@@ -155,7 +156,7 @@ async fn send_message_runs_the_skill_and_get_and_list_read_the_task() {
     assert_eq!(task["artifacts"][0]["parts"][0]["data"], json!({"filed": report()}));
     assert_eq!(task["metadata"]["skill"], "submit_report");
     assert_eq!(task["history"][0]["parts"][0]["data"], report());
-    let id = task["id"].as_str().unwrap().to_owned();
+    let id = task["id"].as_str().expect("test value").to_owned();
     // BR-12: the task id is an execution id of the anonymous sender.
     assert!(id.starts_with("did:web:a2a1x.anonymous.invalid_"), "{id}");
     // BR-11: the same messageId again is the same task; nothing runs twice.
@@ -165,13 +166,13 @@ async fn send_message_runs_the_skill_and_get_and_list_read_the_task() {
     assert_eq!(got["result"], *task);
     // BR-13: ListTasks by contextId; an anonymous caller must give one.
     let list = a.rpc("ListTasks", json!({"contextId": "ctx-test-1"})).await;
-    assert_eq!(list["result"]["tasks"].as_array().unwrap().len(), 1);
+    assert_eq!(list["result"]["tasks"].as_array().expect("test value").len(), 1);
     assert_eq!(list["result"]["totalSize"], 1);
     assert_eq!(code(&a.rpc("ListTasks", json!({})).await), -32602);
     // A caller naming its DID sees only its own tasks.
     let me = [("A2A-Sender-ID", "did:web:caller.example.com")];
     let mine = a.rpc_with("SendMessage", message("submit_report", report()), &me).await;
-    let mine_id = mine["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let mine_id = mine["result"]["task"]["id"].as_str().expect("test value").to_owned();
     assert!(mine_id.starts_with("did:web:caller.example.com_"));
     let list = a.rpc_with("ListTasks", json!({}), &me).await;
     assert_eq!(list["result"]["tasks"][0]["id"], mine_id.as_str());
@@ -192,7 +193,7 @@ async fn a_text_message_to_the_only_skill_and_failures_map_to_failed_tasks() {
     let v = a.rpc("SendMessage", text).await;
     assert_eq!(code(&v), -32602);
     assert_eq!(reason_code(&v), "payload_invalid");
-    assert!(v["error"]["message"].as_str().unwrap().contains("title"), "{v}");
+    assert!(v["error"]["message"].as_str().expect("test value").contains("title"), "{v}");
 }
 
 #[tokio::test]
@@ -203,7 +204,7 @@ async fn bad_requests_get_a2a_1x_errors_with_readable_messages() {
         .rpc("SendMessage", json!({"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"data": {}}]}}))
         .await;
     assert_eq!(code(&v), -32602);
-    assert!(v["error"]["message"].as_str().unwrap().contains("submit_report"), "names the skills: {v}");
+    assert!(v["error"]["message"].as_str().expect("test value").contains("submit_report"), "names the skills: {v}");
     // A did_auth skill is not reachable over 1.x.
     let v = a.rpc("SendMessage", message("sign_contract", json!({}))).await;
     assert_eq!((code(&v), reason_code(&v)), (-32602, "no_matching_capability"));
@@ -216,24 +217,33 @@ async fn bad_requests_get_a2a_1x_errors_with_readable_messages() {
     many["message"]["parts"] = json!([{"text": "a"}, {"text": "b"}, {"data": report()}]);
     let v = a.rpc("SendMessage", many).await;
     assert_eq!(code(&v), -32602);
-    assert!(v["error"]["message"].as_str().unwrap().contains("max_parts"), "{v}");
+    assert!(v["error"]["message"].as_str().expect("test value").contains("max_parts"), "{v}");
     let mut long = message("submit_report", report());
     long["message"]["parts"] = json!([{"text": "more than eight bytes"}]);
     let v = a.rpc("SendMessage", long).await;
-    assert!(v["error"]["message"].as_str().unwrap().contains("max_text_bytes"), "{v}");
+    assert!(v["error"]["message"].as_str().expect("test value").contains("max_text_bytes"), "{v}");
     // JSON-RPC framing.
     let raw = |body: &'static str| {
         a.http.post(format!("{}/a2a1x/jsonrpc", a.base)).header("content-type", "application/json").body(body)
     };
-    let v: Value = raw("{not json").send().await.unwrap().json().await.unwrap();
+    let v: Value = raw("{not json").send().await.expect("test value").json().await.expect("test value");
     assert_eq!((code(&v), v["id"].clone()), (-32700, Value::Null));
-    let v: Value = raw("[]").send().await.unwrap().json().await.unwrap();
+    let v: Value = raw("[]").send().await.expect("test value").json().await.expect("test value");
     assert_eq!(code(&v), -32600);
-    let v: Value = raw(r#"{"jsonrpc":"1.0","id":1,"method":"GetTask"}"#).send().await.unwrap().json().await.unwrap();
+    let v: Value = raw(r#"{"jsonrpc":"1.0","id":1,"method":"GetTask"}"#)
+        .send()
+        .await
+        .expect("test value")
+        .json()
+        .await
+        .expect("test value");
     assert_eq!(code(&v), -32600);
     let v = a.rpc("message/send", json!({})).await;
     assert_eq!(code(&v), -32601);
-    assert!(v["error"]["message"].as_str().unwrap().contains("SendMessage"), "the 0.3 name gets a hint: {v}");
+    assert!(
+        v["error"]["message"].as_str().expect("test value").contains("SendMessage"),
+        "the 0.3 name gets a hint: {v}"
+    );
     assert_eq!(code(&a.rpc("CreateTaskPushNotificationConfig", json!({})).await), -32003);
     // BR-2: versions.
     let v = a.rpc_with("GetTask", json!({"id": "x"}), &[("A2A-Version", "0.3")]).await;
@@ -264,9 +274,9 @@ async fn the_body_limit_is_the_agents() {
     let big = message("submit_report", json!({"title": "x".repeat(600), "timestamp": "2026-11-29T21:00:00Z"}));
     let v = a.rpc("SendMessage", big.clone()).await;
     assert_eq!((code(&v), reason_code(&v)), (-32602, "payload_too_large"));
-    let resp = a.http.post(format!("{}/a2a1x/message:send", a.base)).json(&big).send().await.unwrap();
+    let resp = a.http.post(format!("{}/a2a1x/message:send", a.base)).json(&big).send().await.expect("test value");
     assert_eq!(resp.status(), 413);
-    let body: Value = resp.json().await.unwrap();
+    let body: Value = resp.json().await.expect("test value");
     assert_eq!(body["error"]["details"][0]["metadata"]["code"], "payload_too_large");
 }
 
@@ -295,13 +305,13 @@ async fn a_stream_reports_each_state_and_ends_with_the_same_task_as_get() {
                       "params": message("run_slow_task", json!({"ms": 600}))}))
         .send()
         .await
-        .unwrap();
+        .expect("test value");
     let events = BridgedAgent::events(resp).await;
     assert!(events.iter().all(|e| e["id"] == "s1" && e["jsonrpc"] == "2.0"));
     let results: Vec<&Value> = events.iter().map(|e| &e["result"]).collect();
     assert!(results[0]["task"].is_object(), "the first event is the task: {results:?}");
     // Each state once, in order, ending completed; the first event is the task as it was when it started.
-    let mut states: Vec<&str> = vec![results[0]["task"]["status"]["state"].as_str().unwrap()];
+    let mut states: Vec<&str> = vec![results[0]["task"]["status"]["state"].as_str().expect("test value")];
     states.extend(results.iter().filter_map(|r| r["statusUpdate"]["status"]["state"].as_str()));
     let order = ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"];
     let mut sorted = states.clone();
@@ -324,7 +334,7 @@ async fn a_stream_reports_each_state_and_ends_with_the_same_task_as_get() {
         .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": id}}))
         .send()
         .await
-        .unwrap();
+        .expect("test value");
     let again = BridgedAgent::events(resp).await;
     assert_eq!(again.len(), 1);
     assert_eq!(again[0]["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
@@ -334,21 +344,23 @@ async fn a_stream_reports_each_state_and_ends_with_the_same_task_as_get() {
 async fn a_dropped_stream_loses_nothing_and_the_stream_limit_holds() {
     let a = start(BridgeLimits { max_streams: 1, ..BridgeLimits::default() }, Limits::default()).await;
     let url = format!("{}/a2a1x/message:stream", a.base);
-    let mut first = a.http.post(&url).json(&message("run_slow_task", json!({"ms": 800}))).send().await.unwrap();
-    let chunk = first.chunk().await.unwrap().expect("the first event");
-    let ev: Value = serde_json::from_slice(chunk.strip_prefix(b"data: ").unwrap().trim_ascii()).unwrap();
-    let id = ev["task"]["id"].as_str().unwrap().to_owned();
+    let mut first =
+        a.http.post(&url).json(&message("run_slow_task", json!({"ms": 800}))).send().await.expect("test value");
+    let chunk = first.chunk().await.expect("test value").expect("the first event");
+    let ev: Value =
+        serde_json::from_slice(chunk.strip_prefix(b"data: ").expect("test value").trim_ascii()).expect("test value");
+    let id = ev["task"]["id"].as_str().expect("test value").to_owned();
     // The only slot is taken.
-    let resp = a.http.post(&url).json(&message("run_slow_task", json!({"ms": 1}))).send().await.unwrap();
+    let resp = a.http.post(&url).json(&message("run_slow_task", json!({"ms": 1}))).send().await.expect("test value");
     assert_eq!(resp.status(), 503);
-    let body: Value = resp.json().await.unwrap();
+    let body: Value = resp.json().await.expect("test value");
     assert_eq!(body["error"]["details"][0]["metadata"]["code"], "overloaded");
     // Drop the stream; the task runs on and a resubscription sees it finish.
     drop(first);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let resp = a.http.get(format!("{}/a2a1x/tasks/{id}:subscribe", a.base)).send().await.unwrap();
+    let resp = a.http.get(format!("{}/a2a1x/tasks/{id}:subscribe", a.base)).send().await.expect("test value");
     let events = BridgedAgent::events(resp).await;
-    let last = events.last().unwrap();
+    let last = events.last().expect("test value");
     assert_eq!(last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED", "{events:?}");
 }
 
@@ -356,29 +368,40 @@ async fn a_dropped_stream_loses_nothing_and_the_stream_limit_holds() {
 async fn the_http_json_binding_serves_the_same_operations() {
     let a = start(BridgeLimits::default(), Limits::default()).await;
     let b = |p: &str| format!("{}/a2a1x{p}", a.base);
-    let resp = a.http.post(b("/message:send")).json(&message("submit_report", report())).send().await.unwrap();
+    let resp =
+        a.http.post(b("/message:send")).json(&message("submit_report", report())).send().await.expect("test value");
     assert_eq!(resp.status(), 200);
-    let v: Value = resp.json().await.unwrap();
-    let id = v["task"]["id"].as_str().unwrap().to_owned();
-    let ctx = v["task"]["contextId"].as_str().unwrap().to_owned();
-    let got: Value = a.http.get(b(&format!("/tasks/{id}"))).send().await.unwrap().json().await.unwrap();
+    let v: Value = resp.json().await.expect("test value");
+    let id = v["task"]["id"].as_str().expect("test value").to_owned();
+    let ctx = v["task"]["contextId"].as_str().expect("test value").to_owned();
+    let got: Value =
+        a.http.get(b(&format!("/tasks/{id}"))).send().await.expect("test value").json().await.expect("test value");
     assert_eq!(got, v["task"]);
-    let list: Value = a.http.get(b(&format!("/tasks?contextId={ctx}"))).send().await.unwrap().json().await.unwrap();
+    let list: Value = a
+        .http
+        .get(b(&format!("/tasks?contextId={ctx}")))
+        .send()
+        .await
+        .expect("test value")
+        .json()
+        .await
+        .expect("test value");
     assert_eq!(list["tasks"][0]["id"], id.as_str());
-    let resp = a.http.post(b(&format!("/tasks/{id}:cancel"))).json(&json!({})).send().await.unwrap();
+    let resp = a.http.post(b(&format!("/tasks/{id}:cancel"))).json(&json!({})).send().await.expect("test value");
     assert_eq!(resp.status(), 400);
-    let body: Value = resp.json().await.unwrap();
+    let body: Value = resp.json().await.expect("test value");
     assert_eq!(body["error"]["details"][0]["reason"], "TASK_NOT_CANCELABLE");
-    let resp = a.http.get(b("/tasks/nope")).send().await.unwrap();
+    let resp = a.http.get(b("/tasks/nope")).send().await.expect("test value");
     assert_eq!(resp.status(), 404);
-    let body: Value = resp.json().await.unwrap();
+    let body: Value = resp.json().await.expect("test value");
     assert_eq!(body["error"]["details"][0]["reason"], "TASK_NOT_FOUND");
-    let resp = a.http.get(b("/nowhere")).send().await.unwrap();
+    let resp = a.http.get(b("/nowhere")).send().await.expect("test value");
     assert_eq!(resp.status(), 404);
-    let resp = a.http.post(b("/message:stream")).json(&message("submit_report", report())).send().await.unwrap();
+    let resp =
+        a.http.post(b("/message:stream")).json(&message("submit_report", report())).send().await.expect("test value");
     let events = BridgedAgent::events(resp).await;
     assert!(events[0]["task"].is_object());
-    assert_eq!(events.last().unwrap()["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(events.last().expect("test value")["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
 }
 
 #[tokio::test]
@@ -394,7 +417,7 @@ async fn negotiate_offers_bridge_to_when_the_caller_announces_a2a1x() {
         if let Some(b) = bridges {
             rb = rb.header("A2A-Bridges", b);
         }
-        async move { rb.send().await.unwrap().json::<Value>().await.unwrap() }
+        async move { rb.send().await.expect("test value").json::<Value>().await.expect("test value") }
     };
     let v = neg(Some("grpc, a2a1x"), "fail_on_purpose").await;
     assert_eq!(

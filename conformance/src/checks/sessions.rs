@@ -390,11 +390,7 @@ async fn history(t: &mut Trial<'_>) -> Outcome {
         .map(|m| m.iter().filter_map(|x| x["text"].as_str().map(str::to_owned)).collect())
         .unwrap_or_default();
     t.check(r.status == 200 && texts.len() >= 4, "200 with at least 4 messages", show(&b));
-    t.check(
-        texts.last().is_some_and(|s| s.contains("answer 2")),
-        "newest last (\"answer 2\")",
-        format!("{texts:?}"),
-    );
+    t.check(texts.last().is_some_and(|s| s.contains("answer 2")), "newest last (\"answer 2\")", format!("{texts:?}"));
     let r = t.send("history with limit=1", session_req(t, "GET", &format!("/sessions/{key}/history?limit=1"))?).await?;
     let b = r.json().unwrap_or(Value::Null);
     let n = b["messages"].as_array().map_or(0, Vec::len);
