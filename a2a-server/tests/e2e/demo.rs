@@ -44,7 +44,7 @@ fn demo_serves_and_every_printed_command_works_as_printed() {
     assert!(banner.contains(&format!("did:web:localhost%3A{port}")), "{banner}");
     let script: String = banner
         .lines()
-        .filter(|l| l.starts_with("curl ") || l.starts_with("NEG=") || l.starts_with("EXE="))
+        .filter(|l| ["curl ", "NEG=", "EXE=", "NEG2="].iter().any(|p| l.starts_with(p)))
         .map(|l| format!("{l}\n"))
         .collect();
     assert!(script.lines().count() >= 8, "too few commands printed:\n{banner}");

@@ -23,18 +23,24 @@ const NOT_ANSWERED_BY_AN_AGENT: &[(&str, &str)] = &[
     ("internal_error", "no input triggers it; it would be a bug"),
     // Sessions and conversations (spec §17) are not served by a2a-server yet (issue 8); when they are, these codes
     // move to the sessions tests and out of this list.
-    ("unknown_session", "sessions endpoints (§17), not served yet"),
-    ("unknown_run", "sessions endpoints (§17), not served yet"),
-    ("session_conflict", "sessions endpoints (§17), not served yet"),
-    ("ambiguous_label", "sessions endpoints (§17), not served yet"),
-    ("wait_cycle", "sessions endpoints (§17), not served yet"),
-    ("hop_limit", "sessions endpoints (§17), not served yet"),
-    ("spawn_limit", "sessions endpoints (§17), not served yet"),
-    ("session_ended", "a run outcome of sessions (§17), not served yet"),
 ];
 
 /// Codes exercised elsewhere in this test binary (auth.rs, lifecycle.rs).
 const COVERED_ELSEWHERE: &[&str] = &[
+    // sessions (§17): sessions.rs
+    "unknown_session",
+    "unknown_run",
+    "session_conflict",
+    "ambiguous_label",
+    "wait_cycle",
+    "hop_limit",
+    "spawn_limit",
+    "session_ended",
+    // composite capabilities (§19): composite.rs
+    "composite_unsatisfiable",
+    "step_failed",
+    // streaming (§18): streaming.rs
+    "stream_limit_exceeded",
     "auth_required",
     "auth_invalid",
     "did_auth_required",

@@ -70,7 +70,16 @@ async fn gateway_in_front_of_two_demo_agents_passes_every_check_that_applies() {
             "auth/oauth2",
             "auth/oauth2-algorithms",
             "execute/confirm-window-elapses",
-            "responses/signatures"
+            "responses/signatures",
+            // The gateway does not route the sessions endpoints (§17) yet: the suite finds no `sessions` feature there.
+            "sessions/history-bounds",
+            "sessions/malformed",
+            "sessions/no-reply-ends-run",
+            "sessions/registry",
+            "sessions/send-accepted-at-once",
+            "sessions/unknown",
+            "sessions/wait-cycle",
+            "sessions/wait-is-not-timeout"
         ],
         "{}",
         common::explain(&report)
