@@ -180,31 +180,10 @@ async fn read_body(gw: &Inner, headers: &HeaderMap, body: Body) -> Result<Bytes,
             format!("the body must be sent with `Content-Type: application/json` (got {ct:?})"),
         ));
     }
-    let limit = gw.limits.max_body_bytes;
-    let too_large = || {
-        A2aError::with_message(ErrorCode::PAYLOAD_TOO_LARGE, format!("the request body is larger than {limit} bytes"))
-            .details(json!({"limit_bytes": limit}))
-    };
-    if headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|len| len > limit as u64)
-    {
-        return Err(too_large());
-    }
-    let limited = http_body_util::Limited::new(body, limit);
-    match tokio::time::timeout(Duration::from_millis(gw.limits.body_read_timeout_ms), limited.collect()).await {
-        Err(_) => Err(A2aError::with_message(
-            ErrorCode::REQUEST_TIMEOUT,
-            format!("the request body was not received within {} ms", gw.limits.body_read_timeout_ms),
-        )),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Ok(Err(e)) => {
-            Err(A2aError::with_message(ErrorCode::INVALID_REQUEST, format!("the body could not be read: {e}")))
-        }
-        Ok(Ok(c)) => Ok(c.to_bytes()),
-    }
+    let timeout = Duration::from_millis(gw.limits.body_read_timeout_ms);
+    a2a_server::body::read_limited(headers, body, gw.limits.max_body_bytes, timeout)
+        .await
+        .map_err(a2a_server::body::BodyError::into_a2a)
 }
 
 const HOP_BY_HOP: [&str; 9] = [

@@ -37,6 +37,7 @@
 pub mod a2a1x;
 pub mod app;
 pub mod auth;
+pub mod body;
 pub mod compose;
 pub mod config;
 pub mod demo;

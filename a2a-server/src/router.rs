@@ -436,31 +436,10 @@ pub(crate) async fn read_body(state: &AppState, headers: &HeaderMap, body: Body)
             format!("the body must be sent with `Content-Type: application/json` (got {ct:?})"),
         ));
     }
-    let limit = state.engine.limits.max_body_bytes;
-    let too_large = || {
-        A2aError::with_message(ErrorCode::PAYLOAD_TOO_LARGE, format!("the request body is larger than {limit} bytes"))
-            .details(json!({"limit_bytes": limit}))
-    };
-    if headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|len| len > limit as u64)
-    {
-        return Err(too_large());
-    }
-    let limited = http_body_util::Limited::new(body, limit);
-    match tokio::time::timeout(state.engine.limits.body_read_timeout(), limited.collect()).await {
-        Err(_) => Err(A2aError::with_message(
-            ErrorCode::REQUEST_TIMEOUT,
-            format!("the request body was not received within {} ms", state.engine.limits.body_read_timeout_ms),
-        )),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Ok(Err(e)) => {
-            Err(A2aError::with_message(ErrorCode::INVALID_REQUEST, format!("the request body could not be read: {e}")))
-        }
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-    }
+    let limits = &state.engine.limits;
+    crate::body::read_limited(headers, body, limits.max_body_bytes, limits.body_read_timeout())
+        .await
+        .map_err(crate::body::BodyError::into_a2a)
 }
 
 /// Parses a JSON request message: syntax errors are `invalid_json`, shape errors `invalid_request` whose

@@ -13,6 +13,8 @@ use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::body::BodyError;
+
 use super::Inner;
 use super::error::{BridgeError, Kind};
 use super::ops::{Ctx, caller};
@@ -31,33 +33,18 @@ pub(crate) async fn read_body(inner: &Inner, headers: &HeaderMap, body: Body) ->
         e.http_status = 415;
         return Err(e);
     }
-    let limit = inner.app.engine.limits.max_body_bytes;
-    let too_large = || {
-        let mut e = BridgeError::params(format!("the request body is larger than {limit} bytes (max_body_bytes)"));
-        e.code = Some(ErrorCode::PAYLOAD_TOO_LARGE);
-        e.http_status = 413;
-        e
-    };
-    if headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|len| len > limit as u64)
-    {
-        return Err(too_large());
-    }
-    let limited = http_body_util::Limited::new(body, limit);
-    match tokio::time::timeout(inner.app.engine.limits.body_read_timeout(), limited.collect()).await {
-        Err(_) => {
-            let mut e = BridgeError::params("the request body was not received in time");
-            e.code = Some(ErrorCode::REQUEST_TIMEOUT);
-            e.http_status = 408;
-            Err(e)
-        }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Ok(Err(e)) => Err(BridgeError::new(Kind::InvalidRequest, format!("the request body could not be read: {e}"))),
-        Ok(Ok(c)) => Ok(c.to_bytes()),
-    }
+    let limits = &inner.app.engine.limits;
+    crate::body::read_limited(headers, body, limits.max_body_bytes, limits.body_read_timeout()).await.map_err(|e| {
+        let (code, status) = match &e {
+            BodyError::TooLarge { .. } => (ErrorCode::PAYLOAD_TOO_LARGE, 413),
+            BodyError::Timeout { .. } => (ErrorCode::REQUEST_TIMEOUT, 408),
+            BodyError::Unreadable(_) => return BridgeError::new(Kind::InvalidRequest, e.to_string()),
+        };
+        let mut out = BridgeError::params(format!("{e} (max_body_bytes {})", limits.max_body_bytes));
+        out.code = Some(code);
+        out.http_status = status;
+        out
+    })
 }
 
 /// Parses `params` as `T`, naming the member at fault.

@@ -153,6 +153,55 @@ async fn chunked_body_larger_than_max_body_bytes_is_413_payload_too_large_as_jso
     assert_eq!(body["error"]["details"]["limit_bytes"], json!(1024));
 }
 
+/// LIM-3: a client still writing a body the agent refused as too large finishes writing, then reads the `413` and a
+/// clean end of stream (no reset) — the agent read and dropped the rest before closing.
+#[tokio::test]
+async fn oversize_body_is_read_out_before_the_close_so_a_slow_writer_reads_its_413() {
+    let t = TestAgent::start(with_limits(|l| l.max_body_bytes = 1024)).await;
+    let addr = t.base.trim_start_matches("http://").to_owned();
+    let mut s = TcpStream::connect(&addr).await.expect("connect");
+    let body = vec![b'x'; 256 * 1024];
+    let head = format!(
+        "POST /a2a/fallback HTTP/1.1\r\nHost: {addr}\r\nA2A-Version: 0.3\r\nA2A-Sender-ID: {SENDER}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.expect("write the head");
+    // The body in 16 KiB pieces with pauses: the agent has decided long before the last piece arrives.
+    for piece in body.chunks(16 * 1024) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        s.write_all(piece).await.expect("every piece of the body is accepted (no reset)");
+    }
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut got))
+        .await
+        .expect("an answer within 5 s")
+        .expect("a clean end of stream, not a reset");
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(text.contains("payload_too_large"), "{text}");
+}
+
+/// LIM-3 is bounded: a declared body more than 8 MiB past the limit is refused at once, without reading it.
+#[tokio::test]
+async fn a_declared_body_far_over_the_limit_is_refused_without_reading_it() {
+    let t = TestAgent::start(with_limits(|l| l.max_body_bytes = 1024)).await;
+    let addr = t.base.trim_start_matches("http://").to_owned();
+    let mut s = TcpStream::connect(&addr).await.expect("connect");
+    let head = format!(
+        "POST /a2a/fallback HTTP/1.1\r\nHost: {addr}\r\nA2A-Version: 0.3\r\nA2A-Sender-ID: {SENDER}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        1024 + a2a_server::body::DRAIN_MAX_BYTES + 1
+    );
+    s.write_all(head.as_bytes()).await.expect("write the head");
+    let started = Instant::now();
+    let mut got = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut got)).await.expect("an answer").expect("read");
+    let text = String::from_utf8_lossy(&got[..n]);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(started.elapsed() < a2a_server::body::DRAIN_MAX_TIME, "{:?}", started.elapsed());
+}
+
 #[tokio::test]
 async fn wait_ms_above_max_wait_ms_is_lowered_to_max_wait_ms() {
     let t = TestAgent::start(with_limits(|l| l.max_wait_ms = 300)).await;

@@ -68,7 +68,7 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         check!(
             "limits/oversize-body",
-            ["LIM-1", "ERR-4"],
+            ["LIM-1", "LIM-3", "ERR-4"],
             Must,
             ALWAYS,
             "a body one byte over the announced max_body_bytes is answered 413 payload_too_large with details.limit_bytes",
@@ -253,7 +253,9 @@ async fn oversize_body(t: &mut Trial<'_>) -> Outcome {
             t.check(lb.is_u64(), "details.limit_bytes", super::show(&lb));
         }
         Err(e) => {
-            t.check(false, "413 payload_too_large", format!("no response: {e}"));
+            let hint = "the agent closed the connection before the suite could read an answer; read and drop the rest \
+                        of an oversize body before closing (LIM-3)";
+            t.check(false, "413 payload_too_large", format!("no response: {e} ({hint})"));
         }
     }
     Ok(())

@@ -1,0 +1,166 @@
+//! Reading a request body within the size and time limits (spec §13, LIM-1), for every route of the agent, the
+//! A2A 1.x bridge and the gateway: one reader, three error mappings.
+//!
+//! A body over the limit is not kept: the reader stops storing at `limit` bytes. It then goes on reading, and
+//! throws away, what the client is still sending, for a bounded number of bytes and a bounded time (a *lingering*
+//! read, as nginx does). Without it the agent would answer `413` and close a connection whose receive buffer still
+//! holds unread bytes; the kernel then resets the connection, and a client still busy writing its body may never
+//! read the `413`. With it the client finishes writing, reads the answer, and sees a clean close.
+
+use std::time::Duration;
+
+use a2a_core::error::{A2aError, ErrorCode};
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, header};
+use http_body_util::BodyExt;
+
+/// The most bytes over the limit a reader throws away before it answers `413` (then the connection is reset).
+pub const DRAIN_MAX_BYTES: u64 = 8 * 1024 * 1024;
+/// The longest a reader throws bytes away before it answers `413`.
+pub const DRAIN_MAX_TIME: Duration = Duration::from_secs(2);
+
+/// Why a body could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyError {
+    /// The body is larger than the limit (`413 payload_too_large`).
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The body did not arrive within the time limit (`408 request_timeout`).
+    Timeout {
+        /// The time limit.
+        after: Duration,
+    },
+    /// The body could not be read (the connection broke, a bad chunk); the text says why.
+    Unreadable(String),
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::TooLarge { limit } => write!(f, "the request body is larger than {limit} bytes"),
+            BodyError::Timeout { after } => {
+                write!(f, "the request body was not received within {} ms", after.as_millis())
+            }
+            BodyError::Unreadable(e) => write!(f, "the request body could not be read: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BodyError {}
+
+impl BodyError {
+    /// The protocol error: `413 payload_too_large` (with `details.limit_bytes`), `408 request_timeout` or
+    /// `400 invalid_request`.
+    pub fn into_a2a(self) -> A2aError {
+        let code = match self {
+            BodyError::TooLarge { .. } => ErrorCode::PAYLOAD_TOO_LARGE,
+            BodyError::Timeout { .. } => ErrorCode::REQUEST_TIMEOUT,
+            BodyError::Unreadable(_) => ErrorCode::INVALID_REQUEST,
+        };
+        let e = A2aError::with_message(code, self.to_string());
+        match self {
+            BodyError::TooLarge { limit } => e.details(serde_json::json!({"limit_bytes": limit})),
+            _ => e,
+        }
+    }
+}
+
+/// Reads `body` whole when it is at most `limit` bytes and arrives within `timeout`.
+///
+/// A `Content-Length` over the limit is refused without storing anything; the bytes over the limit are read
+/// and dropped (up to [`DRAIN_MAX_BYTES`] and [`DRAIN_MAX_TIME`]) so that the client reads the answer.
+pub async fn read_limited<B>(headers: &HeaderMap, body: B, limit: usize, timeout: Duration) -> Result<Bytes, BodyError>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let mut body = body;
+    if let Some(len) = declared.filter(|len| *len > limit as u64) {
+        if len <= limit as u64 + DRAIN_MAX_BYTES {
+            drain(&mut body, len).await;
+        }
+        return Err(BodyError::TooLarge { limit });
+    }
+    let read = async {
+        let mut buf = BytesMut::with_capacity(declared.map_or(0, |l| l as usize).min(limit));
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| BodyError::Unreadable(e.to_string()))?;
+            let Ok(data) = frame.into_data() else { continue };
+            if buf.len() + data.len() > limit {
+                drain(&mut body, DRAIN_MAX_BYTES).await;
+                return Err(BodyError::TooLarge { limit });
+            }
+            buf.extend_from_slice(&data);
+        }
+        Ok(buf.freeze())
+    };
+    match tokio::time::timeout(timeout, read).await {
+        Ok(r) => r,
+        Err(_) => Err(BodyError::Timeout { after: timeout }),
+    }
+}
+
+/// Reads and drops up to `max` more bytes of `body`, for at most [`DRAIN_MAX_TIME`].
+async fn drain<B>(body: &mut B, max: u64)
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+{
+    let run = async {
+        let mut seen = 0u64;
+        while seen <= max {
+            match body.frame().await {
+                Some(Ok(frame)) => seen += frame.data_ref().map_or(0, |d| d.len() as u64),
+                _ => return,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_MAX_TIME, run).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{Full, StreamBody};
+
+    fn headers(len: Option<usize>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(l) = len {
+            h.insert(header::CONTENT_LENGTH, l.into());
+        }
+        h
+    }
+
+    #[tokio::test]
+    async fn a_body_within_the_limit_is_read_whole() {
+        let b = read_limited(&headers(Some(5)), Full::new(Bytes::from_static(b"hello")), 5, Duration::from_secs(1)).await;
+        assert_eq!(b.unwrap(), Bytes::from_static(b"hello"));
+    }
+
+    #[tokio::test]
+    async fn a_declared_length_over_the_limit_is_refused_and_the_body_read_out() {
+        let body = Full::new(Bytes::from(vec![b'x'; 100]));
+        let r = read_limited(&headers(Some(100)), body, 10, Duration::from_secs(1)).await;
+        assert_eq!(r, Err(BodyError::TooLarge { limit: 10 }));
+    }
+
+    #[tokio::test]
+    async fn a_chunked_body_over_the_limit_is_refused() {
+        let chunks = (0..10).map(|_| Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(Bytes::from(vec![0u8; 4]))));
+        let body = StreamBody::new(futures_util::stream::iter(chunks));
+        let r = read_limited(&headers(None), body, 10, Duration::from_secs(1)).await;
+        assert_eq!(r, Err(BodyError::TooLarge { limit: 10 }));
+    }
+
+    #[tokio::test]
+    async fn a_body_that_stalls_times_out() {
+        let body = StreamBody::new(futures_util::stream::pending::<Result<hyper::body::Frame<Bytes>, std::io::Error>>());
+        let r = read_limited(&headers(Some(4)), body, 10, Duration::from_millis(50)).await;
+        assert_eq!(r, Err(BodyError::Timeout { after: Duration::from_millis(50) }));
+    }
+}
