@@ -1,7 +1,7 @@
 //! The gateway's added latency and throughput, side by side with nginx, in one run with one client.
 //!
 //! Run with: `cargo bench -p a2a-gateway --bench proxy` (options: `-- --iterations 2000 --concurrency 32
-//! --seconds 5`; needs `nginx` on the PATH, `apt-get install nginx`; on a shared VM: `chrt -f 10 <bench binary>`).
+//! --seconds 5 [--only gateway]`; needs `nginx` on the PATH, `apt-get install nginx`; on a shared VM: `chrt -f 10 <bench binary>`).
 //!
 //! Paths (client: reqwest with keep-alive, its own runtime; agent: the a2a-server router on its own runtime; the
 //! gateway on its own runtime; nginx as a child process with `proxy_pass` to an upstream with `keepalive`):
@@ -92,8 +92,14 @@ impl Client {
     }
 }
 
-fn runtime(threads: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build().expect("runtime")
+/// A runtime whose threads are named (`perf report --comm gateway` separates the parts of one run).
+fn runtime(name: &str, threads: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .expect("runtime")
 }
 
 fn arg(name: &str, default: u64) -> u64 {
@@ -118,7 +124,7 @@ fn main() {
     }
 
     // The agent.
-    let agent_rt = runtime(1);
+    let agent_rt = runtime("agent", 1);
     let agent_addr = agent_rt.block_on(async {
         let cap = |name: &str, auth| CapabilityDeclaration {
             name: name.into(),
@@ -167,7 +173,7 @@ fn main() {
         .expect("nginx (apt-get install nginx)");
 
     // Gateways: transparent (signature checks off) and verifying.
-    let gw_rt = runtime(1);
+    let gw_rt = runtime("gateway", 1);
     let start_gateway = |verify: bool| {
         let text = format!(
             "[gateway]\ndid = \"{GATEWAY}\"\n{}\n[edge]\nverify_signatures = {verify}\n[[agents]]\nurl = \"http://{agent_addr}/a2a\"\n",
@@ -192,7 +198,7 @@ fn main() {
     let gw_plain = start_gateway(false);
     let gw_signed = start_gateway(true);
 
-    let client_rt = runtime(1);
+    let client_rt = runtime("client", 1);
     let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().expect("client");
     let paths: Vec<(&str, Client, &str)> = vec![
         ("direct", Client { http: http.clone(), origin: format!("http://{agent_addr}"), key: None }, "echo_message"),
@@ -235,7 +241,12 @@ fn main() {
         "path", "p50 us", "p90 us", "p95 us", "p99 us", "iterations/s"
     );
     let mut rows = Vec::new();
-    for (name, client, cap) in &paths {
+    // `--only gateway` runs one path (for a profile of that path alone).
+    let only: Option<String> = {
+        let args: Vec<String> = std::env::args().collect();
+        args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned()
+    };
+    for (name, client, cap) in paths.iter().filter(|p| only.as_deref().is_none_or(|o| o == p.0)) {
         let (p50, p90, p95, p99, rate) = client_rt.block_on(async {
             let neg = client.negotiate(cap).await;
             for _ in 0..200 {

@@ -163,7 +163,7 @@ async fn oversize_body_is_read_out_before_the_close_so_a_slow_writer_reads_its_4
     let body = vec![b'x'; 256 * 1024];
     let head = format!(
         "POST /a2a/fallback HTTP/1.1\r\nHost: {addr}\r\nA2A-Version: 0.3\r\nA2A-Sender-ID: {SENDER}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).await.expect("write the head");
