@@ -222,6 +222,10 @@ async fn process(
             tracing::debug!(path = %parts.uri.path(), method = %parts.method, "probe of an unknown A2A 1.x path answered at the edge");
         }
     })?;
+    if let Endpoint::JsonRpc = endpoint {
+        // Errors before the request's id is read are answered with `id: null` (BR-14).
+        *binding = Binding::JsonRpc(Value::Null);
+    }
     let headers = &parts.headers;
     let bytes = if parts.method == Method::POST {
         let timeout = Duration::from_millis(gw.limits.body_read_timeout_ms);
