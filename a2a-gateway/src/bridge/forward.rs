@@ -91,7 +91,13 @@ pub(crate) async fn task_route(gw: &Inner, id: &str) -> Result<(Arc<Agent>, Rout
     Ok((agent, r))
 }
 
-fn build(call: &Call<'_>, agent: &Agent, method: &Method, target: &str, body: Bytes) -> Result<Request<Full<Bytes>>, BridgeError> {
+fn build(
+    call: &Call<'_>,
+    agent: &Agent,
+    method: &Method,
+    target: &str,
+    body: Bytes,
+) -> Result<Request<Full<Bytes>>, BridgeError> {
     let mut hm = call.headers.clone();
     for n in HOP_BY_HOP {
         hm.remove(n);
@@ -274,9 +280,11 @@ pub(crate) async fn answer_send(
 ) -> Result<(Response<Body>, Option<String>), BridgeError> {
     check_bridge(agent, &resp)?;
     let gw = call.gw;
-    let is_sse = resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| {
-        ct.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
-    });
+    let is_sse = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream")));
     let b = head(&resp);
     let body = resp.into_body();
     if stream && is_sse {
@@ -289,8 +297,8 @@ pub(crate) async fn answer_send(
             record(call, agent, skill, id).await?;
         }
         let first = first.freeze();
-        let chained = futures_util::stream::once(async move { Ok::<Bytes, hyper::Error>(first) })
-            .chain(rest.into_data_stream());
+        let chained =
+            futures_util::stream::once(async move { Ok::<Bytes, hyper::Error>(first) }).chain(rest.into_data_stream());
         return Ok((built(b, Body::from_stream(chained))?, id));
     }
     let bytes = read_whole(gw, agent, body).await?;
@@ -327,11 +335,8 @@ fn event_end(buf: &[u8]) -> Option<usize> {
 /// The `data` of one SSE event, as JSON.
 fn event_data(event: &[u8]) -> Option<Value> {
     let text = std::str::from_utf8(event).ok()?;
-    let data: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(|d| d.strip_prefix(' ').unwrap_or(d))
-        .collect();
+    let data: Vec<&str> =
+        text.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
     if data.is_empty() {
         return None;
     }

@@ -71,7 +71,8 @@ async fn ask(
     };
     let (method, target, body) = match call.binding {
         Binding::JsonRpc(id) => {
-            let body = json!({"jsonrpc": "2.0", "id": id, "method": a2a_core::a2a1x::method::LIST_TASKS, "params": sub});
+            let body =
+                json!({"jsonrpc": "2.0", "id": id, "method": a2a_core::a2a1x::method::LIST_TASKS, "params": sub});
             (Method::POST, call.target.to_owned(), Bytes::from(serde_json::to_vec(&body).unwrap_or_default()))
         }
         Binding::HttpJson => {

@@ -45,29 +45,39 @@ async fn bridged(name: &str, skills: &[&str], world: &World) -> BridgedAgent {
         .streaming(a2a_server::streaming::StreamConfig { enabled: true, poll_ms: 20, ..Default::default() });
     for s in skills {
         b = match *s {
-            "submit_report" => b.capability(skill(s, AuthRequirement::None), |_c: ExecutionContext, p: Value| async move {
-                Ok(json!({"filed": p}))
-            }),
-            "run_slow_task" => b.capability(skill(s, AuthRequirement::None), |_c: ExecutionContext, p: Value| async move {
-                // ProtoJSON clients (a2a-sdk) send every number as a double.
-                let ms = p["ms"].as_f64().unwrap_or(0.0) as u64;
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                Ok(json!({"slept_ms": ms}))
-            }),
-            "query_ledger" => b.capability(skill(s, AuthRequirement::ApiKey), |_c: ExecutionContext, p: Value| async move {
-                Ok(json!({"ledger": p}))
-            }),
-            "sign_contract" => b.capability(skill(s, AuthRequirement::DidAuth), |_c: ExecutionContext, _p: Value| async move {
-                Ok(json!({}))
-            }),
-            "count_words" => b.capability(skill(s, AuthRequirement::None), |ctx: ExecutionContext, p: Value| async move {
-                let text = p["text"].as_str().unwrap_or("").to_owned();
-                for (i, w) in text.split_whitespace().enumerate() {
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                    ctx.events.emit(json!({"index": i, "word": w})).await.map_err(|e| HandlerError::new(e.to_string()))?;
-                }
-                Ok(json!({"words": text.split_whitespace().count()}))
-            }),
+            "submit_report" => b
+                .capability(skill(s, AuthRequirement::None), |_c: ExecutionContext, p: Value| async move {
+                    Ok(json!({"filed": p}))
+                }),
+            "run_slow_task" => {
+                b.capability(skill(s, AuthRequirement::None), |_c: ExecutionContext, p: Value| async move {
+                    // ProtoJSON clients (a2a-sdk) send every number as a double.
+                    let ms = p["ms"].as_f64().unwrap_or(0.0) as u64;
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    Ok(json!({"slept_ms": ms}))
+                })
+            }
+            "query_ledger" => b
+                .capability(skill(s, AuthRequirement::ApiKey), |_c: ExecutionContext, p: Value| async move {
+                    Ok(json!({"ledger": p}))
+                }),
+            "sign_contract" => b
+                .capability(skill(s, AuthRequirement::DidAuth), |_c: ExecutionContext, _p: Value| async move {
+                    Ok(json!({}))
+                }),
+            "count_words" => {
+                b.capability(skill(s, AuthRequirement::None), |ctx: ExecutionContext, p: Value| async move {
+                    let text = p["text"].as_str().unwrap_or("").to_owned();
+                    for (i, w) in text.split_whitespace().enumerate() {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        ctx.events
+                            .emit(json!({"index": i, "word": w}))
+                            .await
+                            .map_err(|e| HandlerError::new(e.to_string()))?;
+                    }
+                    Ok(json!({"words": text.split_whitespace().count()}))
+                })
+            }
             other => panic!("no test skill {other}"),
         };
     }
@@ -116,8 +126,9 @@ fn message(skill: &str, data: Value) -> Value {
 }
 
 async fn rpc(base: &str, method: &str, params: Value, headers: &[(&str, &str)]) -> Value {
-    let mut rb =
-        http().post(format!("{base}/a2a1x/jsonrpc")).json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}));
+    let mut rb = http()
+        .post(format!("{base}/a2a1x/jsonrpc"))
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}));
     for (k, v) in headers {
         rb = rb.header(*k, *v);
     }
@@ -189,8 +200,14 @@ async fn the_gateway_card_is_the_union_of_its_agents_skills_signed_by_the_gatewa
     forged["skills"][0]["id"] = json!("something_else");
     assert!(sigs[0].verify(&forged, world.gateway_key.verifying_key()).is_err(), "a changed card does not verify");
     // The same card again (cached while the union does not change), and it is not a probe of /a2a.
-    let again: Value =
-        http().get(format!("{}/.well-known/agent-card.json", g.base)).send().await.expect("card").json().await.expect("JSON");
+    let again: Value = http()
+        .get(format!("{}/.well-known/agent-card.json", g.base))
+        .send()
+        .await
+        .expect("card")
+        .json()
+        .await
+        .expect("JSON");
     assert_eq!(again, card);
     assert_eq!(g.metric("a2a_gateway_probes_total", &[]), 0.0);
 }
@@ -244,9 +261,12 @@ async fn messages_go_to_the_agent_with_the_skill_and_task_operations_follow_the_
     let e: Value = resp.json().await.expect("JSON");
     assert_eq!(e["error"]["details"][0]["reason"], "TASK_NOT_CANCELABLE", "{e}");
     // Another sender's task is unknown to it (RES-1), as is a task no gateway routed.
-    let other = rpc(&g.base, "GetTask", json!({"id": report_id}), &[("a2a-sender-id", "did:web:other.example.com")]).await;
+    let other =
+        rpc(&g.base, "GetTask", json!({"id": report_id}), &[("a2a-sender-id", "did:web:other.example.com")]).await;
     assert_eq!(code(&other), -32001, "{other}");
-    let unknown = rpc(&g.base, "GetTask", json!({"id": "did:web:nobody.example.com_1_aaaaaaaaaaaaaaaaaaaaaaaaaa"}), &sender).await;
+    let unknown =
+        rpc(&g.base, "GetTask", json!({"id": "did:web:nobody.example.com_1_aaaaaaaaaaaaaaaaaaaaaaaaaa"}), &sender)
+            .await;
     assert_eq!(code(&unknown), -32001, "{unknown}");
     assert_eq!(reason_code(&unknown), "unknown_execution");
     assert!(unknown["error"]["message"].as_str().unwrap_or("").contains("through this gateway"), "{unknown}");
@@ -264,7 +284,12 @@ async fn messages_go_to_the_agent_with_the_skill_and_task_operations_follow_the_
     let v = rpc(&g.base, "SendMessage", message("query_ledger", json!({})), &sender).await;
     assert_eq!(code(&v), -32600, "{v}");
     assert_eq!(reason_code(&v), "auth_required");
-    let resp = http().post(format!("{}/a2a1x/message:send", g.base)).json(&message("query_ledger", json!({}))).send().await.expect("send");
+    let resp = http()
+        .post(format!("{}/a2a1x/message:send", g.base))
+        .json(&message("query_ledger", json!({})))
+        .send()
+        .await
+        .expect("send");
     assert_eq!(resp.status(), 401);
     let resp = http()
         .post(format!("{}/a2a1x/message:send", g.base))
@@ -288,7 +313,13 @@ async fn messages_go_to_the_agent_with_the_skill_and_task_operations_follow_the_
     let e: Value = resp.json().await.expect("JSON");
     assert_eq!(e["error"]["details"][0]["reason"], "METHOD_NOT_FOUND", "{e}");
     assert_eq!(g.metric("a2a_gateway_probes_total", &[]), probes + 1.0);
-    let resp = http().post(format!("{}/a2a1x/jsonrpc", g.base)).body("[1, 2]").header("content-type", "application/json").send().await.expect("batch");
+    let resp = http()
+        .post(format!("{}/a2a1x/jsonrpc", g.base))
+        .body("[1, 2]")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .expect("batch");
     let v: Value = resp.json().await.expect("JSON");
     assert_eq!(code(&v), -32600, "{v}");
 }
@@ -301,7 +332,8 @@ async fn list_tasks_pages_through_every_agent() {
     let g = gateway(&[&a, &b], &world, "").await;
     let ctx = format!("ctx-{}", message_id());
     let mut ids = Vec::new();
-    for (skill, data) in [("submit_report", report()), ("run_slow_task", json!({"ms": 1})), ("submit_report", report())] {
+    for (skill, data) in [("submit_report", report()), ("run_slow_task", json!({"ms": 1})), ("submit_report", report())]
+    {
         let mut m = message(skill, data);
         m["message"]["contextId"] = json!(ctx);
         let v = rpc(&g.base, "SendMessage", m, &[]).await;
@@ -360,7 +392,13 @@ async fn a_task_started_through_one_gateway_is_read_and_canceled_through_another
     assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED", "read through the other gateway: {got}");
     let mut m = message("run_slow_task", json!({"ms": 20000}));
     m["configuration"] = json!({"returnImmediately": true});
-    let resp = http().post(format!("{}/a2a1x/message:send", g1.base)).header("a2a-sender-id", CLIENT).json(&m).send().await.expect("send");
+    let resp = http()
+        .post(format!("{}/a2a1x/message:send", g1.base))
+        .header("a2a-sender-id", CLIENT)
+        .json(&m)
+        .send()
+        .await
+        .expect("send");
     let v: Value = resp.json().await.expect("JSON");
     let running = v["task"]["id"].as_str().unwrap_or_else(|| panic!("{v}")).to_owned();
     let resp = http()
@@ -401,7 +439,10 @@ async fn streams_pass_through_the_gateway_as_they_arrive() {
     assert!(results[0]["task"].is_object(), "the first event is the task: {results:?}");
     // Not buffered: the first event arrived long before the last (the task takes 1.5 s).
     let (first_at, last_at) = (events[0].0, events[events.len() - 1].0);
-    assert!(last_at - first_at >= Duration::from_millis(1000), "events arrived as they happened: {first_at:?} {last_at:?}");
+    assert!(
+        last_at - first_at >= Duration::from_millis(1000),
+        "events arrived as they happened: {first_at:?} {last_at:?}"
+    );
     assert!(results.iter().any(|r| r["artifactUpdate"]["artifact"]["parts"][0]["data"] == json!({"slept_ms": 1500})));
     let last = results.last().expect("last");
     assert_eq!(last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED", "{last}");
@@ -422,13 +463,18 @@ async fn streams_pass_through_the_gateway_as_they_arrive() {
         .expect("stream");
     let events = timed_events(resp).await;
     let id = events[0].1["task"]["id"].as_str().expect("task first").to_owned();
-    assert_eq!(events.last().map(|e| e.1["statusUpdate"]["status"]["state"].clone()), Some(json!("TASK_STATE_COMPLETED")));
+    assert_eq!(
+        events.last().map(|e| e.1["statusUpdate"]["status"]["state"].clone()),
+        Some(json!("TASK_STATE_COMPLETED"))
+    );
     let resp = http().get(format!("{}/a2a1x/tasks/{}", g.base, path_segment(&id))).send().await.expect("get");
     assert_eq!(resp.status(), 200);
     // An error before the first event is a plain JSON-RPC error, not a stream (BR-15).
     let resp = http()
         .post(format!("{}/a2a1x/jsonrpc", g.base))
-        .json(&json!({"jsonrpc": "2.0", "id": 4, "method": "SendStreamingMessage", "params": message("nope", json!({}))}))
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 4, "method": "SendStreamingMessage", "params": message("nope", json!({}))}),
+        )
         .send()
         .await
         .expect("stream");
@@ -441,18 +487,20 @@ async fn streams_pass_through_the_gateway_as_they_arrive() {
 async fn the_edge_limits_apply_to_1x_requests() {
     let world = World::new();
     let a = bridged("edge-a", &["submit_report"], &world).await;
-    let g = gateway(
-        &[&a],
-        &world,
-        "[limits]\nmax_body_bytes = 4096\n[edge]\nrate_limit_per_s = 1\nrate_limit_burst = 3\n",
-    )
-    .await;
+    let g =
+        gateway(&[&a], &world, "[limits]\nmax_body_bytes = 4096\n[edge]\nrate_limit_per_s = 1\nrate_limit_burst = 3\n")
+            .await;
     let big = json!({"title": "x".repeat(8000)});
     let v = rpc(&g.base, "SendMessage", message("submit_report", big.clone()), &[("a2a-sender-id", CLIENT)]).await;
     assert_eq!(code(&v), -32602, "{v}");
     assert_eq!(reason_code(&v), "payload_too_large");
     assert_eq!(v["id"], Value::Null, "the id of a request not read is null (BR-14)");
-    let resp = http().post(format!("{}/a2a1x/message:send", g.base)).json(&message("submit_report", big)).send().await.expect("send");
+    let resp = http()
+        .post(format!("{}/a2a1x/message:send", g.base))
+        .json(&message("submit_report", big))
+        .send()
+        .await
+        .expect("send");
     assert_eq!(resp.status(), 413);
     // The gateway's only skill is the message's when it names none (BR-7); the agent is told which.
     let mut m = message("x", report());
@@ -463,7 +511,9 @@ async fn the_edge_limits_apply_to_1x_requests() {
     let sender = [("a2a-sender-id", "did:web:busy.example.com")];
     let mut codes = Vec::new();
     for _ in 0..5 {
-        let v = rpc(&g.base, "GetTask", json!({"id": "did:web:busy.example.com_1_aaaaaaaaaaaaaaaaaaaaaaaaaa"}), &sender).await;
+        let v =
+            rpc(&g.base, "GetTask", json!({"id": "did:web:busy.example.com_1_aaaaaaaaaaaaaaaaaaaaaaaaaa"}), &sender)
+                .await;
         codes.push(reason_code(&v).to_owned());
     }
     assert_eq!(codes[0], "unknown_execution");
@@ -487,12 +537,24 @@ async fn a_streaming_result_passes_through_the_gateway_and_resumes() {
     let g = gateway(&[&a], &world, "").await;
     let c = Caller::new(&g.base);
     let n = c
-        .send("POST", "/a2a/negotiate", &[], Some(&json!({"target_capability": "count_words", "proposed_schema": {"type": "object"}})), Sign::No)
+        .send(
+            "POST",
+            "/a2a/negotiate",
+            &[],
+            Some(&json!({"target_capability": "count_words", "proposed_schema": {"type": "object"}})),
+            Sign::No,
+        )
         .await;
     assert_eq!(n.status, 200, "{}", n.body);
     let neg = n.body["negotiation_id"].as_str().expect("neg").to_owned();
     let e = c
-        .send("POST", "/a2a/execute", &[("a2a-negotiation-id", &neg)], Some(&json!({"text": "one two three four"})), Sign::No)
+        .send(
+            "POST",
+            "/a2a/execute",
+            &[("a2a-negotiation-id", &neg)],
+            Some(&json!({"text": "one two three four"})),
+            Sign::No,
+        )
         .await;
     assert_eq!(e.status, 201, "{}", e.body);
     let id = e.body["execution_id"].as_str().expect("id").to_owned();
@@ -543,7 +605,8 @@ async fn a_streaming_result_passes_through_the_gateway_and_resumes() {
     // Resumed after event 2 through the gateway: the events after it, each once.
     let resp = open(Some("2")).await.expect("resume");
     let text = resp.text().await.expect("text");
-    let resumed: Vec<u64> = text.lines().filter_map(|l| l.strip_prefix("id: ")).filter_map(|i| i.parse().ok()).collect();
+    let resumed: Vec<u64> =
+        text.lines().filter_map(|l| l.strip_prefix("id: ")).filter_map(|i| i.parse().ok()).collect();
     assert_eq!(resumed, (3..=ids.len() as u64).collect::<Vec<_>>(), "{text}");
 }
 
@@ -568,7 +631,8 @@ async fn the_python_sdk_client_uses_the_gateway() {
     let a = bridged("sdk-a", &["submit_report"], &world).await;
     let b = bridged("sdk-b", &["run_slow_task"], &world).await;
     let g = gateway(&[&a, &b], &world, "").await;
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../a2a-server/tests/fixtures/a2a1x/sdk_client.py");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../a2a-server/tests/fixtures/a2a1x/sdk_client.py");
     let jwk = serde_json::to_string(&world.gateway_key.verifying_key().to_jwk()).expect("jwk");
     let run = tokio::process::Command::new(&python).arg(&script).arg(&g.base).arg(&jwk).kill_on_drop(true).output();
     let out = tokio::time::timeout(Duration::from_secs(120), run)

@@ -102,7 +102,8 @@ async fn send_stream(State(inner): State<Arc<Inner>>, uri: OriginalUri, headers:
 pub fn list_query(query: &str) -> Result<ListTasksRequest, BridgeError> {
     let mut req = ListTasksRequest::default();
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
-        let number = || v.parse::<u32>().map_err(|_| BridgeError::params(format!("{k} must be a non-negative integer")));
+        let number =
+            || v.parse::<u32>().map_err(|_| BridgeError::params(format!("{k} must be a non-negative integer")));
         match k.as_ref() {
             "contextId" => req.context_id = Some(v.to_string()),
             "pageToken" => req.page_token = Some(v.to_string()),
