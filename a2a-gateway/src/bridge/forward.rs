@@ -388,7 +388,7 @@ mod tests {
         let v = event_data(&s[..end]).expect("data");
         assert_eq!(task_id(&Binding::JsonRpc(Value::Null), &v).as_deref(), Some("t1"));
         assert_eq!(task_id(&Binding::HttpJson, &v), None);
-        assert_eq!(event_end(b"data: {\"a\"\r\n\r\n"), Some(13));
+        assert_eq!(event_end(b"data: {\"a\"\r\n\r\n"), Some(14));
         assert_eq!(event_end(b"data: {"), None);
         assert_eq!(event_data(b": keep-alive\n\n"), None);
     }
