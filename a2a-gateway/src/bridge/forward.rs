@@ -247,11 +247,7 @@ fn built(b: http::response::Builder, body: Body) -> Result<Response<Body>, Bridg
 }
 
 /// The agent's answer as it comes (a task read, a cancel, a resubscribed stream).
-pub(crate) fn pass_through(
-    _gw: &Inner,
-    agent: &Agent,
-    resp: Response<Incoming>,
-) -> Result<Response<Body>, BridgeError> {
+pub(crate) fn pass_through(agent: &Agent, resp: Response<Incoming>) -> Result<Response<Body>, BridgeError> {
     check_bridge(agent, &resp)?;
     let b = head(&resp);
     built(b, Body::new(resp.into_body()))

@@ -275,7 +275,7 @@ async fn process(
             gw.edge.authorize(&sender, Signed::No, requirement, headers, false).map_err(from_a2a)?;
             ctx.agent = Some(agent.clone());
             let resp = forward::send_once(&call, &agent, bytes).await?;
-            forward::pass_through(gw, &agent, resp)
+            forward::pass_through(&agent, resp)
         }
         Op::List { req } => list::list(&call, &req).await,
     }
