@@ -381,7 +381,8 @@ async fn a_task_started_through_one_gateway_is_read_and_canceled_through_another
     let redis = shared_server();
     let world = World::new();
     let a = bridged("redis-a", &["submit_report"], &world).await;
-    let b = bridged("redis-b", &["run_slow_task"], &world).await;
+    // Both agents have submit_report: a task must be followed, not found by skill.
+    let b = bridged("redis-b", &["run_slow_task", "submit_report"], &world).await;
     let store = format!("[store]\nredis_url = \"{}\"\nkey_prefix = \"{}\"\n", redis.url(), unique_prefix("gwbr"));
     let g1 = gateway(&[&a, &b], &world, &store).await;
     let g2 = gateway(&[&a, &b], &world, &store).await;
@@ -411,11 +412,24 @@ async fn a_task_started_through_one_gateway_is_read_and_canceled_through_another
     assert_eq!(resp.status(), 200);
     let c: Value = resp.json().await.expect("JSON");
     assert_eq!(c["status"]["state"], "TASK_STATE_CANCELED", "canceled through the other gateway: {c}");
-    // A resent message (same messageId) reaches the agent that has it, through either gateway: the same task.
+    // A resent message (same messageId) reaches the agent that has it, through either gateway: the same task, never
+    // a second run at the other agent.
     let m = message("submit_report", report());
     let first = rpc(&g1.base, "SendMessage", m.clone(), &sender).await;
-    let again = rpc(&g2.base, "SendMessage", m, &sender).await;
-    assert_eq!(first["result"]["task"]["id"], again["result"]["task"]["id"], "{first} {again}");
+    let first_id = first["result"]["task"]["id"].as_str().unwrap_or_else(|| panic!("{first}")).to_owned();
+    for g in [&g2, &g1, &g2, &g1] {
+        let again = rpc(&g.base, "SendMessage", m.clone(), &sender).await;
+        assert_eq!(again["result"]["task"]["id"], first_id.as_str(), "{again}");
+    }
+    // Tasks at both agents are each read where they are, through both gateways.
+    for _ in 0..4 {
+        let v = rpc(&g1.base, "SendMessage", message("submit_report", report()), &sender).await;
+        let id = v["result"]["task"]["id"].as_str().unwrap_or_else(|| panic!("{v}")).to_owned();
+        for g in [&g1, &g2] {
+            let got = rpc(&g.base, "GetTask", json!({"id": id}), &sender).await;
+            assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED", "{got}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -463,10 +477,12 @@ async fn streams_pass_through_the_gateway_as_they_arrive() {
         .expect("stream");
     let events = timed_events(resp).await;
     let id = events[0].1["task"]["id"].as_str().expect("task first").to_owned();
-    assert_eq!(
-        events.last().map(|e| e.1["statusUpdate"]["status"]["state"].clone()),
-        Some(json!("TASK_STATE_COMPLETED"))
-    );
+    // The stream ends in the terminal state: a last status update, or the task itself when it had already finished
+    // as the stream started (BR-15).
+    let last = &events[events.len() - 1].1;
+    let state =
+        if last["statusUpdate"].is_object() { &last["statusUpdate"]["status"] } else { &last["task"]["status"] };
+    assert_eq!(state["state"], "TASK_STATE_COMPLETED", "{last}");
     let resp = http().get(format!("{}/a2a1x/tasks/{}", g.base, path_segment(&id))).send().await.expect("get");
     assert_eq!(resp.status(), 200);
     // An error before the first event is a plain JSON-RPC error, not a stream (BR-15).
@@ -644,4 +660,25 @@ async fn the_python_sdk_client_uses_the_gateway() {
     println!("{stdout}");
     assert!(out.status.success(), "the a2a-sdk client failed through the gateway:\n{stdout}\n{stderr}");
     assert!(stdout.contains("all checks passed"), "{stdout}");
+}
+
+/// BR-25: an agent behind the gateway that does not serve the bridge is reported, not mistaken for one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_without_the_bridge_is_reported_as_unavailable() {
+    let world = World::new();
+    let plain = TestAgent::start("plain", vec![decl("submit_report", AuthRequirement::None)], &world);
+    let g = TestGateway::start(&[&plain], &world, "").await;
+    let card: Value = http()
+        .get(format!("{}/.well-known/agent-card.json", g.base))
+        .send()
+        .await
+        .expect("card")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(card["skills"][0]["id"], "submit_report", "the card is made of the capabilities: {card}");
+    let v = rpc(&g.base, "SendMessage", message("submit_report", json!({"title": "t"})), &[]).await;
+    assert_eq!(code(&v), -32603, "{v}");
+    assert_eq!(reason_code(&v), "agent_unavailable");
+    assert!(v["error"]["message"].as_str().unwrap_or("").contains("does not serve the A2A 1.x bridge"), "{v}");
 }
