@@ -39,6 +39,7 @@ pub mod admin;
 pub mod agents;
 pub mod app;
 pub mod audit;
+mod bridge;
 pub mod config;
 pub mod discover;
 pub mod edge;
@@ -256,7 +257,8 @@ impl Gateway {
     /// The gateway as an axum router (every path is the gateway's: mount it at the root).
     pub fn router(&self) -> axum::Router {
         let inner = self.inner.clone();
-        axum::Router::new().fallback(move |req: Request<Body>| {
+        // The A2A 1.x card and endpoints (spec §20.10) first; every other path is the proxy's.
+        crate::bridge::router(inner.clone()).fallback(move |req: Request<Body>| {
             let inner = inner.clone();
             async move { proxy::handle(inner, req).await }
         })

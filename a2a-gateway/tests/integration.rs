@@ -3,6 +3,8 @@
 
 #![allow(unreachable_pub)] // test helpers are shared between the modules of this one binary
 
+#[path = "it/bridge.rs"]
+mod bridge;
 #[path = "it/common.rs"]
 mod common;
 // The redis-server harness of a2a-server's tests, used as is.

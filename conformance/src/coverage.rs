@@ -33,6 +33,13 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     ("BR-17", "the optional A2A 1.x bridge (§20); checked by a2a-server's a2a1x tests and the a2a-sdk interop tests"),
     ("BR-18", "the optional A2A 1.x bridge (§20); checked by a2a-server's a2a1x tests and the a2a-sdk interop tests"),
     ("BR-19", "the optional A2A 1.x bridge (§20); checked by a2a-server's a2a1x tests and the a2a-sdk interop tests"),
+    ("BR-20", "the A2A 1.x bridge at a gateway (§20.10); checked by a2a-gateway's integration tests (bridge)"),
+    ("BR-21", "the A2A 1.x bridge at a gateway (§20.10); checked by a2a-gateway's integration tests (bridge)"),
+    ("BR-22", "the A2A 1.x bridge at a gateway (§20.10); checked by a2a-gateway's integration tests (bridge)"),
+    ("BR-23", "the A2A 1.x bridge at a gateway (§20.10); checked by a2a-gateway's integration tests (bridge)"),
+    ("BR-24", "the A2A 1.x bridge at a gateway (§20.10); checked by a2a-gateway's integration tests (bridge)"),
+    ("BR-25", "the A2A 1.x bridge at a gateway (§20.10); checked by a2a-gateway's integration tests (bridge)"),
+    ("GW-14", "streaming RESULT through a gateway; checked by a2a-gateway's integration tests (bridge)"),
     (
         "SES-12",
         "observable only by shutting down one process of an agent that shares a store with others; a2a-server's multi-process tests cover it",

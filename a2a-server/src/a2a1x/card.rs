@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use a2a_core::a2a1x::{self, BINDING_HTTP_JSON, BINDING_JSONRPC, PROTOCOL_VERSION};
-use a2a_core::capability::AuthRequirement;
+use a2a_core::capability::{AuthRequirement, CapabilityDeclaration};
+use a2a_core::keys::SigningKey;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -21,8 +22,7 @@ pub(crate) fn skills(engine: &Engine) -> Vec<&Arc<Capability>> {
     engine.caps.iter().filter(|c| c.decl.auth_requirement != AuthRequirement::DidAuth).collect()
 }
 
-fn skill(c: &Capability) -> Value {
-    let d = &c.decl;
+fn skill(d: &CapabilityDeclaration) -> Value {
     let mut tags = vec![json!("a2a-handshake"), json!(format!("auth:{}", d.auth_requirement.as_str()))];
     tags.extend(d.region_restriction.iter().map(|r| json!(format!("region:{r}"))));
     let mut s = Map::new();
@@ -37,24 +37,36 @@ fn skill(c: &Capability) -> Value {
     Value::Object(s)
 }
 
-/// The unsigned card for `origin`.
-pub(crate) fn card(inner: &Inner, origin: &str) -> Value {
-    let engine = &inner.app.engine;
-    let skills = skills(engine);
-    let name = inner.app.agent_name.clone().unwrap_or_else(|| engine.did.clone());
+/// What an Agent Card is made of (BR-3): an agent's, or a gateway's in front of many agents (BR-20).
+pub struct CardSource<'a> {
+    /// The card's `name` (the DID when there is no name).
+    pub name: &'a str,
+    /// The DID named by the handshake extension.
+    pub did: &'a str,
+    /// The origin the interfaces are at (`https://agent.example.com`).
+    pub origin: &'a str,
+    /// The capabilities, in order; those a 1.x caller cannot meet (`did_auth`, BR-4) are left out of the card.
+    pub capabilities: Vec<&'a CapabilityDeclaration>,
+}
+
+/// The unsigned A2A 1.0 Agent Card of `src` (BR-3, BR-4).
+pub fn render_card(src: &CardSource<'_>) -> Value {
+    let skills: Vec<&CapabilityDeclaration> =
+        src.capabilities.iter().copied().filter(|d| d.auth_requirement != AuthRequirement::DidAuth).collect();
+    let origin = src.origin;
     let mut schemes = Map::new();
-    if skills.iter().any(|c| c.decl.auth_requirement == AuthRequirement::ApiKey) {
+    if skills.iter().any(|d| d.auth_requirement == AuthRequirement::ApiKey) {
         schemes.insert("apiKey".into(), json!({"apiKeySecurityScheme": {"location": "header", "name": "A2A-Api-Key"}}));
     }
-    if skills.iter().any(|c| c.decl.auth_requirement == AuthRequirement::Oauth2) {
+    if skills.iter().any(|d| d.auth_requirement == AuthRequirement::Oauth2) {
         schemes.insert("bearer".into(), json!({"httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "JWT"}}));
     }
     let mut card = json!({
-        "name": name,
+        "name": src.name,
         "description": format!(
             "An agent of the A2A semantic-handshake protocol {} ({}), bridged to A2A {PROTOCOL_VERSION}: every task \
              runs through its schema-checked NEGOTIATE / EXECUTE / CONFIRM / RESULT.",
-            a2a_core::PROTOCOL_VERSION, engine.did),
+            a2a_core::PROTOCOL_VERSION, src.did),
         "version": env!("CARGO_PKG_VERSION"),
         "supportedInterfaces": [
             {"url": format!("{origin}/a2a1x/jsonrpc"), "protocolBinding": BINDING_JSONRPC, "protocolVersion": PROTOCOL_VERSION},
@@ -65,18 +77,39 @@ pub(crate) fn card(inner: &Inner, origin: &str) -> Value {
             "extensions": [{
                 "uri": format!("urn:a2a-handshake:{}", a2a_core::PROTOCOL_VERSION),
                 "description": "This agent also speaks the A2A semantic-handshake protocol (DID identity, signed messages, schema negotiation) at params.endpoint.",
-                "params": {"did": engine.did, "endpoint": format!("{origin}/a2a"),
+                "params": {"did": src.did, "endpoint": format!("{origin}/a2a"),
                            "capabilities": format!("{origin}/a2a/capabilities")},
             }],
         },
         "defaultInputModes": ["application/json", "text/plain"],
         "defaultOutputModes": ["application/json"],
-        "skills": skills.iter().map(|c| skill(c)).collect::<Vec<_>>(),
+        "skills": skills.iter().map(|d| skill(d)).collect::<Vec<_>>(),
     });
     if !schemes.is_empty() {
         card["securitySchemes"] = Value::Object(schemes);
     }
     card
+}
+
+/// Signs `card` in place with `key`, the key `key_id` of `did`'s document (BR-5); a card that cannot be signed is
+/// left unsigned, with a warning.
+pub fn sign_card_with(card: &mut Value, did: &str, key_id: &str, key: &SigningKey) {
+    match a2a1x::sign_card(card, &format!("{did}#{key_id}"), key) {
+        Ok(sig) => card["signatures"] = json!([sig]),
+        Err(e) => tracing::warn!(error = %e, "cannot sign the Agent Card; serving it unsigned"),
+    }
+}
+
+/// The unsigned card for `origin`.
+pub(crate) fn card(inner: &Inner, origin: &str) -> Value {
+    let engine = &inner.app.engine;
+    let name = inner.app.agent_name.clone().unwrap_or_else(|| engine.did.clone());
+    render_card(&CardSource {
+        name: &name,
+        did: &engine.did,
+        origin,
+        capabilities: engine.caps.iter().map(|c| &c.decl).collect(),
+    })
 }
 
 /// The card for `origin`, signed when the bridge has a key (BR-5), as bytes; cached per origin.
@@ -86,10 +119,7 @@ pub(crate) fn card_bytes(inner: &Inner, origin: &str) -> Bytes {
     }
     let mut card = card(inner, origin);
     if let Some((key_id, key)) = &inner.opts.signing_key {
-        match a2a1x::sign_card(&card, &format!("{}#{key_id}", inner.app.engine.did), key) {
-            Ok(sig) => card["signatures"] = json!([sig]),
-            Err(e) => tracing::warn!(error = %e, "cannot sign the Agent Card; serving it unsigned"),
-        }
+        sign_card_with(&mut card, &inner.app.engine.did, key_id, key);
     }
     let bytes = Bytes::from(serde_json::to_vec(&card).unwrap_or_default());
     let mut cards = inner.cards.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

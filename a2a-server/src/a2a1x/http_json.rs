@@ -97,29 +97,36 @@ async fn send_stream(State(inner): State<Arc<Inner>>, uri: OriginalUri, headers:
     }
 }
 
+/// The `ListTasksRequest` of `GET /a2a1x/tasks?...` (`contextId`, `status`, `pageSize`, `pageToken`; other
+/// parameters are ignored).
+pub fn list_query(query: &str) -> Result<ListTasksRequest, BridgeError> {
+    let mut req = ListTasksRequest::default();
+    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+        let number =
+            || v.parse::<u32>().map_err(|_| BridgeError::params(format!("{k} must be a non-negative integer")));
+        match k.as_ref() {
+            "contextId" => req.context_id = Some(v.to_string()),
+            "pageToken" => req.page_token = Some(v.to_string()),
+            "pageSize" => req.page_size = Some(number()?),
+            "status" => {
+                req.status = Some(
+                    serde_json::from_value::<TaskState>(json!(v))
+                        .map_err(|_| BridgeError::params(format!("status {v:?} is not a TaskState name")))?,
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(req)
+}
+
 /// `GET /a2a1x/tasks`.
 async fn list(State(inner): State<Arc<Inner>>, uri: OriginalUri, headers: HeaderMap) -> Response {
     let target = target(&uri);
     reply(
         async {
             let caller = caller(&inner, &headers)?;
-            let mut req = ListTasksRequest::default();
-            for (k, v) in url::form_urlencoded::parse(uri.0.query().unwrap_or("").as_bytes()) {
-                let number =
-                    || v.parse::<u32>().map_err(|_| BridgeError::params(format!("{k} must be a non-negative integer")));
-                match k.as_ref() {
-                    "contextId" => req.context_id = Some(v.to_string()),
-                    "pageToken" => req.page_token = Some(v.to_string()),
-                    "pageSize" => req.page_size = Some(number()?),
-                    "status" => {
-                        req.status = Some(
-                            serde_json::from_value::<TaskState>(json!(v))
-                                .map_err(|_| BridgeError::params(format!("status {v:?} is not a TaskState name")))?,
-                        );
-                    }
-                    _ => {}
-                }
-            }
+            let req = list_query(uri.0.query().unwrap_or(""))?;
             let ctx = Ctx { caller, headers: &headers, method: "GET", target: &target, body: b"" };
             Ok(json!(inner.list(ctx, &req).await?))
         }

@@ -21,6 +21,18 @@ use super::stream;
 
 /// Reads a 1.x request body within the agent's `max_body_bytes` (BR-9), after checking its media type.
 pub(crate) async fn read_body(inner: &Inner, headers: &HeaderMap, body: Body) -> Result<Bytes, BridgeError> {
+    let limits = &inner.app.engine.limits;
+    read_body_within(headers, body, limits.max_body_bytes, limits.body_read_timeout()).await
+}
+
+/// Reads a 1.x request body of at most `max` bytes within `timeout`, after checking its media type
+/// (`application/json` or `application/a2a+json`; BR-1, BR-9).
+pub async fn read_body_within(
+    headers: &HeaderMap,
+    body: Body,
+    max: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, BridgeError> {
     let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json");
     let mime = ct.split(';').next().unwrap_or("").trim();
     if !mime.eq_ignore_ascii_case("application/json") && !mime.eq_ignore_ascii_case("application/a2a+json") {
@@ -32,14 +44,13 @@ pub(crate) async fn read_body(inner: &Inner, headers: &HeaderMap, body: Body) ->
         e.http_status = 415;
         return Err(e);
     }
-    let limits = &inner.app.engine.limits;
-    crate::body::read_limited(headers, body, limits.max_body_bytes, limits.body_read_timeout()).await.map_err(|e| {
+    crate::body::read_limited(headers, body, max, timeout).await.map_err(|e| {
         let (code, status) = match &e {
             BodyError::TooLarge { .. } => (ErrorCode::PAYLOAD_TOO_LARGE, 413),
             BodyError::Timeout { .. } => (ErrorCode::REQUEST_TIMEOUT, 408),
             BodyError::Unreadable(_) => return BridgeError::new(Kind::InvalidRequest, e.to_string()),
         };
-        let mut out = BridgeError::params(format!("{e} (max_body_bytes {})", limits.max_body_bytes));
+        let mut out = BridgeError::params(format!("{e} (max_body_bytes {max})"));
         out.code = Some(code);
         out.http_status = status;
         out
@@ -47,12 +58,13 @@ pub(crate) async fn read_body(inner: &Inner, headers: &HeaderMap, body: Body) ->
 }
 
 /// Parses `params` as `T`, naming the member at fault.
-pub(crate) fn params<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, BridgeError> {
+pub fn params<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, BridgeError> {
     serde_path_to_error::deserialize(v)
         .map_err(|e| BridgeError::params(format!("{what}: member `{}`: {}", e.path(), e.inner())))
 }
 
-fn envelope(id: &Value, outcome: Result<Value, BridgeError>) -> Value {
+/// The JSON-RPC 2.0 response to request `id`: its `result`, or its `error` (BR-14).
+pub fn envelope(id: &Value, outcome: Result<Value, BridgeError>) -> Value {
     match outcome {
         Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
         Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e.jsonrpc_error()}),
@@ -79,6 +91,65 @@ fn renamed(m: &str) -> Option<&'static str> {
     })
 }
 
+/// A JSON-RPC 2.0 request, its envelope read.
+pub struct RpcRequest {
+    /// Its `id` (`null` when absent or neither a string nor a number).
+    pub id: Value,
+    /// Its `method`.
+    pub method: String,
+    /// Its `params` (an empty object when absent).
+    pub params: Value,
+}
+
+/// Reads the envelope of a JSON-RPC 2.0 request (BR-9, BR-14): not JSON is `-32700`, a batch or not a 2.0 request
+/// `-32600`, `params` that is not an object `-32602`; the error comes with the `id` to answer it with.
+pub fn parse_rpc(bytes: &[u8]) -> Result<RpcRequest, (Value, BridgeError)> {
+    let req: Value = serde_json::from_slice(bytes).map_err(|e| {
+        (Value::Null, BridgeError::new(Kind::Parse, format!("the request body is not well-formed JSON: {e}")))
+    })?;
+    let id = req.get("id").filter(|i| i.is_string() || i.is_number()).cloned().unwrap_or(Value::Null);
+    let method = match (&req, req.get("jsonrpc"), req.get("method").and_then(Value::as_str)) {
+        (Value::Array(_), _, _) => {
+            let e = BridgeError::new(Kind::InvalidRequest, "batches are not served; send one request per HTTP request");
+            return Err((Value::Null, e));
+        }
+        (_, Some(Value::String(v)), Some(m)) if v == "2.0" => m.to_owned(),
+        _ => {
+            let e = BridgeError::new(
+                Kind::InvalidRequest,
+                "not a JSON-RPC 2.0 request: send {\"jsonrpc\": \"2.0\", \"id\": ..., \"method\": ..., \"params\": {...}}",
+            );
+            return Err((id, e));
+        }
+    };
+    let params = match req.get("params") {
+        None | Some(Value::Null) => json!({}),
+        Some(p @ Value::Object(_)) => p.clone(),
+        Some(_) => return Err((id, BridgeError::params("params must be an object"))),
+    };
+    Ok(RpcRequest { id, method, params })
+}
+
+/// The error for a method the bridge does not serve (BR-2): push notifications are `-32003`, an A2A 0.3 method
+/// name is `-32601` naming the 1.0 method, any other name `-32601` listing the methods.
+pub fn method_error(m: &str) -> BridgeError {
+    if m.contains("PushNotificationConfig") {
+        return BridgeError::new(
+            Kind::PushNotSupported,
+            "this agent does not send push notifications; stream with SendStreamingMessage or poll with GetTask",
+        );
+    }
+    BridgeError::new(
+        Kind::MethodNotFound,
+        match renamed(m) {
+            Some(new) => format!("{m:?} is an A2A 0.3 method name; this endpoint speaks A2A 1.0: call {new:?}"),
+            None => format!(
+                "no method {m:?}; the methods are SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask and SubscribeToTask"
+            ),
+        },
+    )
+}
+
 /// `POST /a2a1x/jsonrpc`.
 pub(crate) async fn serve(
     State(inner): State<Arc<Inner>>,
@@ -90,34 +161,9 @@ pub(crate) async fn serve(
         Ok(b) => b,
         Err(e) => return json_answer(&envelope(&Value::Null, Err(e))),
     };
-    let req: Value = match serde_json::from_slice(&bytes) {
-        Ok(v) => v,
-        Err(e) => {
-            let err = BridgeError::new(Kind::Parse, format!("the request body is not well-formed JSON: {e}"));
-            return json_answer(&envelope(&Value::Null, Err(err)));
-        }
-    };
-    let id = req.get("id").filter(|i| i.is_string() || i.is_number()).cloned().unwrap_or(Value::Null);
-    let method = match (&req, req.get("jsonrpc"), req.get("method").and_then(Value::as_str)) {
-        (Value::Array(_), _, _) => {
-            let e = BridgeError::new(Kind::InvalidRequest, "batches are not served; send one request per HTTP request");
-            return json_answer(&envelope(&Value::Null, Err(e)));
-        }
-        (_, Some(Value::String(v)), Some(m)) if v == "2.0" => m.to_owned(),
-        _ => {
-            let e = BridgeError::new(
-                Kind::InvalidRequest,
-                "not a JSON-RPC 2.0 request: send {\"jsonrpc\": \"2.0\", \"id\": ..., \"method\": ..., \"params\": {...}}",
-            );
-            return json_answer(&envelope(&id, Err(e)));
-        }
-    };
-    let p = match req.get("params") {
-        None | Some(Value::Null) => json!({}),
-        Some(p @ Value::Object(_)) => p.clone(),
-        Some(_) => {
-            return json_answer(&envelope(&id, Err(BridgeError::params("params must be an object"))));
-        }
+    let RpcRequest { id, method, params: p } = match parse_rpc(&bytes) {
+        Ok(r) => r,
+        Err((id, e)) => return json_answer(&envelope(&id, Err(e))),
     };
     let target = uri.0.path_and_query().map_or("/a2a1x/jsonrpc", |p| p.as_str()).to_owned();
     let caller = match caller(&inner, &headers) {
@@ -175,19 +221,7 @@ pub(crate) async fn serve(
             Ok(req) => inner.list(ctx, &req).await.map(|l| json!(l)),
             Err(e) => Err(e),
         },
-        m if m.contains("PushNotificationConfig") => Err(BridgeError::new(
-            Kind::PushNotSupported,
-            "this agent does not send push notifications; stream with SendStreamingMessage or poll with GetTask",
-        )),
-        m => Err(BridgeError::new(
-            Kind::MethodNotFound,
-            match renamed(m) {
-                Some(new) => format!("{m:?} is an A2A 0.3 method name; this endpoint speaks A2A 1.0: call {new:?}"),
-                None => format!(
-                    "no method {m:?}; the methods are SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask and SubscribeToTask"
-                ),
-            },
-        )),
+        m => Err(method_error(m)),
     };
     json_answer(&envelope(&id, outcome))
 }

@@ -18,6 +18,11 @@ mod jsonrpc;
 mod ops;
 mod stream;
 
+pub use card::{CardSource, render_card, sign_card_with};
+pub use http_json::list_query;
+pub use jsonrpc::{RpcRequest, envelope, method_error, params, parse_rpc, read_body_within};
+pub use ops::{check_headers, check_version, sender_of};
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -231,7 +236,7 @@ impl Inner {
 }
 
 /// The origin for a request: the configured URL, or `http://` and the `Host` header (`http://localhost` without).
-pub(crate) fn origin_of(public_url: Option<&str>, headers: &HeaderMap) -> String {
+pub fn origin_of(public_url: Option<&str>, headers: &HeaderMap) -> String {
     if let Some(u) = public_url {
         return u.to_owned();
     }

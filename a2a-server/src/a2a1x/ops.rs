@@ -38,7 +38,7 @@ pub(crate) struct Ctx<'a> {
 }
 
 /// BR-2: `A2A-Version` absent or `1.0` (a patch part ignored).
-pub(crate) fn check_version(headers: &HeaderMap) -> Result<(), BridgeError> {
+pub fn check_version(headers: &HeaderMap) -> Result<(), BridgeError> {
     let Some(v) = headers.get(h::A2A_VERSION) else { return Ok(()) };
     let v = v.to_str().unwrap_or("").trim();
     let mut it = v.split('.');
@@ -59,35 +59,45 @@ pub(crate) fn check_version(headers: &HeaderMap) -> Result<(), BridgeError> {
     }
 }
 
-/// BR-10: the caller is `A2A-Sender-ID` when it is a did:web DID, else the anonymous sender; the header limits of
-/// §13 apply as on `/a2a`.
-pub(crate) fn caller(inner: &Inner, headers: &HeaderMap) -> Result<Caller, BridgeError> {
-    let limits = &inner.app.engine.limits;
+/// The header limits of §13 on a 1.x request (`431`, `headers_too_large`).
+pub fn check_headers(headers: &HeaderMap, max_headers: usize, max_header_bytes: usize) -> Result<(), BridgeError> {
     let bytes: usize = headers.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
-    if headers.len() > limits.max_headers || bytes > limits.max_header_bytes {
+    if headers.len() > max_headers || bytes > max_header_bytes {
         let mut e = BridgeError::params(format!(
-            "the request has {} headers and {bytes} bytes of headers; the limits are {} headers and {} bytes",
+            "the request has {} headers and {bytes} bytes of headers; the limits are {max_headers} headers and \
+             {max_header_bytes} bytes",
             headers.len(),
-            limits.max_headers,
-            limits.max_header_bytes
         ));
         e.code = Some(ErrorCode::HEADERS_TOO_LARGE);
         e.http_status = 431;
         return Err(e);
     }
-    check_version(headers)?;
-    let sender = match headers.get(h::A2A_SENDER_ID).and_then(|v| v.to_str().ok()).map(str::trim) {
-        None => ANONYMOUS_SENDER.to_owned(),
-        Some(s) if is_did(s) => s.to_owned(),
+    Ok(())
+}
+
+/// BR-10: the sender of a 1.x request: `A2A-Sender-ID` when it is a did:web DID, else the anonymous sender.
+pub fn sender_of(headers: &HeaderMap) -> Result<String, BridgeError> {
+    match headers.get(h::A2A_SENDER_ID).and_then(|v| v.to_str().ok()).map(str::trim) {
+        None => Ok(ANONYMOUS_SENDER.to_owned()),
+        Some(s) if is_did(s) => Ok(s.to_owned()),
         Some(s) => {
             let mut e = BridgeError::new(
                 Kind::InvalidRequest,
                 format!("A2A-Sender-ID {s:?} is not a valid did:web DID; send a DID or omit the header"),
             );
             e.code = Some(ErrorCode::INVALID_SENDER);
-            return Err(e);
+            Err(e)
         }
-    };
+    }
+}
+
+/// BR-10: the caller is `A2A-Sender-ID` when it is a did:web DID, else the anonymous sender; the header limits of
+/// §13 apply as on `/a2a`.
+pub(crate) fn caller(inner: &Inner, headers: &HeaderMap) -> Result<Caller, BridgeError> {
+    let limits = &inner.app.engine.limits;
+    check_headers(headers, limits.max_headers, limits.max_header_bytes)?;
+    check_version(headers)?;
+    let sender = sender_of(headers)?;
     let region = headers
         .get(h::A2A_REGION)
         .and_then(|v| v.to_str().ok())
