@@ -26,5 +26,6 @@ mod sessions;
 mod sessions_demo;
 mod sessions_multiprocess;
 mod sessions_store;
+mod sessions_webhooks;
 mod store_suite;
 mod streaming;

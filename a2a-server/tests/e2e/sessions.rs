@@ -493,7 +493,7 @@ async fn sessions_ping_pong_ends_on_each_rule() {
 }
 
 /// Reads SSE events until `n` events with ids arrived (or 10 s passed).
-async fn read_events(resp: &mut reqwest::Response, n: usize) -> Vec<(String, String, Value)> {
+pub async fn read_events(resp: &mut reqwest::Response, n: usize) -> Vec<(String, String, Value)> {
     let mut buf = String::new();
     let mut out = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -523,7 +523,7 @@ async fn read_events(resp: &mut reqwest::Response, n: usize) -> Vec<(String, Str
     out
 }
 
-async fn stream(a: &Ses, sender: &str, query: &str, last: Option<&str>) -> reqwest::Response {
+pub async fn stream(a: &Ses, sender: &str, query: &str, last: Option<&str>) -> reqwest::Response {
     let mut rb = a.req(Method::GET, &format!("/a2a/events{query}"), sender);
     if let Some(l) = last {
         rb = rb.header("Last-Event-ID", l);
