@@ -21,6 +21,7 @@ mod protocol;
 mod redis_support;
 mod resolve;
 mod router;
+mod server_process;
 mod session_handlers;
 mod sessions;
 mod sessions_demo;
