@@ -380,8 +380,8 @@ async fn sessions_one_agent_on_two_processes_shares_runs_inboxes_spawn_limits_an
             name: "agent",
             did: DID,
             allow: &["did:web:caller.example.com#*", "did:web:localhost*#*"],
-            sessions: &[("desk", desk)],
-            extra: "[sessions.limits]\nmax_children = 2\nmax_spawn_depth = 1\n\n[[sessions.spawn_template]]\n\
+            sessions: &[("desk", desk), ("desk2", desk)],
+            extra: "[sessions.limits]\nmax_children = 2\nmax_spawn_depth = 1\nmax_spawn_concurrency = 3\n\n[[sessions.spawn_template]]\n\
                     name = \"slow\"\nhandler = { type = \"command\", argv = [\"sh\", \"-c\", \"cat >/dev/null; sleep 6; echo done\"] }\n",
         },
     );
@@ -485,6 +485,18 @@ async fn sessions_one_agent_on_two_processes_shares_runs_inboxes_spawn_limits_an
     assert_eq!(
         (s, refused["error"]["details"]["limit"].as_str()),
         (StatusCode::TOO_MANY_REQUESTS, Some("depth")),
+        "{refused}"
+    );
+    // Workers in progress at the agent count on every process: the third runs (through p2), a fourth is refused on
+    // p2 although p2 itself runs only one.
+    let (s, third) =
+        post(&b2, "/a2a/sessions/spawn", DID, json!({"parent": "desk2", "task": "three", "template": "slow"})).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{third}");
+    let (s, refused) =
+        post(&b2, "/a2a/sessions/spawn", DID, json!({"parent": "desk2", "task": "four", "template": "slow"})).await;
+    assert_eq!(
+        (s, refused["error"]["details"]["limit"].as_str(), refused["error"]["details"]["max"].as_u64()),
+        (StatusCode::TOO_MANY_REQUESTS, Some("concurrency"), Some(3)),
         "{refused}"
     );
     // Someone else's session cannot be a parent (SPN-5).
