@@ -115,7 +115,7 @@ fn verify(post: &Post, path: &str, audience: &str, key: &SigningKey) -> Result<C
     let parts = MessageParts { method: "POST", target: path, headers: &headers, body: &post.body, status: Some(200) };
     let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs() as i64;
     let pending = integrity::prepare(sig, &parts, audience, now)?;
-    Ok(pending.finish(&key.verifying_key(), &parts)?.coverage())
+    Ok(pending.finish(key.verifying_key(), &parts)?.coverage())
 }
 
 fn announcing_desk() -> impl Fn(Delivery) -> std::future::Ready<Result<String, HandlerFailure>> + Send + Sync {
