@@ -5,6 +5,10 @@
 //!   ping-pong turns that Y drives over HTTP to X's process, NO_REPLY ending the exchange (and round one), the
 //!   announce channel, a wait cycle X#a -> Y#b then Y#b -> X#a refused with `wait_cycle` through the shared wait
 //!   edges (POL-6), and policy denials on both sides and on a turn;
+//! - the same two agents through every other termination rule of a ping-pong (an empty reply, a repeat, the last
+//!   turn, a turn past the run's time, an unreachable requester), every round-one outcome (`timeout`, `error`,
+//!   `accepted` with the late reply read on the requester's process) and the history bounds and redaction of
+//!   transcripts written by both processes;
 //! - one agent served by two processes: a run started on one awaited on the other, an inbox answered through one
 //!   while the waiter was on the other (the late reply kept, SND-6/SND-8), spawn limits counted across processes,
 //!   and an open event stream ended by the shutdown signal (ANN-7) and resumed on the other process.
@@ -540,4 +544,156 @@ async fn sessions_one_agent_on_two_processes_shares_runs_inboxes_spawn_limits_an
         "{next:?}"
     );
     assert!(next[0].0.parse::<u64>().expect("id") > last_id.parse::<u64>().expect("id"));
+}
+
+/// X's `c`: its reply step goes by what Y said (empty, a repeat, too slow, or a fresh line each turn).
+const C_SH: &str = r#"d=$(cat)
+case "$A2A_STEP" in
+  reply)
+    case "$d" in
+      *say-nothing*) echo "" ;;
+      *Echo-me*) echo "Echo-me, please." ;;
+      *dawdle*) sleep 5; echo "too late" ;;
+      *) echo "x says $A2A_TURN" ;;
+    esac ;;
+  *) echo "c heard you" ;;
+esac
+"#;
+
+/// Y's `chatty`: a fresh line on each of its turns; its round one goes by the message.
+const CHATTY_SH: &str = r#"d=$(cat)
+case "$A2A_STEP" in
+  announce) echo ANNOUNCE_SKIP ;;
+  reply) echo "y says $A2A_TURN" ;;
+  *)
+    case "$d" in
+      *say-nothing*) echo "Over to you: say-nothing." ;;
+      *echo-me*) echo "Echo-me, please." ;;
+      *dawdle*) echo "Over to you: dawdle." ;;
+      *fail-please*) echo "the ledger is broken" >&2; exit 3 ;;
+      *slow-please*) sleep 3; echo "A slow answer." ;;
+      *) echo "Over to you: chat." ;;
+    esac ;;
+esac
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_every_termination_rule_and_wait_outcome_across_two_processes() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new("sessions-rules");
+    let prefix = unique_prefix("sessions-rules");
+    let allow = ["did:web:caller.example.com#*", "did:web:x.example.com#*", "did:web:y.example.com#*"];
+    let x_cfg = agent_config(
+        &dir,
+        &redis.url(),
+        &prefix,
+        &AgentSpec { name: "x", did: X, allow: &allow, sessions: &[("c", C_SH)], extra: "" },
+    );
+    let y_cfg = agent_config(
+        &dir,
+        &redis.url(),
+        &prefix,
+        &AgentSpec { name: "y", did: Y, allow: &allow, sessions: &[("chatty", CHATTY_SH)], extra: "" },
+    );
+    let (p1, p2) = (Server::start(&x_cfg), Server::start(&y_cfg));
+    let (x, y) = (p1.base.as_str(), p2.base.as_str());
+    // Each exchange: X#c asks Y#chatty through process two; Y drives the turns to X's process one.
+    let exchange = |text: &'static str, extra: Value| {
+        let y = y.to_owned();
+        async move {
+            let mut body = json!({"target": "chatty", "from": "c", "text": text, "wait_ms": 10000});
+            body.as_object_mut().expect("object").extend(extra.as_object().cloned().unwrap_or_default());
+            let (s, sent) = post(&y, "/a2a/sessions/send", X, body).await;
+            assert_eq!(s, StatusCode::OK, "{sent}");
+            (sent.clone(), done(&y, X, &sent["run_id"]).await)
+        }
+    };
+    let texts = |run: &Value| -> Vec<String> {
+        run["turns"].as_array().expect("turns").iter().map(|t| t["text"].as_str().unwrap_or("").to_owned()).collect()
+    };
+
+    // (d) max_turns: four fresh turns, alternating X's process and Y's.
+    let (sent, run) = exchange("chat", json!({"max_turns": 4})).await;
+    assert_eq!(sent["status"], "ok");
+    assert_eq!(run["ended_by"], "max_turns", "{run}");
+    assert_eq!(texts(&run), vec!["x says 1/4", "y says 2/4", "x says 3/4", "y says 4/4"], "{run}");
+    let sides: Vec<&str> =
+        run["turns"].as_array().expect("turns").iter().filter_map(|t| t["session"].as_str()).collect();
+    assert_eq!(sides, vec!["did:web:x.example.com#c", "did:web:y.example.com#chatty"].repeat(2));
+    // (b) an empty reply from X ends it.
+    let (_, run) = exchange("say-nothing", json!({})).await;
+    assert_eq!((run["ended_by"].as_str(), texts(&run)), (Some("empty_reply"), vec![String::new()]), "{run}");
+    // (c) a repeat of the message X was just given ends it.
+    let (_, run) = exchange("echo-me", json!({})).await;
+    assert_eq!((run["ended_by"].as_str(), texts(&run)), (Some("repeat"), vec!["Echo-me, please.".to_owned()]), "{run}");
+    // (e) a turn X does not answer within the run's time ends it with `timeout`; round one stands.
+    let started = Instant::now();
+    let (sent, run) = exchange("dawdle", json!({"run_timeout_ms": 1500})).await;
+    assert_eq!((sent["status"].as_str(), run["status"].as_str()), (Some("ok"), Some("ok")), "{run}");
+    assert_eq!((run["ended_by"].as_str(), texts(&run).len()), (Some("timeout"), 0), "{run}");
+    assert!(started.elapsed() < Duration::from_secs(5), "the turn's wait was bounded: {:?}", started.elapsed());
+    // PP-1: a requester session no process serves (not in the registry, no from_endpoint) is not reachable.
+    let (s, sent) = post(
+        y,
+        "/a2a/sessions/send",
+        X,
+        json!({"target": "chatty", "from": "ghost", "text": "chat", "wait_ms": 10000}),
+    )
+    .await;
+    assert_eq!((s, sent["status"].as_str()), (StatusCode::OK, Some("ok")), "{sent}");
+    let run = done(y, X, &sent["run_id"]).await;
+    assert_eq!((run["ended_by"].as_str(), texts(&run).len()), (Some("not_reachable"), 0), "{run}");
+
+    // Wait outcomes of round one: `timeout` when the run's time passes (200, not a transport error), `error`
+    // with the end of stderr when the handler fails, `accepted` when the wait ends first.
+    let (s, sent) = post(
+        y,
+        "/a2a/sessions/send",
+        X,
+        json!({"target": "chatty", "from": "c", "text": "slow-please", "wait_ms": 8000, "run_timeout_ms": 1000}),
+    )
+    .await;
+    assert_eq!((s, sent["status"].as_str()), (StatusCode::OK, Some("timeout")), "{sent}");
+    let (s, sent) = post(
+        y,
+        "/a2a/sessions/send",
+        X,
+        json!({"target": "chatty", "from": "c", "text": "fail-please", "wait_ms": 8000}),
+    )
+    .await;
+    assert_eq!((s, sent["status"].as_str()), (StatusCode::OK, Some("error")), "{sent}");
+    assert!(sent["error"]["message"].as_str().unwrap_or("").contains("the ledger is broken"), "{sent}");
+    let (s, sent) = post(
+        y,
+        "/a2a/sessions/send",
+        X,
+        json!({"target": "chatty", "from": "c", "text": "slow-please", "wait_ms": 300}),
+    )
+    .await;
+    assert_eq!((s, sent["status"].as_str()), (StatusCode::ACCEPTED, Some("accepted")), "{sent}");
+    // The late reply is kept (SND-6) and read by the requester on the other process, from the shared store.
+    let (_, late) = get(x, &format!("/a2a/runs/{}?wait_ms=10000", seg(&sent["run_id"])), X).await;
+    assert_eq!((late["status"].as_str(), late["reply"].as_str()), (Some("ok"), Some("A slow answer.")), "{late}");
+    let (s, other) = get(x, &format!("/a2a/runs/{}", seg(&sent["run_id"])), CALLER).await;
+    assert_eq!(
+        (s, other["error"]["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("unknown_run")),
+        "only its requester or target reads a run: {other}"
+    );
+    let run = done(y, X, &sent["run_id"]).await;
+    assert_eq!((run["status"].as_str(), run["reply"].as_str()), (Some("ok"), Some("A slow answer.")), "{run}");
+
+    // History bounds on transcripts written by both processes: X#c's (turns from Y) read on X's process, Y's with
+    // a secret redacted.
+    let (_, h) = get(x, "/a2a/sessions/c/history?limit=3", CALLER).await;
+    assert_eq!((h["messages"].as_array().map(Vec::len), h["truncated"].as_bool()), (Some(3), Some(true)), "{h}");
+    let (_, h) = get(x, "/a2a/sessions/c/history?max_bytes=1024", CALLER).await;
+    assert_eq!(h["bytes_capped"], true, "{h}");
+    assert!(serde_json::to_vec(&h["messages"]).expect("json").len() <= 1024, "{h}");
+    let (_, sent) = post(y, "/a2a/sessions/send", X, json!({"target": "chatty", "from": "c", "text": "chat: the password=hunter2 is old", "wait_ms": 10000, "max_turns": 0})).await;
+    assert_eq!(sent["status"], "ok", "{sent}");
+    let (_, h) = get(y, "/a2a/sessions/chatty/history?limit=2", CALLER).await;
+    let text = h["messages"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("[REDACTED]") && !text.contains("hunter2"), "{h}");
+    assert!(h["redacted"].as_u64().unwrap_or(0) >= 1, "{h}");
 }
