@@ -140,6 +140,14 @@ async fn sessions_registry_registers_lists_filters_and_ends() {
     assert_eq!(a.agent.sessions().map(|s| s.did().to_owned()), Some(a.did.clone()));
     let caps = a.get_as(CALLER, "/a2a/capabilities").await;
     assert!(caps.body["features"].as_array().expect("features").iter().any(|f| f == "sessions"), "{}", caps.body);
+    // The first heartbeat (SES-6) has written the hosted session, so that the inbox registered next is newer.
+    let store = a.agent.sessions().expect("sessions").store().clone();
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while store.get_session(&format!("{}#bonus-desk", a.did)).await.expect("store").is_none() {
+        assert!(std::time::Instant::now() < until, "the hosted session was never written");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
     let reg = json!({"session_key": "inbox-1", "label": "my inbox", "kind": "group", "summary": "an inbox session"});
     let r = a.post_as(CALLER, "/a2a/sessions", reg.clone()).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
