@@ -501,25 +501,32 @@ async fn sessions_ping_pong_ends_on_each_rule() {
 }
 
 /// Reads SSE events until `n` events with ids arrived (or 10 s passed).
+/// The SSE events of a response, `(id, event, data)`, until `n` are read or 10 s pass.
 pub async fn read_events(resp: &mut reqwest::Response, n: usize) -> Vec<(String, String, Value)> {
+    read_events_to_end(resp, n).await.0
+}
+
+/// [`read_events`], and whether the stream ended (rather than `n` being read or the time passing).
+pub async fn read_events_to_end(resp: &mut reqwest::Response, n: usize) -> (Vec<(String, String, Value)>, bool) {
     let mut buf = String::new();
     let mut out = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while out.len() < n {
-        let chunk = tokio::time::timeout_at(deadline, resp.chunk()).await;
-        let Ok(Ok(Some(c))) = chunk else { break };
-        buf.push_str(&String::from_utf8_lossy(&c));
+        let chunk = match tokio::time::timeout_at(deadline, resp.chunk()).await {
+            Err(_) => return (out, false),
+            Ok(Ok(Some(c))) => c,
+            Ok(_) => return (out, true),
+        };
+        buf.push_str(&String::from_utf8_lossy(&chunk));
         while let Some(i) = buf.find("\n\n") {
             let block: String = buf.drain(..i + 2).collect();
             let (mut id, mut ev, mut data) = (String::new(), String::new(), Value::Null);
             for line in block.lines() {
                 if let Some(v) = line.strip_prefix("id: ") {
                     id = v.to_owned();
-                }
-                if let Some(v) = line.strip_prefix("event: ") {
+                } else if let Some(v) = line.strip_prefix("event: ") {
                     ev = v.to_owned();
-                }
-                if let Some(v) = line.strip_prefix("data: ") {
+                } else if let Some(v) = line.strip_prefix("data: ") {
                     data = serde_json::from_str(v).unwrap_or(Value::Null);
                 }
             }
@@ -528,7 +535,7 @@ pub async fn read_events(resp: &mut reqwest::Response, n: usize) -> Vec<(String,
             }
         }
     }
-    out
+    (out, false)
 }
 
 pub async fn stream(a: &Ses, sender: &str, query: &str, last: Option<&str>) -> reqwest::Response {

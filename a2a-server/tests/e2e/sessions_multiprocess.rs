@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use crate::common::TempDir;
 use crate::redis_support::{RedisServer, unique_prefix};
 use crate::server_process::ServerProcess as Server;
+use crate::sessions::read_events_to_end as events;
 
 const DID: &str = "did:web:localhost%3A8080";
 const CALLER: &str = "did:web:caller.example.com";
@@ -125,39 +126,6 @@ async fn done(base: &str, sender: &str, run_id: &Value) -> Value {
     let (s, run) = get(base, &format!("/a2a/runs/{}?wait_ms=20000&until=done", seg(run_id)), sender).await;
     assert_eq!((s, run["state"].as_str()), (StatusCode::OK, Some("done")), "{run}");
     run
-}
-
-/// The SSE events of a response until `n` are read, the stream ends, or 10 s pass: `(id, event, data)`, and
-/// whether the stream ended.
-async fn events(resp: &mut reqwest::Response, n: usize) -> (Vec<(String, String, Value)>, bool) {
-    let mut buf = String::new();
-    let mut out = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while out.len() < n {
-        let chunk = match tokio::time::timeout_at(deadline, resp.chunk()).await {
-            Err(_) => return (out, false),
-            Ok(Ok(Some(c))) => c,
-            Ok(_) => return (out, true),
-        };
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(i) = buf.find("\n\n") {
-            let block: String = buf.drain(..i + 2).collect();
-            let (mut id, mut ev, mut data) = (String::new(), String::new(), Value::Null);
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("id: ") {
-                    id = v.to_owned();
-                } else if let Some(v) = line.strip_prefix("event: ") {
-                    ev = v.to_owned();
-                } else if let Some(v) = line.strip_prefix("data: ") {
-                    data = serde_json::from_str(v).unwrap_or(Value::Null);
-                }
-            }
-            if !ev.is_empty() {
-                out.push((id, ev, data));
-            }
-        }
-    }
-    (out, false)
 }
 
 async fn open_events(base: &str, sender: &str, query: &str, last: &str) -> reqwest::Response {
