@@ -587,7 +587,7 @@ async fn sessions_every_termination_rule_and_wait_outcome_across_two_processes()
     assert_eq!(texts(&run), vec!["x says 1/4", "y says 2/4", "x says 3/4", "y says 4/4"], "{run}");
     let sides: Vec<&str> =
         run["turns"].as_array().expect("turns").iter().filter_map(|t| t["session"].as_str()).collect();
-    assert_eq!(sides, vec!["did:web:x.example.com#c", "did:web:y.example.com#chatty"].repeat(2));
+    assert_eq!(sides, ["did:web:x.example.com#c", "did:web:y.example.com#chatty"].repeat(2));
     // (b) an empty reply from X ends it.
     let (_, run) = exchange("say-nothing", json!({})).await;
     assert_eq!((run["ended_by"].as_str(), texts(&run)), (Some("empty_reply"), vec![String::new()]), "{run}");
