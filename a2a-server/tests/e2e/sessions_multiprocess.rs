@@ -291,7 +291,13 @@ async fn sessions_two_agents_on_two_processes_talk_across_them() {
             .await
         }
     });
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // The wait edge X#a -> Y#b is in the shared store while the slow answer is being made.
+    let key = format!("{{{prefix}:sessions}}:edges");
+    let until = Instant::now() + Duration::from_secs(10);
+    while redis.cli(&["HLEN", &key]).and_then(|n| n.trim().parse::<u64>().ok()).unwrap_or(0) == 0 {
+        assert!(Instant::now() < until, "the waiting send recorded no wait edge");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let started = Instant::now();
     let (s, refused) =
         post(x, "/a2a/sessions/send", Y, json!({"target": "a", "from": "b", "text": "And you?", "wait_ms": 10000}))
