@@ -113,7 +113,7 @@ async fn run(agent: Agent, listener: TcpListener, app: Router) -> Result<(), Str
     let sessions = agent.sessions().cloned();
     let shutdown = async move {
         shutdown_signal().await;
-        // ANN-7: the sessions' event streams end now, so that they do not hold up the drain.
+        // ANN-4: the sessions' event streams end now, so that they do not hold up the drain.
         if let Some(s) = sessions {
             s.close_streams();
         }

@@ -98,7 +98,7 @@ impl Sessions {
                 if st.closed {
                     return None;
                 }
-                // ANN-7: once the agent shuts down, what is already published is sent, then a last `shutdown`.
+                // ANN-4: once the agent shuts down, what is already published is sent, then a last `shutdown`.
                 let closing = st.sessions.streams.is_cancelled();
                 st.changes.borrow_and_update();
                 let age = st.sessions.settings.event_retention.as_millis() as u64;
@@ -149,7 +149,7 @@ impl Sessions {
     }
 }
 
-/// The last event of a stream when the agent shuts down (ANN-7): no `id`, so that a client's `Last-Event-ID` stays
+/// The last event of a stream when the agent shuts down (ANN-4): no `id`, so that a client's `Last-Event-ID` stays
 /// the last real event and a reconnection (to another process of the agent) misses nothing.
 const SHUTDOWN_EVENT: &[u8] = b"event: shutdown\ndata: {}\n\n";
 
@@ -163,7 +163,7 @@ struct State {
     pending: std::collections::VecDeque<Bytes>,
     visible: HashMap<String, bool>,
     changes: tokio::sync::watch::Receiver<u64>,
-    /// The last event is sent: the stream ends (ANN-7).
+    /// The last event is sent: the stream ends (ANN-4).
     closed: bool,
 }
 

@@ -260,7 +260,7 @@ pub struct Sessions {
     pub(crate) http: reqwest::Client,
     pub(crate) spawned_in_progress: AtomicUsize,
     stop: tokio_util::sync::CancellationToken,
-    /// Cancelled when the agent shuts down: open event streams end (ANN-7).
+    /// Cancelled when the agent shuts down: open event streams end (ANN-4).
     pub(crate) streams: tokio_util::sync::CancellationToken,
     pub(crate) webhooks: Option<webhooks::Webhooks>,
 }
@@ -313,7 +313,7 @@ impl Sessions {
         self.webhooks.as_ref().map_or_else(Vec::new, webhooks::Webhooks::stats)
     }
 
-    /// Ends every open event stream (`GET /a2a/events`) with a last `shutdown` event (ANN-7), and every stream
+    /// Ends every open event stream (`GET /a2a/events`) with a last `shutdown` event (ANN-4), and every stream
     /// opened from now on at once. Called when the server receives its shutdown signal, before it drains, so that
     /// the streams do not hold up the drain; [`Sessions::shutdown`] calls it too.
     pub fn close_streams(&self) {

@@ -11,7 +11,7 @@
 //!   transcripts written by both processes;
 //! - one agent served by two processes: a run started on one awaited on the other, an inbox answered through one
 //!   while the waiter was on the other (the late reply kept, SND-6/SND-8), spawn limits counted across processes,
-//!   and an open event stream ended by the shutdown signal (ANN-7) and resumed on the other process.
+//!   and an open event stream ended by the shutdown signal (ANN-4) and resumed on the other process.
 
 use std::time::{Duration, Instant};
 
@@ -483,7 +483,7 @@ async fn sessions_one_agent_on_two_processes_shares_runs_inboxes_spawn_limits_an
             .await;
     assert_eq!((s, refused["error"]["code"].as_str()), (StatusCode::NOT_FOUND, Some("unknown_session")), "{refused}");
 
-    // An open event stream on p1 ends when p1 gets its shutdown signal (ANN-7): the events so far, then a last
+    // An open event stream on p1 ends when p1 gets its shutdown signal (ANN-4): the events so far, then a last
     // `shutdown` event, then the end — long before the 30 s grace period. The process exits.
     let mut stream = open_events(&b1, CALLER, "?session=desk", "0").await;
     let (before, _) = events(&mut stream, 1).await;
