@@ -61,6 +61,8 @@ pub const MAX_WAIT_CHAIN: usize = 32;
 pub const HOP_HEADER: &str = "A2A-Hop";
 /// The request header carrying the wait chain (POL-5).
 pub const WAIT_CHAIN_HEADER: &str = "A2A-Wait-Chain";
+/// The header of a webhook post naming the event it carries (ANN-5); a retried post carries the same id.
+pub const EVENT_ID_HEADER: &str = "A2A-Event-ID";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Skip tokens, empty replies and repeats (PP-4, PP-5)
@@ -1151,6 +1153,30 @@ pub struct RunReply {
     /// A failure, as readable text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// `sessions` in the `CapabilitiesDocument` of an agent that serves §17 (SES-2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SessionsInfo {
+    /// The one authentication requirement of every session endpoint (§4.3).
+    pub auth_requirement: crate::capability::AuthRequirement,
+}
+
+/// The body of a webhook post (ANN-5): one event of the agent's channel, as `GET /a2a/events` carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WebhookEvent {
+    /// The agent's DID (the post's `A2A-Sender-ID`).
+    pub agent: String,
+    /// The event id, as in the stream (also the `A2A-Event-ID` header).
+    pub id: u64,
+    /// `announce`, `run` or `spawn` (ANN-3).
+    pub event: String,
+    /// The address of the session the event is about.
+    pub session: String,
+    /// The event's data, as in the stream.
+    pub data: Value,
+    /// When it was published (RFC 3339).
+    pub at: String,
 }
 
 #[cfg(test)]

@@ -116,12 +116,16 @@ pub struct CapabilitiesDocument {
     pub agent: AgentInfo,
     /// Every capability the agent offers, in the order of `A2A-Capabilities`.
     pub capabilities: Vec<CapabilityDeclaration>,
-    /// Optional protocol features the agent supports: `long_poll`, `cancel`, `idempotency`.
+    /// Optional protocol features the agent supports: `long_poll`, `cancel`, `idempotency`, `sessions`, `streaming`,
+    /// `composite` (DISC-10).
     #[serde(default)]
     pub features: Vec<String>,
     /// The agent's limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<AgentLimits>,
+    /// How the session endpoints authenticate, when the agent lists `sessions` in `features` (SES-2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<crate::sessions::SessionsInfo>,
 }
 
 /// `POST /a2a/negotiate` request (`spec/PROTOCOL.md` §6).

@@ -52,6 +52,7 @@ fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("delivery", schema_of::<a2a_core::sessions::Delivery>()),
         ("inbox", schema_of::<a2a_core::sessions::Inbox>()),
         ("run_reply", schema_of::<a2a_core::sessions::RunReply>()),
+        ("webhook_event", schema_of::<a2a_core::sessions::WebhookEvent>()),
     ]
 }
 

@@ -88,6 +88,8 @@ pub fn document(
         capabilities: decls,
         features,
         limits,
+        // The gateway does not route §17 (it lists no `sessions` feature).
+        sessions: None,
     }
 }
 

@@ -110,7 +110,15 @@ async fn shutdown_signal() {
 async fn run(agent: Agent, listener: TcpListener, app: Router) -> Result<(), String> {
     let limits = agent.engine().limits.clone();
     let grace = Duration::from_millis(limits.shutdown_grace_ms);
-    serve::serve(listener, app, &limits, shutdown_signal(), grace).await.map_err(|e| e.to_string())?;
+    let sessions = agent.sessions().cloned();
+    let shutdown = async move {
+        shutdown_signal().await;
+        // ANN-4: the sessions' event streams end now, so that they do not hold up the drain.
+        if let Some(s) = sessions {
+            s.close_streams();
+        }
+    };
+    serve::serve(listener, app, &limits, shutdown, grace).await.map_err(|e| e.to_string())?;
     if !agent.drain(grace).await {
         tracing::warn!("executions were still running after the grace period; they were told to stop");
     }

@@ -138,7 +138,7 @@ mod tests {
     async fn a_body_within_the_limit_is_read_whole() {
         let b =
             read_limited(&headers(Some(5)), Full::new(Bytes::from_static(b"hello")), 5, Duration::from_secs(1)).await;
-        assert_eq!(b.expect("read"), Bytes::from_static(b"hello"));
+        assert_eq!(b.expect("the body is read"), Bytes::from_static(b"hello"));
     }
 
     #[tokio::test]

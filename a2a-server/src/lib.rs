@@ -351,7 +351,12 @@ impl AgentBuilder {
             features.push("sessions");
         }
         let agent_name = self.name.clone();
-        let (discover_headers, capabilities_json) = router::discover_parts(&engine, self.name, &features);
+        // SES-2: the one auth_requirement of the session endpoints is shown in the capabilities document.
+        let sessions_info = sessions
+            .as_ref()
+            .map(|s| a2a_core::sessions::SessionsInfo { auth_requirement: s.settings().auth_requirement });
+        let (discover_headers, capabilities_json) =
+            router::discover_parts(&engine, self.name, &features, sessions_info);
         let sender_header = HeaderValue::from_str(&self.did)
             .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
         let state = Arc::new(router::AppState {

@@ -732,7 +732,12 @@ async fn fallback(State(state): State<Arc<AppState>>, uri: OriginalUri, headers:
 }
 
 /// Pre-computes the DISCOVER headers (DISC-2) and the capabilities document (DISC-8).
-pub(crate) fn discover_parts(engine: &Engine, name: Option<String>, features: &[&str]) -> (HeaderMap, Bytes) {
+pub(crate) fn discover_parts(
+    engine: &Engine,
+    name: Option<String>,
+    features: &[&str],
+    sessions: Option<a2a_core::sessions::SessionsInfo>,
+) -> (HeaderMap, Bytes) {
     let mut hm = HeaderMap::new();
     let names: Vec<&str> = engine.caps.iter().map(|c| c.decl.name.as_str()).collect();
     if let Ok(v) = HeaderValue::from_str(&h::format_capabilities(&names)) {
@@ -758,6 +763,7 @@ pub(crate) fn discover_parts(engine: &Engine, name: Option<String>, features: &[
         capabilities: engine.caps.iter().map(|c| c.decl.clone()).collect(),
         features: features.iter().map(|f| (*f).to_owned()).collect(),
         limits: Some(engine.limits.announced()),
+        sessions,
     };
     let mut doc = serde_json::to_value(&doc).unwrap_or_default();
     // CMP-1: a composite's declaration carries its pipeline as the `composite` member.

@@ -30,6 +30,11 @@
 //! [[sessions.spawn_template]]
 //! name = "price-check"
 //! handler = { type = "http", url = "http://127.0.0.1:9000/price" }
+//!
+//! [sessions.webhooks]                  # ANN-5: every event also POSTed, signed; see [`WebhookConfig`]
+//! urls = ["https://hooks.example.com/a2a-events"]
+//! timeout_ms = 5000
+//! retries = 3
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -95,6 +100,9 @@ pub struct SessionsConfig {
     /// The handlers a spawned worker may get (`[[sessions.spawn_template]]`, SPN-1).
     #[serde(default)]
     pub spawn_template: Vec<SpawnTemplate>,
+    /// Where every event of the channel is also posted (`[sessions.webhooks]`, ANN-5; default: nowhere).
+    #[serde(default)]
+    pub webhooks: WebhookConfig,
 }
 
 checked_deserialize!(SessionsConfig);
@@ -117,6 +125,7 @@ impl Default for SessionsConfig {
             limits: SessionLimits::default(),
             session: Vec::new(),
             spawn_template: Vec::new(),
+            webhooks: WebhookConfig::default(),
         }
     }
 }
@@ -318,6 +327,87 @@ impl SessionLimits {
         within(&l("inbox_batch"), self.inbox_batch, 1, 32, " deliveries (SES-5)")?;
         within(&l("run_retention_ms"), self.run_retention_ms, 1_000, MAX_CONFIGURED_TIMEOUT_MS, " ms")?;
         within(&l("max_sessions"), self.max_sessions, 1, 1_000_000, " sessions")?;
+        Ok(())
+    }
+}
+
+/// The most webhooks an agent may post to.
+pub const MAX_WEBHOOKS: usize = 16;
+
+/// `[sessions.webhooks]` (ANN-5): the URLs every event of the agent's channel (`announce`, `run`, `spawn`) is also
+/// POSTed to, as a signed [`a2a_core::sessions::WebhookEvent`], with a bounded time per post, retries with doubling
+/// backoff, and a bounded queue per webhook whose oldest post is dropped when it is full (counted and logged).
+///
+/// ```toml
+/// [sessions.webhooks]
+/// urls = ["https://hooks.example.com/a2a-events"]
+/// timeout_ms = 5000          # per post (default 5 000, at most 60 000)
+/// retries = 3                # after the first try (default 3, at most 10)
+/// backoff_ms = 500           # before the first retry, doubled after each (default 500, at most 60 000)
+/// queue_capacity = 1000      # posts waiting per webhook (default 1 000, at most 100 000)
+/// audience = "did:web:hooks.example.com"   # the signatures' aud (default: the agent's own DID)
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields, default)]
+pub struct WebhookConfig {
+    /// The `http` or `https` URLs to post to (at most [`MAX_WEBHOOKS`]; none by default).
+    pub urls: Vec<String>,
+    /// The time one post may take, connecting included (default 5 000 ms, 1 to 60 000).
+    pub timeout_ms: u64,
+    /// How many times a failed post is tried again (default 3, at most 10).
+    pub retries: u32,
+    /// The wait before the first retry, doubled before each next one (default 500 ms, 1 to 60 000).
+    pub backoff_ms: u64,
+    /// Posts waiting per webhook; when it is full the oldest is dropped (default 1 000, 1 to 100 000).
+    pub queue_capacity: usize,
+    /// The DID the posts are signed for (`aud`); default the agent's own DID.
+    pub audience: Option<String>,
+}
+
+checked_deserialize!(WebhookConfig);
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        WebhookConfig {
+            urls: Vec::new(),
+            timeout_ms: 5_000,
+            retries: 3,
+            backoff_ms: 500,
+            queue_capacity: 1_000,
+            audience: None,
+        }
+    }
+}
+
+impl WebhookConfig {
+    /// Posts to `urls`, with the defaults.
+    pub fn new(urls: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        WebhookConfig { urls: urls.into_iter().map(Into::into).collect(), ..WebhookConfig::default() }
+    }
+
+    /// Checks every value (also done when the TOML is read).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.urls.len() > MAX_WEBHOOKS {
+            return Err(format!("sessions.webhooks.urls has {} URLs: give at most {MAX_WEBHOOKS}", self.urls.len()));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, u) in self.urls.iter().enumerate() {
+            check_url(&format!("sessions.webhooks.urls[{i}]"), u)?;
+            if !seen.insert(u.as_str()) {
+                return Err(format!("sessions.webhooks.urls[{i}] = {u:?} is listed twice"));
+            }
+        }
+        within("sessions.webhooks.timeout_ms", self.timeout_ms, 1, 60_000, " ms")?;
+        within("sessions.webhooks.retries", self.retries, 0, 10, "")?;
+        within("sessions.webhooks.backoff_ms", self.backoff_ms, 1, 60_000, " ms")?;
+        within("sessions.webhooks.queue_capacity", self.queue_capacity, 1, 100_000, " posts")?;
+        if let Some(a) = &self.audience {
+            a2a_core::did::Did::parse(a).map_err(|e| {
+                format!(
+                    "sessions.webhooks.audience = {a:?} is not a DID ({e}); write e.g. \"did:web:hooks.example.com\""
+                )
+            })?;
+        }
         Ok(())
     }
 }

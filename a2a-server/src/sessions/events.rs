@@ -16,8 +16,13 @@ use crate::store::{now_ms, timestamp};
 
 impl Sessions {
     /// Publishes an event about `session` to the channel (ANN-3).
+    /// Also queues it for the webhooks (ANN-5), without waiting for them.
     pub(crate) async fn publish(&self, event: &str, session: &str, data: Value) -> Result<Event, StoreError> {
-        self.store.publish(event, session, data, self.settings.event_buffer).await
+        let e = self.store.publish(event, session, data, self.settings.event_buffer).await?;
+        if let Some(w) = &self.webhooks {
+            w.enqueue(&e);
+        }
+        Ok(e)
     }
 
     /// ANN-1, ANN-2: asks the target whether to publish, after the exchange.
@@ -83,12 +88,18 @@ impl Sessions {
             first: true,
             pending: Default::default(),
             visible: HashMap::new(),
+            closed: false,
         };
         futures_util::stream::unfold(state, |mut st| async move {
             loop {
                 if let Some(b) = st.pending.pop_front() {
                     return Some((Ok(b), st));
                 }
+                if st.closed {
+                    return None;
+                }
+                // ANN-4: once the agent shuts down, what is already published is sent, then a last `shutdown`.
+                let closing = st.sessions.streams.is_cancelled();
                 st.changes.borrow_and_update();
                 let age = st.sessions.settings.event_retention.as_millis() as u64;
                 match st.sessions.store.events_after(st.after, age).await {
@@ -119,6 +130,11 @@ impl Sessions {
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot read events"),
                 }
+                if closing {
+                    st.closed = true;
+                    st.pending.push_back(Bytes::from_static(SHUTDOWN_EVENT));
+                    continue;
+                }
                 if !st.pending.is_empty() {
                     continue;
                 }
@@ -126,11 +142,16 @@ impl Sessions {
                 tokio::select! {
                     () = tokio::time::sleep(keepalive) => st.pending.push_back(Bytes::from_static(b": keepalive\n\n")),
                     c = st.changes.changed() => if c.is_err() { return None },
+                    () = st.sessions.streams.cancelled() => {}
                 }
             }
         })
     }
 }
+
+/// The last event of a stream when the agent shuts down (ANN-4): no `id`, so that a client's `Last-Event-ID` stays
+/// the last real event and a reconnection (to another process of the agent) misses nothing.
+const SHUTDOWN_EVENT: &[u8] = b"event: shutdown\ndata: {}\n\n";
 
 /// The state of one event stream.
 struct State {
@@ -142,6 +163,8 @@ struct State {
     pending: std::collections::VecDeque<Bytes>,
     visible: HashMap<String, bool>,
     changes: tokio::sync::watch::Receiver<u64>,
+    /// The last event is sent: the stream ends (ANN-4).
+    closed: bool,
 }
 
 impl State {

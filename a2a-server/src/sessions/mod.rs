@@ -33,6 +33,7 @@ pub mod runs;
 pub mod settings;
 pub mod spawn;
 pub mod store;
+pub mod webhooks;
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -45,6 +46,7 @@ use a2a_core::sessions::{HandlerKind, Session, SessionAddress, SessionKind};
 pub use handler::{HandlerFailure, SessionHandler};
 pub use settings::{SessionSettings, Visibility};
 pub use store::{MemorySessionStore, SessionRecord, SessionStore};
+pub use webhooks::WebhookStats;
 
 use crate::store::{now_ms, timestamp};
 
@@ -214,6 +216,9 @@ impl SessionsBuilder {
             .timeout(std::time::Duration::from_millis(self.settings.max_wait_ms.saturating_add(5_000)))
             .build()
             .map_err(|e| e.to_string())?;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let signer = self.signer.or(signer);
+        let webhooks = webhooks::Webhooks::start(&self.settings.webhooks, did, signer.clone(), &stop)?;
         let sessions = Arc::new(Sessions {
             did: did.to_owned(),
             settings: self.settings,
@@ -226,10 +231,12 @@ impl SessionsBuilder {
             endpoint: RwLock::new(self.endpoint),
             slots: Mutex::new(HashMap::new()),
             slot_seq: AtomicU64::new(0),
-            signer: self.signer.or(signer),
+            signer,
             http,
             spawned_in_progress: AtomicUsize::new(0),
-            stop: tokio_util::sync::CancellationToken::new(),
+            streams: stop.child_token(),
+            stop,
+            webhooks,
         });
         sessions.start_heartbeat();
         Ok(sessions)
@@ -253,6 +260,9 @@ pub struct Sessions {
     pub(crate) http: reqwest::Client,
     pub(crate) spawned_in_progress: AtomicUsize,
     stop: tokio_util::sync::CancellationToken,
+    /// Cancelled when the agent shuts down: open event streams end (ANN-4).
+    pub(crate) streams: tokio_util::sync::CancellationToken,
+    pub(crate) webhooks: Option<webhooks::Webhooks>,
 }
 
 impl Drop for Sessions {
@@ -296,6 +306,18 @@ impl Sessions {
     /// The agent's A2A endpoint, when known.
     pub fn endpoint(&self) -> Option<String> {
         self.endpoint.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The counters of the webhooks (ANN-5), in the configured order; empty when none is configured.
+    pub fn webhook_stats(&self) -> Vec<WebhookStats> {
+        self.webhooks.as_ref().map_or_else(Vec::new, webhooks::Webhooks::stats)
+    }
+
+    /// Ends every open event stream (`GET /a2a/events`) with a last `shutdown` event (ANN-4), and every stream
+    /// opened from now on at once. Called when the server receives its shutdown signal, before it drains, so that
+    /// the streams do not hold up the drain; [`Sessions::shutdown`] calls it too.
+    pub fn close_streams(&self) {
+        self.streams.cancel();
     }
 
     pub(crate) fn signer(&self) -> Option<&(String, SigningKey)> {
@@ -384,6 +406,7 @@ impl Sessions {
     /// Ends every hosted session (SES-7: an agent ends the sessions it hosts when it shuts down) — unless the store
     /// was given, i.e. may be shared with other processes of the same agent that still serve them (SES-12).
     pub async fn shutdown(&self) {
+        self.close_streams();
         self.stop.cancel();
         if self.shared_store {
             return;

@@ -17,10 +17,8 @@
 //! so a waiter here is woken by a write there without polling.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use a2a_core::sessions::{HistoryMessage, RunReply};
-use futures_util::StreamExt;
 use redis::{Cmd, Pipeline, Script};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -88,7 +86,15 @@ impl RedisSessionStore {
         let channel = format!("{prefix}:sessions:changed");
         let (tx, _) = watch::channel(0u64);
         let stop = tokio_util::sync::CancellationToken::new();
-        tokio::spawn(subscribe(cfg.clone(), channel.clone(), tx.clone(), stop.clone()));
+        let (woken, bumped) = (tx.clone(), tx.clone());
+        tokio::spawn(crate::store::redis::subscribe(
+            cfg.clone(),
+            channel.clone(),
+            stop.clone(),
+            // Writes made while the subscription was down woke nobody: wake every waiter once to re-read.
+            move || woken.send_modify(|v| *v = v.wrapping_add(1)),
+            move |_| bumped.send_modify(|v| *v = v.wrapping_add(1)),
+        ));
         Arc::new(RedisSessionStore {
             redis,
             tag: format!("{{{prefix}:sessions}}"),
@@ -111,53 +117,6 @@ impl RedisSessionStore {
         let out = self.redis.pipeline(what, p).await;
         self.bump();
         out
-    }
-}
-
-async fn subscribe(
-    cfg: RedisConfig,
-    channel: String,
-    tx: watch::Sender<u64>,
-    stop: tokio_util::sync::CancellationToken,
-) {
-    let urls = cfg.urls();
-    let mut attempt = 0usize;
-    let mut backoff = Duration::from_millis(100);
-    while !stop.is_cancelled() {
-        let url = urls.get(attempt % urls.len().max(1)).cloned().unwrap_or_default();
-        attempt += 1;
-        let connect = async {
-            let client = redis::Client::open(url.as_str())?;
-            let mut ps = client.get_async_pubsub().await?;
-            ps.subscribe(&channel).await?;
-            Ok::<_, redis::RedisError>(ps)
-        };
-        let ps = tokio::select! {
-            () = stop.cancelled() => return,
-            r = tokio::time::timeout(Duration::from_millis(cfg.connect_timeout_ms.saturating_mul(2)), connect) => r,
-        };
-        if let Ok(Ok(ps)) = ps {
-            backoff = Duration::from_millis(100);
-            // Writes made while the subscription was down woke nobody: wake every waiter once to re-read.
-            tx.send_modify(|v| *v = v.wrapping_add(1));
-            let mut stream = ps.into_on_message();
-            loop {
-                let msg = tokio::select! {
-                    () = stop.cancelled() => return,
-                    m = stream.next() => m,
-                };
-                if msg.is_none() {
-                    break;
-                }
-                tx.send_modify(|v| *v = v.wrapping_add(1));
-            }
-            tracing::warn!("redis sessions subscription lost; reconnecting");
-        }
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(2));
     }
 }
 

@@ -81,6 +81,8 @@ pub struct SessionSettings {
     pub max_spawn_timeout_ms: u64,
     /// Sessions registered at the agent, hosted and inbox (SES-10; default 10 000).
     pub max_sessions: usize,
+    /// Where every event is also posted (ANN-5; default: nowhere).
+    pub webhooks: super::config::WebhookConfig,
 }
 
 impl Default for SessionSettings {
@@ -113,6 +115,7 @@ impl Default for SessionSettings {
             default_spawn_timeout_ms: 300_000,
             max_spawn_timeout_ms: 600_000,
             max_sessions: 10_000,
+            webhooks: super::config::WebhookConfig::default(),
         }
     }
 }
@@ -158,6 +161,7 @@ impl SessionSettings {
             inbox_batch: l.inbox_batch,
             run_retention: Duration::from_millis(l.run_retention_ms),
             max_sessions: l.max_sessions,
+            webhooks: c.webhooks.clone(),
             ..SessionSettings::default()
         }
     }

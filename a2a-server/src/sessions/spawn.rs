@@ -77,7 +77,17 @@ impl Sessions {
                 format!("{parent_address} has {children} live workers; the limit is {}", self.settings.max_children),
             ));
         }
-        let in_progress = self.spawned_in_progress.fetch_add(1, Ordering::SeqCst);
+        // In progress at the agent: the live workers of this agent in the store, which every process of the agent
+        // shares (a worker ends when its run is done, and counts no longer than the longest worker time, so that a
+        // process that died mid-run does not hold a slot), and this process's own count, which also covers spawns
+        // racing here.
+        let horizon = now_ms().saturating_sub(self.settings.max_spawn_timeout_ms);
+        let shared = all
+            .iter()
+            .filter(|r| r.spawn.is_some() && r.session.agent == self.did && self.is_live(r) && r.updated_ms >= horizon)
+            .count();
+        let local = self.spawned_in_progress.fetch_add(1, Ordering::SeqCst);
+        let in_progress = local.max(shared);
         if in_progress >= self.settings.max_spawn_concurrency {
             self.spawned_in_progress.fetch_sub(1, Ordering::SeqCst);
             return Err(limit(

@@ -512,7 +512,8 @@ impl RedisStore {
         let waiters = Arc::new(Waiters::default());
         let stop = tokio_util::sync::CancellationToken::new();
         let channel = format!("{}:{ns}:done", cfg.key_prefix);
-        tokio::spawn(subscribe_loop(cfg.clone(), channel, waiters.clone(), stop.clone()));
+        let woken = waiters.clone();
+        tokio::spawn(subscribe(cfg.clone(), channel, stop.clone(), || {}, move |id| woken.wake(&id)));
         Ok(Arc::new(RedisStore {
             ns,
             conn,
@@ -868,11 +869,16 @@ impl RedisStore {
     }
 }
 
-async fn subscribe_loop(
+/// Subscribes to `channel` on the Redis of `cfg` until `stop`: `on_message` gets the payload of every message;
+/// `on_subscribed` runs after every (re)subscription, so that a caller can wake whoever may have missed a message
+/// while the subscription was down. A lost subscription is made again, trying the seed URLs in turn, with a backoff
+/// from 100 ms doubling to 2 s. The one subscriber of the agent's store and of the sessions store.
+pub(crate) async fn subscribe(
     cfg: RedisConfig,
     channel: String,
-    waiters: Arc<Waiters>,
     stop: tokio_util::sync::CancellationToken,
+    on_subscribed: impl Fn() + Send,
+    on_message: impl Fn(String) + Send,
 ) {
     let urls = cfg.urls();
     let mut attempt = 0usize;
@@ -888,11 +894,12 @@ async fn subscribe_loop(
         };
         let ps = tokio::select! {
             () = stop.cancelled() => return,
-            r = tokio::time::timeout(Duration::from_millis(cfg.connect_timeout_ms * 2), connect) => r,
+            r = tokio::time::timeout(Duration::from_millis(cfg.connect_timeout_ms.saturating_mul(2)), connect) => r,
         };
         match ps {
             Ok(Ok(ps)) => {
                 backoff = Duration::from_millis(100);
+                on_subscribed();
                 let mut stream = ps.into_on_message();
                 loop {
                     let msg = tokio::select! {
@@ -900,14 +907,12 @@ async fn subscribe_loop(
                         m = stream.next() => m,
                     };
                     let Some(msg) = msg else { break };
-                    if let Ok(id) = msg.get_payload::<String>() {
-                        waiters.wake(&id);
-                    }
+                    on_message(msg.get_payload::<String>().unwrap_or_default());
                 }
-                tracing::warn!("redis subscription lost; reconnecting");
+                tracing::warn!(channel = %channel, "redis subscription lost; reconnecting");
             }
-            Ok(Err(e)) => tracing::debug!(error = %e, "redis subscription failed"),
-            Err(_) => tracing::debug!("redis subscription timed out"),
+            Ok(Err(e)) => tracing::debug!(error = %e, channel = %channel, "redis subscription failed"),
+            Err(_) => tracing::debug!(channel = %channel, "redis subscription timed out"),
         }
         tokio::select! {
             () = stop.cancelled() => return,

@@ -3,8 +3,6 @@
 //! soak test drives 10,000 executions through two processes and kills one midway. Also: Redis stopped and started
 //! again under an agent (503 `store_unavailable`, then recovery without a restart).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -16,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::common::{SENDER, TempDir, TestAgent, report_schema, standard, test_limits};
 use crate::redis_support::{RedisServer, unique_prefix};
+use crate::server_process::ServerProcess as Server;
 
 const DID: &str = "did:web:localhost%3A8080";
 
@@ -53,52 +52,6 @@ handler = {{ kind = "command", program = "sh", args = ["-c", "sleep 1; cat"] }}
 "#
         ),
     )
-}
-
-/// An `a2a-server` process; killed (SIGKILL) when dropped.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    fn start(config: &std::path::Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_a2a-server"))
-            .arg("--config")
-            .arg(config)
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .env("RUST_LOG", "warn")
-            .env_remove("REDIS_URL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start a2a-server");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Some(Ok(line)) = lines.next() {
-                if let Some(url) = line.split(" serving ").nth(1) {
-                    let _ = tx.send(url.trim_end_matches("/a2a").to_owned());
-                }
-            }
-        });
-        let base = rx.recv_timeout(Duration::from_secs(60)).expect("the server printed its address");
-        Server { child, base }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 struct Client {

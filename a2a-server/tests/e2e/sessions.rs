@@ -140,6 +140,14 @@ async fn sessions_registry_registers_lists_filters_and_ends() {
     assert_eq!(a.agent.sessions().map(|s| s.did().to_owned()), Some(a.did.clone()));
     let caps = a.get_as(CALLER, "/a2a/capabilities").await;
     assert!(caps.body["features"].as_array().expect("features").iter().any(|f| f == "sessions"), "{}", caps.body);
+    // The first heartbeat (SES-6) has written the hosted session, so that the inbox registered next is newer.
+    let store = a.agent.sessions().expect("sessions").store().clone();
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while store.get_session(&format!("{}#bonus-desk", a.did)).await.expect("store").is_none() {
+        assert!(std::time::Instant::now() < until, "the hosted session was never written");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
     let reg = json!({"session_key": "inbox-1", "label": "my inbox", "kind": "group", "summary": "an inbox session"});
     let r = a.post_as(CALLER, "/a2a/sessions", reg.clone()).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
@@ -493,25 +501,32 @@ async fn sessions_ping_pong_ends_on_each_rule() {
 }
 
 /// Reads SSE events until `n` events with ids arrived (or 10 s passed).
-async fn read_events(resp: &mut reqwest::Response, n: usize) -> Vec<(String, String, Value)> {
+/// The SSE events of a response, `(id, event, data)`, until `n` are read or 10 s pass.
+pub async fn read_events(resp: &mut reqwest::Response, n: usize) -> Vec<(String, String, Value)> {
+    read_events_to_end(resp, n).await.0
+}
+
+/// [`read_events`], and whether the stream ended (rather than `n` being read or the time passing).
+pub async fn read_events_to_end(resp: &mut reqwest::Response, n: usize) -> (Vec<(String, String, Value)>, bool) {
     let mut buf = String::new();
     let mut out = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while out.len() < n {
-        let chunk = tokio::time::timeout_at(deadline, resp.chunk()).await;
-        let Ok(Ok(Some(c))) = chunk else { break };
-        buf.push_str(&String::from_utf8_lossy(&c));
+        let chunk = match tokio::time::timeout_at(deadline, resp.chunk()).await {
+            Err(_) => return (out, false),
+            Ok(Ok(Some(c))) => c,
+            Ok(_) => return (out, true),
+        };
+        buf.push_str(&String::from_utf8_lossy(&chunk));
         while let Some(i) = buf.find("\n\n") {
             let block: String = buf.drain(..i + 2).collect();
             let (mut id, mut ev, mut data) = (String::new(), String::new(), Value::Null);
             for line in block.lines() {
                 if let Some(v) = line.strip_prefix("id: ") {
                     id = v.to_owned();
-                }
-                if let Some(v) = line.strip_prefix("event: ") {
+                } else if let Some(v) = line.strip_prefix("event: ") {
                     ev = v.to_owned();
-                }
-                if let Some(v) = line.strip_prefix("data: ") {
+                } else if let Some(v) = line.strip_prefix("data: ") {
                     data = serde_json::from_str(v).unwrap_or(Value::Null);
                 }
             }
@@ -520,10 +535,10 @@ async fn read_events(resp: &mut reqwest::Response, n: usize) -> Vec<(String, Str
             }
         }
     }
-    out
+    (out, false)
 }
 
-async fn stream(a: &Ses, sender: &str, query: &str, last: Option<&str>) -> reqwest::Response {
+pub async fn stream(a: &Ses, sender: &str, query: &str, last: Option<&str>) -> reqwest::Response {
     let mut rb = a.req(Method::GET, &format!("/a2a/events{query}"), sender);
     if let Some(l) = last {
         rb = rb.header("Last-Event-ID", l);

@@ -206,3 +206,42 @@ async fn sessions_store_redis() {
     let (a, b) = redis_pair("sessions-store");
     suite(a, b).await;
 }
+
+/// The one reconnecting subscriber (`store::redis::subscribe`) under the sessions store: a write through one
+/// instance wakes the other over pub/sub; after Redis is killed and started again, the subscriber comes back by
+/// itself, wakes every waiter once (a write may have been missed meanwhile), and later writes wake them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_store_redis_subscriber_survives_a_redis_restart() {
+    let mut redis = crate::redis_support::RedisServer::start();
+    let cfg = RedisConfig::new(redis.url()).with_key_prefix(unique_prefix("sessions-sub"));
+    let scope = AgentScope { did: AGENT.into(), retention: Duration::from_secs(60), max_received: 1000 };
+    let one = || -> Arc<dyn SessionStore> {
+        RedisSessionStore::new(RedisStore::connect(cfg.clone(), scope.clone()).expect("connect"), &cfg)
+    };
+    let (a, b) = (one(), one());
+    let mut changes = a.changes();
+    // Let the subscription be made (it bumps once when it is), then see a write of `b` wake `a`.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    changes.borrow_and_update();
+    b.put_session(&session("desk")).await.expect("put");
+    tokio::time::timeout(Duration::from_secs(5), changes.changed()).await.expect("woken by b's write").expect("open");
+    changes.borrow_and_update();
+
+    redis.restart();
+    tokio::time::timeout(Duration::from_secs(15), changes.changed())
+        .await
+        .expect("woken once the subscription is back")
+        .expect("open");
+    changes.borrow_and_update();
+    // A write through `b` (retried while its connection comes back) wakes `a` over the new subscription.
+    let until = std::time::Instant::now() + Duration::from_secs(15);
+    while b.put_session(&session("desk")).await.is_err() {
+        assert!(std::time::Instant::now() < until, "b cannot write after the restart");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::timeout(Duration::from_secs(5), changes.changed())
+        .await
+        .expect("woken after the restart")
+        .expect("open");
+    assert!(a.get_session(&session("desk").session.address.to_string()).await.expect("get").is_some());
+}
