@@ -351,7 +351,12 @@ impl AgentBuilder {
             features.push("sessions");
         }
         let agent_name = self.name.clone();
-        let (discover_headers, capabilities_json) = router::discover_parts(&engine, self.name, &features);
+        let (discover_headers, capabilities_json) = router::discover_parts(
+            &engine,
+            self.name,
+            &features,
+            sessions.as_ref().map(|s| s.settings.auth_requirement),
+        );
         let sender_header = HeaderValue::from_str(&self.did)
             .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
         let state = Arc::new(router::AppState {

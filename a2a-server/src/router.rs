@@ -732,8 +732,14 @@ async fn fallback(State(state): State<Arc<AppState>>, uri: OriginalUri, headers:
     ))
 }
 
-/// Pre-computes the DISCOVER headers (DISC-2) and the capabilities document (DISC-8).
-pub(crate) fn discover_parts(engine: &Engine, name: Option<String>, features: &[&str]) -> (HeaderMap, Bytes) {
+/// Pre-computes the DISCOVER headers (DISC-2) and the capabilities document (DISC-8), with
+/// `sessions.auth_requirement` when the agent serves sessions (SES-2).
+pub(crate) fn discover_parts(
+    engine: &Engine,
+    name: Option<String>,
+    features: &[&str],
+    sessions_auth: Option<a2a_core::capability::AuthRequirement>,
+) -> (HeaderMap, Bytes) {
     let mut hm = HeaderMap::new();
     let names: Vec<&str> = engine.caps.iter().map(|c| c.decl.name.as_str()).collect();
     if let Ok(v) = HeaderValue::from_str(&h::format_capabilities(&names)) {
@@ -768,6 +774,9 @@ pub(crate) fn discover_parts(engine: &Engine, name: Option<String>, features: &[
                 obj.insert("composite".into(), serde_json::to_value(c.pipeline()).unwrap_or_default());
             }
         }
+    }
+    if let (Some(auth), Some(obj)) = (sessions_auth, doc.as_object_mut()) {
+        obj.insert("sessions".into(), serde_json::json!({"auth_requirement": auth}));
     }
     (hm, Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()))
 }
