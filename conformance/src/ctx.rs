@@ -240,6 +240,8 @@ pub struct Exchange {
     pub request_headers: Vec<(String, String)>,
     /// The response, if one came.
     pub response: Option<Resp>,
+    /// When the suite recorded it (Unix seconds), to compare with the agent's `Date` (INT-11).
+    pub at: i64,
 }
 
 /// Everything a check can use.
@@ -363,6 +365,7 @@ impl Ctx {
             url: req.url.clone(),
             request_headers: req.headers.clone(),
             response,
+            at: crate::identity::unix_now(),
         };
         let mut transcript = self.transcript.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         transcript.push(ex);

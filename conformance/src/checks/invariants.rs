@@ -261,7 +261,8 @@ async fn clock(t: &mut Trial<'_>) -> Outcome {
         let Ok(at) = time::OffsetDateTime::parse(date, &time::format_description::well_known::Rfc2822) else {
             continue;
         };
-        let skew = (at.unix_timestamp() - crate::identity::unix_now()).abs();
+        // Compared with when the response arrived, not with the end of the run.
+        let skew = (at.unix_timestamp() - e.at).abs();
         if worst.as_ref().is_none_or(|(w, _)| skew > *w) {
             worst = Some((skew, date.to_owned()));
         }

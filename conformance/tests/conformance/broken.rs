@@ -57,6 +57,14 @@ pub enum Fault {
     FalseSessionTimeout,
     /// A reply to a run whose requester stopped waiting is acknowledged but dropped (OpenClaw #148296).
     DropsLateReply,
+    /// A stream resumed with Last-Event-ID is replayed from its first event (STR-11).
+    StreamResumesFromStart,
+    /// The sessions' event channel ignores Last-Event-ID: a reconnecting client gets a fresh stream (ANN-4).
+    EventsIgnoreLastEventId,
+    /// A2A-Hop is ignored: every send counts as hop 1 (POL-4).
+    IgnoresHop,
+    /// The history shows the messages as they were sent, secrets included (HIS-4).
+    NoRedaction,
 }
 
 /// A broken agent, running.
@@ -188,6 +196,8 @@ struct State {
     work: Option<Arc<dyn Fn(String, Value) -> Value + Send + Sync>>,
     /// Runs whose requester stopped waiting (DropsLateReply).
     waited_out: Mutex<std::collections::HashSet<String>>,
+    /// The text sent in each run (NoRedaction).
+    sent: Mutex<HashMap<String, String>>,
 }
 
 async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response {
@@ -287,6 +297,10 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
         }
         Fault::HtmlNotFound => {
             let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") == Some("text/event-stream") {
+                // A stream is not an error page (and may never end).
+                return resp;
+            }
             let (mut parts, body) = resp.into_parts();
             let bytes = body_bytes(body).await;
             let code = serde_json::from_slice::<Value>(&bytes)
@@ -363,6 +377,50 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
                 return out;
             }
             next.run(req).await
+        }
+        Fault::StreamResumesFromStart if method == Method::GET && path.starts_with("/a2a/result/") => {
+            let mut req = req;
+            req.headers_mut().remove("last-event-id");
+            next.run(req).await
+        }
+        Fault::EventsIgnoreLastEventId if method == Method::GET && path == "/a2a/events" => {
+            let mut req = req;
+            req.headers_mut().remove("last-event-id");
+            next.run(req).await
+        }
+        Fault::IgnoresHop if path == "/a2a/sessions/send" => {
+            let mut req = req;
+            req.headers_mut().remove("a2a-hop");
+            next.run(req).await
+        }
+        Fault::NoRedaction if method == Method::POST && path == "/a2a/sessions/send" => {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let text = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| v["text"].as_str().map(str::to_owned));
+            let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            let (rparts, rbody) = resp.into_parts();
+            let rbytes = body_bytes(rbody).await;
+            let run = serde_json::from_slice::<Value>(&rbytes).ok().and_then(|v| v["run_id"].as_str().map(str::to_owned));
+            if let (Some(run), Some(text)) = (run, text) {
+                state.sent.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(run, text);
+            }
+            Response::from_parts(rparts, Body::from(rbytes))
+        }
+        Fault::NoRedaction if method == Method::GET && path.ends_with("/history") => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let mut v: Value = serde_json::from_slice(&body_bytes(body).await).unwrap_or(Value::Null);
+            let sent = state.sent.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            if let Some(messages) = v.get_mut("messages").and_then(Value::as_array_mut) {
+                for m in messages.iter_mut().filter(|m| m["role"] == "inter_session") {
+                    if let Some(text) = m["run_id"].as_str().and_then(|r| sent.get(r)) {
+                        m["text"] = json!(text);
+                    }
+                }
+                v["redacted"] = json!(0);
+            }
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
         }
         _ => next.run(req).await,
     }
@@ -460,6 +518,7 @@ pub async fn start(fault: Fault) -> Broken {
         store: parts.store.clone(),
         work,
         waited_out: Mutex::new(Default::default()),
+        sent: Mutex::new(HashMap::new()),
     });
     let app = parts
         .app
@@ -527,7 +586,7 @@ async fn accepting_replays_is_caught() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepting_unsigned_requests_to_a_did_auth_capability_is_caught() {
-    caught_by(Fault::AcceptsUnsigned, &["did-auth/unsigned-refused"]).await;
+    caught_by(Fault::AcceptsUnsigned, &["did-auth/unsigned-refused", "sessions/auth-requirement"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -578,4 +637,24 @@ async fn a_false_timeout_for_a_delivered_message_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_late_reply_is_caught() {
     caught_by(Fault::DropsLateReply, &["sessions/wait-is-not-timeout"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_stream_replayed_from_the_start_is_caught() {
+    caught_by(Fault::StreamResumesFromStart, &["streaming/last-event-id", "streaming/resume-after-drop"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_channel_that_ignores_last_event_id_is_caught() {
+    caught_by(Fault::EventsIgnoreLastEventId, &["sessions/events-resume"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_a2a_hop_is_caught() {
+    caught_by(Fault::IgnoresHop, &["sessions/provenance-and-hops"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_that_shows_secrets_is_caught() {
+    caught_by(Fault::NoRedaction, &["sessions/history-redacted"]).await;
 }

@@ -15,7 +15,10 @@ use crate::http::Req;
 use crate::sse::{Event, Item};
 
 /// How long the suite waits for an event it expects on the channel.
-const EVENT_WAIT: Duration = Duration::from_secs(15);
+const EVENT_WAIT: Duration = Duration::from_secs(10);
+
+/// How long the suite waits for the kept events of a resumed stream (they are in the agent's buffer already).
+const RESUME_WAIT: Duration = Duration::from_secs(5);
 
 /// Opens an event channel that must be a stream.
 async fn open_channel(t: &mut Trial<'_>, title: String, req: Req) -> Result<OpenStream, Stop> {
@@ -69,9 +72,10 @@ async fn expect_until(
     t: &mut Trial<'_>,
     open: &mut OpenStream,
     what: &str,
+    wait: Duration,
     done: impl Fn(&Event) -> bool,
 ) -> Vec<Event> {
-    match read_until(open, EVENT_WAIT, done).await {
+    match read_until(open, wait, done).await {
         Ok(events) => events,
         Err((events, e)) => {
             t.check(
@@ -159,7 +163,7 @@ pub(super) async fn announce(t: &mut Trial<'_>) -> Outcome {
     );
     let mut events = early;
     events.extend(
-        expect_until(t, &mut channel, "the run event of the run on the channel", |e| is_run_event(e, &run)).await,
+        expect_until(t, &mut channel, "the run event of the run on the channel", EVENT_WAIT, |e| is_run_event(e, &run)).await,
     );
     t.step(format!("the events on the channel of {key}"));
     let ann = events.iter().find(|e| e.event == "announce" && run_of(e) == run).cloned();
@@ -216,7 +220,7 @@ pub(super) async fn announce(t: &mut Trial<'_>) -> Outcome {
         "no announce step for the run with announce: false",
         r.summary(),
     );
-    let later = expect_until(t, &mut channel, "the run event of the third run", |e| is_run_event(e, &silent)).await;
+    let later = expect_until(t, &mut channel, "the run event of the third run", EVENT_WAIT, |e| is_run_event(e, &silent)).await;
     t.close_stream(channel);
     t.step("the events of the second and third runs");
     t.check(
@@ -243,7 +247,7 @@ pub(super) async fn events_resume(t: &mut Trial<'_>) -> Outcome {
     );
     let published = format!("published for the resumption check {}", random_text(8));
     let (run, _) = converse(t, &key, "resumption check", "a reply", Some(&published)).await?;
-    let seen = expect_until(t, &mut fresh, "the run event of the run", |e| is_run_event(e, &run)).await;
+    let seen = expect_until(t, &mut fresh, "the run event of the run", EVENT_WAIT, |e| is_run_event(e, &run)).await;
     t.close_stream(fresh);
     let ours: Vec<Event> = seen.into_iter().filter(|e| run_of(e) == run).collect();
     t.step("the announce and run events of the run");
@@ -261,7 +265,7 @@ pub(super) async fn events_resume(t: &mut Trial<'_>) -> Outcome {
         let req = session_req(t, "GET", &path)?.header("Last-Event-ID", last.to_string());
         let mut open =
             open_channel(t, format!("GET /a2a/events?session={key} with Last-Event-ID: {last}"), req).await?;
-        let got = expect_until(t, &mut open, "the run event of the run", |e| is_run_event(e, &run)).await;
+        let got = expect_until(t, &mut open, "the run event of the run", RESUME_WAIT, |e| is_run_event(e, &run)).await;
         // Nothing more may follow: the session has no later event.
         let more = read_until(&mut open, Duration::from_millis(700), |_| true).await.unwrap_or_default();
         t.close_stream(open);
