@@ -66,10 +66,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     ("SES-9", "what a session handler is given is internal to the agent (a2a-server's tests cover it)"),
     ("SND-3", "observable only through a wait longer than max_wait_ms (600 s here); the suite keeps runs short"),
     (
-        "SND-11",
-        "what the target's handler is given is internal to the agent; an inbox delivery shows it only for the suite's own session, not yet checked",
-    ),
-    (
         "SND-12",
         "the order in which an agent serves waiting deliveries is a SHOULD about its scheduling, not reliably observable from one caller",
     ),

@@ -97,6 +97,14 @@ pub(super) fn checks() -> Vec<Check> {
             bounds::attachment_bounds
         ),
         check!(
+            "sessions/context-mode",
+            ["SND-11"],
+            Must,
+            SESSIONS,
+            "context_mode decides what a delivery carries: none, no context; current, only this run's exchange (nothing yet in round one); full, the requester's context, bounded to its newest 50 messages and 80 KiB",
+            bounds::context_mode
+        ),
+        check!(
             "sessions/history-redacted",
             ["HIS-4"],
             Must,

@@ -118,3 +118,46 @@ pub(super) async fn history_redacted(t: &mut Trial<'_>) -> Outcome {
     end(t, &key).await;
     Ok(())
 }
+
+pub(super) async fn context_mode(t: &mut Trial<'_>) -> Outcome {
+    let key = fresh_key("context");
+    register(t, &key).await?;
+    let supplied: Vec<Value> = (0..60)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            json!({"role": role, "text": format!("earlier message {i}: {}", "x".repeat(2000))})
+        })
+        .collect();
+    for mode in ["none", "current", "full"] {
+        let mut body = json!({"target": key, "text": format!("context_mode {mode}"), "context_mode": mode, "announce": false});
+        if mode == "full" {
+            body["context"] = json!(supplied);
+        }
+        let r = send(t, format!("send with context_mode {mode}"), body, Duration::ZERO).await?;
+        let run = run_id(t, &r)?;
+        let delivery = inbox_delivery(t, &key, &run).await?;
+        let context = delivery["context"].as_array().cloned().unwrap_or_default();
+        t.step(format!("the context of the delivery (context_mode {mode})"));
+        if mode == "full" {
+            let bytes = serde_json::to_vec(&context).map_or(0, |v| v.len());
+            let suffix = context.len() <= supplied.len() && supplied[supplied.len() - context.len()..] == context[..];
+            t.check(
+                !context.is_empty() && context.len() <= 50 && bytes <= 80 * 1024 && suffix,
+                "the newest of the 60 supplied messages (the last one included), at most 50 and 80 KiB of them",
+                format!(
+                    "{} messages, {bytes} bytes, {}",
+                    context.len(),
+                    if suffix { "the newest ones" } else { "not the newest supplied ones" }
+                ),
+            );
+        } else {
+            t.check(
+                context.is_empty(),
+                format!("no context (context_mode {mode}, round one)"),
+                format!("{} messages", context.len()),
+            );
+        }
+    }
+    end(t, &key).await;
+    Ok(())
+}

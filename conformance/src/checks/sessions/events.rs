@@ -293,18 +293,51 @@ pub(super) async fn events_resume(t: &mut Trial<'_>) -> Outcome {
                 let resp = open.stream.read_plain(Duration::from_secs(5)).await;
                 t.close_stream(open);
                 t.expect_error(&resp, 404, "unknown_session");
+                // A run the second sender sends itself: its run event is the one it may see (ANN-6).
+                let body = json!({"target": key, "text": "from a second sender", "run_timeout_ms": 60000});
+                let req = session_req_as_second(t, "POST", "/sessions/send")?.json(&body);
+                let r = t.send(format!("send to {key} as the second sender"), req).await?;
+                let theirs = if r.status == 202 {
+                    let run = run_id(t, &r)?;
+                    inbox_step(t, &key, &run, Some("message")).await?;
+                    answer(t, &run, "a reply to the second sender").await?;
+                    inbox_step(t, &key, &run, Some("announce")).await?;
+                    answer(t, &run, "announced about the second sender's run").await?;
+                    read_run(t, &run, "done").await?;
+                    Some(run)
+                } else {
+                    // The allow list (POL-1) may refuse it; then only the leaving out is checked.
+                    t.step(format!("the second sender may not send to {key} ({}): no run of its own", r.summary()));
+                    None
+                };
                 let req = session_req_as_second(t, "GET", "/events")?.header("Last-Event-ID", "0");
                 let mut open =
                     open_channel(t, "GET /a2a/events with Last-Event-ID: 0 as the second sender".into(), req).await?;
-                let all = read_quietly(&mut open).await;
+                let all = match &theirs {
+                    Some(run) => {
+                        let what = "the run event of its own run";
+                        expect_until(t, &mut open, what, EVENT_WAIT, |e| is_run_event(e, run)).await
+                    }
+                    None => read_quietly(&mut open).await,
+                };
                 t.close_stream(open);
+                let own = |e: &Event| theirs.as_deref().is_some_and(|run| is_run_event(e, run));
                 let about: Vec<Event> = all
-                    .into_iter()
+                    .iter()
+                    .filter(|e| !own(e))
                     .filter(|e| {
                         e.json().is_some_and(|d| d["session"] == address.as_str() || d["target"] == address.as_str())
                     })
+                    .cloned()
                     .collect();
-                t.check(about.is_empty(), format!("no event about {address}"), summaries(&about));
+                t.check(
+                    about.is_empty(),
+                    format!("no event about {address} but the run event of the second sender's own run"),
+                    summaries(&about),
+                );
+                if theirs.is_some() {
+                    t.check(all.iter().any(own), "the run event of the second sender's own run", summaries(&all));
+                }
             }
         }
     }
