@@ -20,7 +20,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use tracing::Instrument;

@@ -400,7 +400,8 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
             let (rparts, rbody) = resp.into_parts();
             let rbytes = body_bytes(rbody).await;
-            let run = serde_json::from_slice::<Value>(&rbytes).ok().and_then(|v| v["run_id"].as_str().map(str::to_owned));
+            let run =
+                serde_json::from_slice::<Value>(&rbytes).ok().and_then(|v| v["run_id"].as_str().map(str::to_owned));
             if let (Some(run), Some(text)) = (run, text) {
                 state.sent.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(run, text);
             }

@@ -129,7 +129,8 @@ pub(super) async fn context_mode(t: &mut Trial<'_>) -> Outcome {
         })
         .collect();
     for mode in ["none", "current", "full"] {
-        let mut body = json!({"target": key, "text": format!("context_mode {mode}"), "context_mode": mode, "announce": false});
+        let mut body =
+            json!({"target": key, "text": format!("context_mode {mode}"), "context_mode": mode, "announce": false});
         if mode == "full" {
             body["context"] = json!(supplied);
         }

@@ -163,7 +163,8 @@ pub(super) async fn announce(t: &mut Trial<'_>) -> Outcome {
     );
     let mut events = early;
     events.extend(
-        expect_until(t, &mut channel, "the run event of the run on the channel", EVENT_WAIT, |e| is_run_event(e, &run)).await,
+        expect_until(t, &mut channel, "the run event of the run on the channel", EVENT_WAIT, |e| is_run_event(e, &run))
+            .await,
     );
     t.step(format!("the events on the channel of {key}"));
     let ann = events.iter().find(|e| e.event == "announce" && run_of(e) == run).cloned();
@@ -220,7 +221,8 @@ pub(super) async fn announce(t: &mut Trial<'_>) -> Outcome {
         "no announce step for the run with announce: false",
         r.summary(),
     );
-    let later = expect_until(t, &mut channel, "the run event of the third run", EVENT_WAIT, |e| is_run_event(e, &silent)).await;
+    let later =
+        expect_until(t, &mut channel, "the run event of the third run", EVENT_WAIT, |e| is_run_event(e, &silent)).await;
     t.close_stream(channel);
     t.step("the events of the second and third runs");
     t.check(
