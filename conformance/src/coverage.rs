@@ -44,10 +44,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "reaching an agent's session limit (10 000 here) means filling an unknown agent with registrations, which the suite does not do (as CONF-5)",
     ),
     (
-        "SND-13",
-        "observable only through a run that waits longer than max_run_timeout_ms (600 s here); the suite keeps runs short",
-    ),
-    (
         "PP-7",
         "observable only with a requester agent the suite hosts for ping-pong turns; the suite's inbox session names no from, so no ping-pong runs (a2a-server's e2e tests cover it)",
     ),

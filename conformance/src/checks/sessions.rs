@@ -105,6 +105,14 @@ pub(super) fn checks() -> Vec<Check> {
             bounds::context_mode
         ),
         check!(
+            "sessions/run-deadline",
+            ["SND-13"],
+            Must,
+            SESSIONS,
+            "a run's round-one deadline is its creation plus run_timeout_ms, and a run_timeout_ms beyond the agent's maximum (10^12 ms) is lowered",
+            bounds::run_deadline
+        ),
+        check!(
             "sessions/history-redacted",
             ["HIS-4"],
             Must,
@@ -270,7 +278,8 @@ async fn inbox_delivery(t: &mut Trial<'_>, key: &str, run: &str) -> Result<Value
 
 /// Reads the inbox of `key` until it holds a delivery of `run` (of `step`, when given), as preparatory steps.
 async fn inbox_step(t: &mut Trial<'_>, key: &str, run: &str, step: Option<&str>) -> Result<Value, Stop> {
-    for _ in 0..5 {
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
         let req = session_req(t, "GET", &format!("/sessions/{key}/inbox?wait_ms=2000"))?
             .timeout(t.ctx.opts.timeout + Duration::from_secs(2));
         let r = t.setup(format!("read the inbox of {key}"), req).await?;
@@ -281,6 +290,10 @@ async fn inbox_step(t: &mut Trial<'_>, key: &str, run: &str, step: Option<&str>)
             .and_then(|l| l.iter().find(|d| d["run_id"] == run && step.is_none_or(|s| d["step"] == s)));
         if let Some(d) = found {
             return Ok(d.clone());
+        }
+        if body["deliveries"].as_array().is_some_and(|l| !l.is_empty()) {
+            // The inbox answered at once with other deliveries; ours may not be queued yet.
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
     let what = step.map_or_else(String::new, |s| format!(" (step {s})"));

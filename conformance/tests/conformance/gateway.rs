@@ -84,6 +84,7 @@ async fn gateway_in_front_of_two_demo_agents_passes_every_check_that_applies() {
             "sessions/no-reply-ends-run",
             "sessions/provenance-and-hops",
             "sessions/registry",
+            "sessions/run-deadline",
             "sessions/send-accepted-at-once",
             "sessions/unknown",
             "sessions/wait-cycle",

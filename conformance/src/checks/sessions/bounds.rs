@@ -137,6 +137,7 @@ pub(super) async fn context_mode(t: &mut Trial<'_>) -> Outcome {
         let r = send(t, format!("send with context_mode {mode}"), body, Duration::ZERO).await?;
         let run = run_id(t, &r)?;
         let delivery = inbox_delivery(t, &key, &run).await?;
+        answer(t, &run, "noted").await?;
         let context = delivery["context"].as_array().cloned().unwrap_or_default();
         t.step(format!("the context of the delivery (context_mode {mode})"));
         if mode == "full" {
@@ -156,6 +157,43 @@ pub(super) async fn context_mode(t: &mut Trial<'_>) -> Outcome {
                 context.is_empty(),
                 format!("no context (context_mode {mode}, round one)"),
                 format!("{} messages", context.len()),
+            );
+        }
+    }
+    end(t, &key).await;
+    Ok(())
+}
+
+/// Milliseconds from `created_at` to `deadline` of a Run.
+fn deadline_after(run: &Value) -> Option<i128> {
+    let ms = |v: &Value| {
+        let at = a2a_core::wire::parse_timestamp(v.as_str()?)?;
+        Some(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as i128)
+    };
+    Some(ms(&run["deadline"])? - ms(&run["created_at"])?)
+}
+
+pub(super) async fn run_deadline(t: &mut Trial<'_>) -> Outcome {
+    let key = fresh_key("deadline");
+    register(t, &key).await?;
+    for (asked, what) in [(45_000u64, "45000"), (1_000_000_000_000, "10^12, beyond any maximum")] {
+        let body = json!({"target": key, "text": "how long have you got?", "run_timeout_ms": asked, "announce": false});
+        let r = send(t, format!("send with run_timeout_ms {what}"), body, Duration::ZERO).await?;
+        let run = run_id(t, &r)?;
+        let r = t.send("GET the run", session_req(t, "GET", &super::run_path(&run))?).await?;
+        let b = r.json().unwrap_or(Value::Null);
+        let after = deadline_after(&b);
+        if asked == 45_000 {
+            t.check(
+                after == Some(45_000),
+                "deadline = created_at + 45000 ms",
+                format!("{after:?} ms after created_at ({} to {})", b["created_at"], b["deadline"]),
+            );
+        } else {
+            t.check(
+                after.is_some_and(|a| a > 0 && a < asked as i128),
+                "a deadline lowered to the agent's maximum (less than 10^12 ms after created_at)",
+                format!("{after:?} ms after created_at ({} to {})", b["created_at"], b["deadline"]),
             );
         }
     }
