@@ -65,6 +65,20 @@ pub enum Fault {
     IgnoresHop,
     /// The history shows the messages as they were sent, secrets included (HIS-4).
     NoRedaction,
+    /// Streams are sent without Cache-Control: no-store (STR-1).
+    StreamWithoutNoStore,
+    /// An A2A-Stream value other than true or false is taken as false (STR-2).
+    LenientStreamHeader,
+    /// More than 8 attachments are accepted (the ninth and later are dropped) (SND-2).
+    UnboundedAttachments,
+    /// context_mode and context are ignored: every delivery comes without context (SND-11).
+    IgnoresContext,
+    /// run_timeout_ms is ignored: every run gets the default (SND-13).
+    IgnoresRunTimeout,
+    /// The reserved keys send and spawn are registered (under another name) (SES-11).
+    RegistersReservedKeys,
+    /// An announce step answered ANNOUNCE_SKIP is published anyway (ANN-2).
+    PublishesSkippedAnnounce,
 }
 
 /// A broken agent, running.
@@ -167,6 +181,49 @@ fn resign(
     if let Ok(v) = HeaderValue::from_str(&new) {
         req.headers_mut().insert("a2a-signature", v);
     }
+}
+
+/// Signs a request afresh with the caller's key (`payload_hash` over `body`), replacing its signature: a broken agent
+/// that rewrites a request does so after its own checks, so the fault is in what it does, not in a signature.
+fn sign_anew(req: &mut Request<Body>, body: &[u8], caller: &a2a_conformance::identity::Identity, agent_did: &str) {
+    req.headers_mut().remove("a2a-signature");
+    let target = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    let method = req.method().as_str().to_owned();
+    let headers: Vec<(String, String)> = req
+        .headers()
+        .iter()
+        .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_owned(), v.to_owned())))
+        .collect();
+    let hs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let parts = MessageParts { method: &method, target: &target, headers: &hs, body, status: None };
+    let now = a2a_conformance::identity::unix_now();
+    if let Ok(t) =
+        integrity::sign(&caller.key, &caller.key_id, &caller.did, agent_did, Coverage::PayloadHash, &parts, now, 60)
+        && let Ok(v) = HeaderValue::from_str(&t)
+    {
+        req.headers_mut().insert("a2a-signature", v);
+    }
+}
+
+/// The request with its JSON body rewritten by `edit` when `edit` changes it (and then signed anew); unchanged
+/// otherwise (bodies that are not JSON included).
+async fn edit_body(state: &State, req: Request<Body>, edit: impl FnOnce(&mut Value) -> bool) -> Request<Body> {
+    let (mut parts, body) = req.into_parts();
+    let bytes = body_bytes(body).await;
+    let mut v = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(v) => v,
+        Err(_) => return Request::from_parts(parts, Body::from(bytes)),
+    };
+    if !edit(&mut v) {
+        return Request::from_parts(parts, Body::from(bytes));
+    }
+    let new = serde_json::to_vec(&v).unwrap_or_default();
+    parts.headers.remove("content-length");
+    let mut req = Request::from_parts(parts, Body::from(new.clone()));
+    if let Some(caller) = &state.caller {
+        sign_anew(&mut req, &new, caller, &state.agent_did);
+    }
+    req
 }
 
 fn strip_nullable(v: &mut Value) {
@@ -378,6 +435,66 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             }
             next.run(req).await
         }
+        Fault::StreamWithoutNoStore if method == Method::GET && path.starts_with("/a2a/result/") => {
+            let mut resp = next.run(req).await;
+            if header(resp.headers(), "content-type") == Some("text/event-stream") {
+                resp.headers_mut().remove("cache-control");
+            }
+            resp
+        }
+        Fault::LenientStreamHeader if method == Method::GET && path.starts_with("/a2a/result/") => {
+            let mut req = req;
+            let v = header(req.headers(), "a2a-stream").map(|v| v.trim().to_ascii_lowercase());
+            if v.is_some_and(|v| v != "true" && v != "false") {
+                req.headers_mut().remove("a2a-stream");
+            }
+            next.run(req).await
+        }
+        Fault::UnboundedAttachments | Fault::IgnoresContext | Fault::IgnoresRunTimeout
+            if method == Method::POST && path == "/a2a/sessions/send" =>
+        {
+            let fault = state.fault;
+            let req = edit_body(&state, req, |v| match fault {
+                Fault::UnboundedAttachments => match v.get_mut("attachments").and_then(Value::as_array_mut) {
+                    Some(a) if a.len() > 8 => {
+                        a.truncate(8);
+                        true
+                    }
+                    _ => false,
+                },
+                Fault::IgnoresContext => v.as_object_mut().is_some_and(|o| {
+                    let had = o.remove("context").is_some();
+                    o.remove("context_mode").is_some() || had
+                }),
+                _ => v.as_object_mut().is_some_and(|o| o.remove("run_timeout_ms").is_some()),
+            })
+            .await;
+            next.run(req).await
+        }
+        Fault::RegistersReservedKeys if method == Method::POST && path == "/a2a/sessions" => {
+            let req = edit_body(&state, req, |v| match v["session_key"].as_str() {
+                Some(k @ ("send" | "spawn")) => {
+                    v["session_key"] = json!(format!("{k}-registered"));
+                    true
+                }
+                _ => false,
+            })
+            .await;
+            next.run(req).await
+        }
+        Fault::PublishesSkippedAnnounce
+            if method == Method::POST && path.starts_with("/a2a/runs/") && path.ends_with("/reply") =>
+        {
+            let req = edit_body(&state, req, |v| {
+                let skip = v["reply"] == "ANNOUNCE_SKIP";
+                if skip {
+                    v["reply"] = json!("ANNOUNCE_SKIP was answered, published anyway");
+                }
+                skip
+            })
+            .await;
+            next.run(req).await
+        }
         Fault::StreamResumesFromStart if method == Method::GET && path.starts_with("/a2a/result/") => {
             let mut req = req;
             req.headers_mut().remove("last-event-id");
@@ -483,8 +600,17 @@ async fn accept_anyway(state: &State, headers: &HeaderMap, body: &[u8]) -> Optio
 pub async fn start(fault: Fault) -> Broken {
     let (l, port) = common::listener().await;
     let runs: Runs = Arc::new(Mutex::new(HashMap::new()));
-    let needs_caller =
-        matches!(fault, Fault::AcceptsExpiredSignatures | Fault::NoReplayProtection | Fault::AcceptsUnsigned);
+    let needs_caller = matches!(
+        fault,
+        Fault::AcceptsExpiredSignatures
+            | Fault::NoReplayProtection
+            | Fault::AcceptsUnsigned
+            | Fault::UnboundedAttachments
+            | Fault::IgnoresContext
+            | Fault::IgnoresRunTimeout
+            | Fault::RegistersReservedKeys
+            | Fault::PublishesSkippedAnnounce
+    );
     let caller = if needs_caller { Some(common::caller().await) } else { None };
     let mut work: Option<Arc<dyn Fn(String, Value) -> Value + Send + Sync>> = None;
     let parts = if fault == Fault::ConfirmRunsTwice {
@@ -658,4 +784,39 @@ async fn ignoring_a2a_hop_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_history_that_shows_secrets_is_caught() {
     caught_by(Fault::NoRedaction, &["sessions/history-redacted"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_without_no_store_is_caught() {
+    caught_by(Fault::StreamWithoutNoStore, &["streaming/events"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lenient_a2a_stream_header_is_caught() {
+    caught_by(Fault::LenientStreamHeader, &["streaming/header-values"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_more_than_eight_attachments_is_caught() {
+    caught_by(Fault::UnboundedAttachments, &["sessions/attachment-bounds"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_context_mode_is_caught() {
+    caught_by(Fault::IgnoresContext, &["sessions/context-mode"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_run_timeout_ms_is_caught() {
+    caught_by(Fault::IgnoresRunTimeout, &["sessions/run-deadline"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registering_the_reserved_keys_is_caught() {
+    caught_by(Fault::RegistersReservedKeys, &["sessions/from-and-reserved-keys"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishing_a_skipped_announce_is_caught() {
+    caught_by(Fault::PublishesSkippedAnnounce, &["sessions/announce"]).await;
 }
