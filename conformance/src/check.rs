@@ -75,6 +75,14 @@ macro_rules! check {
     };
 }
 
+/// A stream opened by [`Trial::open_stream`].
+pub struct OpenStream {
+    /// The stream, to read.
+    pub stream: crate::sse::Stream,
+    step: usize,
+    logged: usize,
+}
+
 /// The state of one running check.
 pub struct Trial<'c> {
     /// The run's context.
@@ -136,6 +144,35 @@ impl<'c> Trial<'c> {
         let res = self.ctx.send(self.check_id, &mut req).await;
         self.push_exchange(title.clone(), true, &req, &res);
         res.map_err(|e| Stop::Blocked(format!("{title}: no response: {e}")))
+    }
+
+    /// Opens a stream (§18, §17.6): signs and sends `req`, and records the step with the response head; the agent
+    /// not answering fails the check. Read it through [`OpenStream::stream`], then [`Trial::close_stream`] adds what
+    /// was read to the step.
+    pub async fn open_stream(&mut self, title: impl Into<String>, mut req: Req) -> Result<OpenStream, Stop> {
+        let title = title.into();
+        match self.ctx.open_stream(self.check_id, &mut req).await {
+            Ok((stream, logged)) => {
+                self.push_exchange(title, false, &req, &Ok(stream.head().clone()));
+                Ok(OpenStream { stream, step: self.steps.len() - 1, logged })
+            }
+            Err(e) => {
+                self.push_exchange(title, false, &req, &Err(e.clone()));
+                self.check(false, "an HTTP response", format!("no response: {e}"));
+                Err(Stop::Failed)
+            }
+        }
+    }
+
+    /// Records what was read of a stream in its step (the connection is closed when `open` is dropped) and returns
+    /// the response as read.
+    pub fn close_stream(&mut self, open: OpenStream) -> Resp {
+        let resp = open.stream.resp();
+        if let Some(step) = self.steps.get_mut(open.step) {
+            step.response = Some(resp.record());
+        }
+        self.ctx.update_response(open.logged, resp.clone());
+        resp
     }
 
     /// Starts a step that sends nothing (a comparison of what earlier steps observed).

@@ -24,6 +24,7 @@ mod resolver;
 mod schema;
 mod sessions;
 mod signature;
+mod streaming;
 mod transport;
 
 /// Every check, in the order they run (checks that read the whole transcript last).
@@ -43,6 +44,7 @@ pub fn all() -> Vec<Check> {
     v.extend(resolver::checks());
     v.extend(gateway::checks());
     v.extend(sessions::checks());
+    v.extend(streaming::checks());
     v.extend(invariants::checks());
     v
 }

@@ -45,24 +45,15 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "observable only by shutting down one process of an agent that shares a store with others; a2a-server's multi-process tests cover it",
     ),
     // Sessions and conversations (§17, the optional `sessions` feature): the sessions/* checks drive the suite's own
-    // inbox session; these need set-ups it does not make, or are not checked yet (each says which).
+    // inbox session; these need set-ups it does not make, or are not visible to a caller (each says which).
     (
         "SES-10",
         "reaching an agent's session limit (10 000 here) means filling an unknown agent with registrations, which the suite does not do (as CONF-5)",
     ),
     (
-        "SES-11",
-        "observable (from and the reserved keys send/spawn); no check yet: the sessions/* checks do not exercise from-scoped visibility",
-    ),
-    (
-        "SND-13",
-        "observable only through a run that waits longer than max_run_timeout_ms (600 s here); the suite keeps runs short",
-    ),
-    (
         "PP-7",
         "observable only with a requester agent the suite hosts for ping-pong turns; the suite's inbox session names no from, so no ping-pong runs (a2a-server's e2e tests cover it)",
     ),
-    ("ANN-6", "observable; no check yet: the announce step of an inbox session is not driven by the sessions/* checks"),
     ("SPN-5", "spawn needs a spawn template configured at the agent, which the suite cannot learn"),
     (
         "POL-7",
@@ -74,15 +65,9 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     ("HDL-1", "a command handler's process and environment are internal to the agent"),
     ("HDL-2", "an http handler's request goes to the agent's backend, which the suite does not see"),
     ("HDL-3", "handler limits are configuration internal to the agent"),
-    ("SES-2", "observable (sessions.auth_requirement); no check yet beyond the sessions/* checks signing as it asks"),
     ("SES-6", "staleness follows 24 hours without refresh; the suite keeps runs short and does not wait"),
     ("SES-9", "what a session handler is given is internal to the agent (a2a-server's tests cover it)"),
-    ("SND-2", "observable (attachment bounds, 413); no check yet"),
     ("SND-3", "observable only through a wait longer than max_wait_ms (600 s here); the suite keeps runs short"),
-    (
-        "SND-11",
-        "what the target's handler is given is internal to the agent; an inbox delivery shows it only for the suite's own session, not yet checked",
-    ),
     (
         "SND-12",
         "the order in which an agent serves waiting deliveries is a SHOULD about its scheduling, not reliably observable from one caller",
@@ -112,27 +97,10 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "observable only with a requester agent the suite hosts for ping-pong turns; the suite's inbox session names no from, so no ping-pong runs (a2a-server's e2e tests cover it)",
     ),
     (
-        "ANN-1",
-        "observable; no check yet: the announce step and the SSE event stream (ids, Last-Event-ID) are not driven by the sessions/* checks",
-    ),
-    (
-        "ANN-2",
-        "observable; no check yet: the announce step and the SSE event stream (ids, Last-Event-ID) are not driven by the sessions/* checks",
-    ),
-    (
-        "ANN-3",
-        "observable; no check yet: the announce step and the SSE event stream (ids, Last-Event-ID) are not driven by the sessions/* checks",
-    ),
-    (
-        "ANN-4",
-        "observable; no check yet: the announce step and the SSE event stream (ids, Last-Event-ID) are not driven by the sessions/* checks",
-    ),
-    (
         "ANN-5",
         "observable; no check yet: the announce step and the SSE event stream (ids, Last-Event-ID) are not driven by the sessions/* checks",
     ),
     ("HIS-3", "observable only with tool messages in a transcript, which an inbox session the suite drives never has"),
-    ("HIS-4", "observable (redaction of secrets sent in a message); no check yet"),
     (
         "HIS-5",
         "reaching the per-session transcript cap (1000 here) means writing that many messages to an unknown agent, which the suite does not do",
@@ -149,8 +117,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "POL-2",
         "depends on the agent's configured allow list and visibility, which the suite cannot learn; provenance and hops are checked by a2a-server's tests",
     ),
-    ("POL-3", "observable on deliveries to the suite's inbox session; no check yet"),
-    ("POL-4", "observable (A2A-Hop beyond the maximum, 409 hop_limit); no check yet"),
     (
         "POL-6",
         "wait edges in a shared store are internal to the agents sharing it; the visible effect (409 wait_cycle) is POL-5",
@@ -291,28 +257,9 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "a key rotation is seen only after 30 s of cache (the rate limit of DID-28); the suite keeps runs short and does not wait",
     ),
     ("DID-29", "needs a public DNS name that resolves to a private address, which an offline run cannot provide"),
-    // Streaming results (§18, the optional `streaming` feature). Conformance checks (conformance/src/checks/streaming.rs)
-    // are not written yet; a2a-server/tests/e2e/streaming.rs covers these over real HTTP.
-    (
-        "STR-1",
-        "the optional streaming feature (§18); no conformance check yet, covered by a2a-server/tests/e2e/streaming.rs",
-    ),
-    (
-        "STR-2",
-        "the optional streaming feature (§18); no conformance check yet, covered by a2a-server/tests/e2e/streaming.rs",
-    ),
-    (
-        "STR-4",
-        "the optional streaming feature (§18); no conformance check yet, covered by a2a-server/tests/e2e/streaming.rs",
-    ),
-    (
-        "STR-6",
-        "the optional streaming feature (§18); no conformance check yet, covered by a2a-server/tests/e2e/streaming.rs",
-    ),
-    (
-        "STR-11",
-        "the optional streaming feature (§18); no conformance check yet, covered by a2a-server/tests/e2e/streaming.rs",
-    ),
+    // Streaming results (§18, the optional `streaming` feature): the streaming/* checks cover what any capability shows
+    // (ids, the final event, resumption); these need set-ups the suite does not make, and
+    // a2a-server/tests/e2e/streaming.rs covers them over real HTTP.
     ("STR-3", "a caller requirement (read Content-Type after sending A2A-Stream); the suite does"),
     (
         "STR-5",

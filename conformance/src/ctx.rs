@@ -240,6 +240,8 @@ pub struct Exchange {
     pub request_headers: Vec<(String, String)>,
     /// The response, if one came.
     pub response: Option<Resp>,
+    /// When the suite recorded it (Unix seconds), to compare with the agent's `Date` (INT-11).
+    pub at: i64,
 }
 
 /// Everything a check can use.
@@ -331,15 +333,43 @@ impl Ctx {
     pub async fn send(&self, check: &'static str, req: &mut Req) -> Result<Resp, String> {
         crate::identity::apply_signing(req, self.agent_did())?;
         let res = crate::http::send(&self.client, req, self.opts.timeout).await;
+        self.log(check, req, res.as_ref().ok().cloned());
+        res
+    }
+
+    /// Signs (when asked) and sends a request whose answer is read as Server-Sent Events (§18, §17.6): returns once
+    /// the head has arrived, and records the head in the transcript. The whole exchange is bounded by the request
+    /// time limit plus `--result-timeout`.
+    /// Returns the stream and the index of its exchange in the transcript, for [`Ctx::update_response`].
+    pub async fn open_stream(&self, check: &'static str, req: &mut Req) -> Result<(crate::sse::Stream, usize), String> {
+        crate::identity::apply_signing(req, self.agent_did())?;
+        let total = self.opts.timeout + self.opts.result_timeout;
+        let res = crate::sse::open(&self.client, req, self.opts.timeout, total).await;
+        let index = self.log(check, req, res.as_ref().ok().map(|s| s.head().clone()));
+        res.map(|s| (s, index))
+    }
+
+    /// Replaces the response of the transcript's exchange `index` (a stream's head by what was read of it).
+    pub fn update_response(&self, index: usize, resp: Resp) {
+        let mut transcript = self.transcript.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(ex) = transcript.get_mut(index) {
+            ex.response = Some(resp);
+        }
+    }
+
+    /// Adds an exchange to the transcript; returns its index.
+    fn log(&self, check: &'static str, req: &Req, response: Option<Resp>) -> usize {
         let ex = Exchange {
             check,
             method: req.method.clone(),
             url: req.url.clone(),
             request_headers: req.headers.clone(),
-            response: res.as_ref().ok().cloned(),
+            response,
+            at: crate::identity::unix_now(),
         };
-        self.transcript.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(ex);
-        res
+        let mut transcript = self.transcript.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        transcript.push(ex);
+        transcript.len() - 1
     }
 
     /// Every exchange so far.

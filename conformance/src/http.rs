@@ -309,7 +309,7 @@ pub async fn send(client: &reqwest::Client, req: &Req, timeout: Duration) -> Res
 }
 
 /// An error with its causes (reqwest's own message is often just "error sending request").
-fn describe(e: &reqwest::Error) -> String {
+pub(crate) fn describe(e: &reqwest::Error) -> String {
     let mut s = e.to_string();
     let mut src = std::error::Error::source(e);
     while let Some(cause) = src {

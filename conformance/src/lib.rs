@@ -11,6 +11,7 @@ pub mod identity;
 pub mod payload;
 pub mod render;
 pub mod report;
+pub mod sse;
 
 use std::sync::Arc;
 use std::time::Instant;

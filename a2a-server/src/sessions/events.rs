@@ -168,15 +168,17 @@ struct State {
 }
 
 impl State {
+    /// ANN-6: an event about a session the requester may see, or the `run` event of a run it sent. Only the first is
+    /// remembered per session (the second is about one event, not about the session).
     async fn visible_event(&mut self, e: &Event) -> bool {
+        if e.event == "run" && e.data.get("from").and_then(Value::as_str) == Some(self.requester.address().as_str()) {
+            return true;
+        }
         if let Some(v) = self.visible.get(&e.session) {
             return *v;
         }
         let v = match self.sessions.lookup(&e.session).await {
-            Ok(Some(rec)) => {
-                self.sessions.visible(&self.requester, &rec).await
-                    || e.data.get("from").and_then(Value::as_str) == Some(self.requester.address().as_str())
-            }
+            Ok(Some(rec)) => self.sessions.visible(&self.requester, &rec).await,
             _ => false,
         };
         self.visible.insert(e.session.clone(), v);

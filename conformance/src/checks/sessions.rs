@@ -15,6 +15,10 @@ use crate::check::{Check, Outcome, Stop, Trial};
 use crate::ctx::SENDER_A;
 use crate::http::{Req, Resp, Signing};
 
+mod bounds;
+mod events;
+mod policy;
+
 /// When the session checks apply.
 const SESSIONS: &str = "the agent lists \"sessions\" in features (under did_auth, with a caller identity)";
 
@@ -84,6 +88,78 @@ pub(super) fn checks() -> Vec<Check> {
             "the history of a session answers its messages newest last, at most limit of them, with a flag when older ones were left out",
             history
         ),
+        check!(
+            "sessions/attachment-bounds",
+            ["SND-2"],
+            Must,
+            SESSIONS,
+            "a send with more than 8 attachments, or one whose decoded data is over the agent's limit, is 413 payload_too_large with details.limit_bytes; data that is not base64, or a media_type that is not type/subtype, is 400 invalid_request naming the attachment; a small one is delivered unchanged",
+            bounds::attachment_bounds
+        ),
+        check!(
+            "sessions/context-mode",
+            ["SND-11"],
+            Must,
+            SESSIONS,
+            "context_mode decides what a delivery carries: none, no context; current, only this run's exchange (nothing yet in round one); full, the requester's context, bounded to its newest 50 messages and 80 KiB",
+            bounds::context_mode
+        ),
+        check!(
+            "sessions/run-deadline",
+            ["SND-13"],
+            Must,
+            SESSIONS,
+            "a run's round-one deadline is its creation plus run_timeout_ms, and a run_timeout_ms beyond the agent's maximum (10^12 ms) is lowered",
+            bounds::run_deadline
+        ),
+        check!(
+            "sessions/history-redacted",
+            ["HIS-4"],
+            Must,
+            SESSIONS,
+            "secrets in a message and in a reply (a password assignment, sk-, AKIA and ghp_ keys, a JWT, a bearer token, an api_key assignment) do not leave the agent in the history: each is [REDACTED], none appears in the body, and redacted counts them",
+            bounds::history_redacted
+        ),
+        check!(
+            "sessions/provenance-and-hops",
+            ["POL-3", "POL-4"],
+            Must,
+            SESSIONS,
+            "a delivery and its transcript message carry provenance {kind inter_session, source_agent the sender, source_tool sessions_send, is_user false, hop from A2A-Hop, run_id, trace_id}; a send whose A2A-Hop is beyond the agent's maximum (1000, and the maximum it names plus one) is 409 hop_limit, one at the maximum is not",
+            policy::provenance_and_hops
+        ),
+        check!(
+            "sessions/auth-requirement",
+            ["SES-2"],
+            Must,
+            SESSIONS,
+            "the capabilities document shows sessions.auth_requirement and every session endpoint enforces it: without the credential it asks for, register, list, read, send, history, inbox, runs and events are 401 (signature_required for did_auth, auth_required for api_key and oauth2)",
+            policy::auth_requirement
+        ),
+        check!(
+            "sessions/from-and-reserved-keys",
+            ["SES-11"],
+            Must,
+            SESSIONS,
+            "the keys send and spawn cannot be registered (400 invalid_request); list, read, history and events accept from, the requester's own session key, and refuse a from that is not a session key with 400",
+            policy::from_and_reserved
+        ),
+        check!(
+            "sessions/announce",
+            ["ANN-1", "ANN-2", "ANN-3"],
+            Must,
+            SESSIONS,
+            "after round one the target is asked to announce (step announce with the original, the round-one and the last reply, and the instruction); its answer is published on GET /a2a/events?session= as an announce event {session, run_id, text, from, provenance, at} whose id the run records (published), then the run event; ANNOUNCE_SKIP publishes nothing (skipped), announce: false asks nothing (not_requested)",
+            events::announce
+        ),
+        check!(
+            "sessions/events-resume",
+            ["ANN-4", "ANN-6"],
+            Must,
+            SESSIONS,
+            "a fresh event stream starts with a \": connected\" comment; Last-Event-ID n resumes with exactly the session's later events, in order, none twice, and 0 with the whole buffer; a session another sender may not see is 404 on its channel and left out of its stream",
+            events::events_resume
+        ),
     ]
 }
 
@@ -110,6 +186,37 @@ fn session_req(t: &Trial<'_>, method: &str, path: &str) -> Result<Req, Stop> {
         }
         other => Err(Stop::Skip(format!("the sessions need {other}, which the suite does not drive"))),
     }
+}
+
+/// A §17 request as a second sender (another caller than the run's): under `did_auth` signed by the suite's second
+/// served identity (`--serve-did`), under `none` as the second unsigned sender; skips otherwise.
+fn session_req_as_second(t: &Trial<'_>, method: &str, path: &str) -> Result<Req, Stop> {
+    session_req(t, method, path)?;
+    let base = t.ctx.bare(method, path).header("A2A-Version", a2a_core::PROTOCOL_VERSION);
+    if auth_requirement_of(t) == "none" {
+        return Ok(base.header("A2A-Sender-ID", crate::ctx::SENDER_B));
+    }
+    let second = t
+        .ctx
+        .didhost
+        .as_ref()
+        .map(|h| h.second.clone())
+        .ok_or_else(|| Stop::Skip("a second signed sender needs the suite's own DIDs (--serve-did)".into()))?;
+    let coverage = if method == "GET" || method == "DELETE" { Coverage::HeaderOnly } else { Coverage::PayloadHash };
+    Ok(base.header("A2A-Sender-ID", second.did.clone()).signed(Signing::new(second, coverage)))
+}
+
+/// `sessions.auth_requirement` of the capabilities document (`did_auth` when it says nothing, the default of SES-2).
+fn auth_requirement_of(t: &Trial<'_>) -> String {
+    t.ctx.disc.doc.as_ref().and_then(|d| d["sessions"]["auth_requirement"].as_str()).unwrap_or("did_auth").to_owned()
+}
+
+/// `len` random letters and digits.
+fn random_text(len: usize) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut b = vec![0u8; len];
+    getrandom::fill(&mut b).unwrap_or_default();
+    b.iter().map(|x| ALPHABET[usize::from(*x) % ALPHABET.len()] as char).collect()
 }
 
 /// The sender DID the session requests of this run carry.
@@ -166,17 +273,31 @@ fn run_id(t: &mut Trial<'_>, r: &Resp) -> Result<String, Stop> {
 
 /// Reads the inbox of `key` until it holds the delivery of `run`, as preparatory steps.
 async fn inbox_delivery(t: &mut Trial<'_>, key: &str, run: &str) -> Result<Value, Stop> {
-    for _ in 0..5 {
+    inbox_step(t, key, run, None).await
+}
+
+/// Reads the inbox of `key` until it holds a delivery of `run` (of `step`, when given), as preparatory steps.
+async fn inbox_step(t: &mut Trial<'_>, key: &str, run: &str, step: Option<&str>) -> Result<Value, Stop> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
         let req = session_req(t, "GET", &format!("/sessions/{key}/inbox?wait_ms=2000"))?
             .timeout(t.ctx.opts.timeout + Duration::from_secs(2));
         let r = t.setup(format!("read the inbox of {key}"), req).await?;
         t.require(r.status == 200, "200 with an Inbox", r.summary())?;
         let body = r.json().unwrap_or(Value::Null);
-        if let Some(d) = body["deliveries"].as_array().and_then(|l| l.iter().find(|d| d["run_id"] == run)) {
+        let found = body["deliveries"]
+            .as_array()
+            .and_then(|l| l.iter().find(|d| d["run_id"] == run && step.is_none_or(|s| d["step"] == s)));
+        if let Some(d) = found {
             return Ok(d.clone());
         }
+        if body["deliveries"].as_array().is_some_and(|l| !l.is_empty()) {
+            // The inbox answered at once with other deliveries; ours may not be queued yet.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
-    Err(Stop::Blocked(format!("the delivery of run {run} never appeared in the inbox of {key}")))
+    let what = step.map_or_else(String::new, |s| format!(" (step {s})"));
+    Err(Stop::Blocked(format!("the delivery of run {run}{what} never appeared in the inbox of {key}")))
 }
 
 /// Answers the delivery of `run` with `reply`.

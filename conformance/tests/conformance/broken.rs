@@ -57,6 +57,28 @@ pub enum Fault {
     FalseSessionTimeout,
     /// A reply to a run whose requester stopped waiting is acknowledged but dropped (OpenClaw #148296).
     DropsLateReply,
+    /// A stream resumed with Last-Event-ID is replayed from its first event (STR-11).
+    StreamResumesFromStart,
+    /// The sessions' event channel ignores Last-Event-ID: a reconnecting client gets a fresh stream (ANN-4).
+    EventsIgnoreLastEventId,
+    /// A2A-Hop is ignored: every send counts as hop 1 (POL-4).
+    IgnoresHop,
+    /// The history shows the messages as they were sent, secrets included (HIS-4).
+    NoRedaction,
+    /// Streams are sent without Cache-Control: no-store (STR-1).
+    StreamWithoutNoStore,
+    /// An A2A-Stream value other than true or false is taken as false (STR-2).
+    LenientStreamHeader,
+    /// More than 8 attachments are accepted (the ninth and later are dropped) (SND-2).
+    UnboundedAttachments,
+    /// context_mode and context are ignored: every delivery comes without context (SND-11).
+    IgnoresContext,
+    /// run_timeout_ms is ignored: every run gets the default (SND-13).
+    IgnoresRunTimeout,
+    /// The reserved keys send and spawn are registered (under another name) (SES-11).
+    RegistersReservedKeys,
+    /// An announce step answered ANNOUNCE_SKIP is published anyway (ANN-2).
+    PublishesSkippedAnnounce,
 }
 
 /// A broken agent, running.
@@ -161,6 +183,49 @@ fn resign(
     }
 }
 
+/// Signs a request afresh with the caller's key (`payload_hash` over `body`), replacing its signature: a broken agent
+/// that rewrites a request does so after its own checks, so the fault is in what it does, not in a signature.
+fn sign_anew(req: &mut Request<Body>, body: &[u8], caller: &a2a_conformance::identity::Identity, agent_did: &str) {
+    req.headers_mut().remove("a2a-signature");
+    let target = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    let method = req.method().as_str().to_owned();
+    let headers: Vec<(String, String)> = req
+        .headers()
+        .iter()
+        .filter_map(|(n, v)| v.to_str().ok().map(|v| (n.as_str().to_owned(), v.to_owned())))
+        .collect();
+    let hs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let parts = MessageParts { method: &method, target: &target, headers: &hs, body, status: None };
+    let now = a2a_conformance::identity::unix_now();
+    if let Ok(t) =
+        integrity::sign(&caller.key, &caller.key_id, &caller.did, agent_did, Coverage::PayloadHash, &parts, now, 60)
+        && let Ok(v) = HeaderValue::from_str(&t)
+    {
+        req.headers_mut().insert("a2a-signature", v);
+    }
+}
+
+/// The request with its JSON body rewritten by `edit` when `edit` changes it (and then signed anew); unchanged
+/// otherwise (bodies that are not JSON included).
+async fn edit_body(state: &State, req: Request<Body>, edit: impl FnOnce(&mut Value) -> bool) -> Request<Body> {
+    let (mut parts, body) = req.into_parts();
+    let bytes = body_bytes(body).await;
+    let mut v = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(v) => v,
+        Err(_) => return Request::from_parts(parts, Body::from(bytes)),
+    };
+    if !edit(&mut v) {
+        return Request::from_parts(parts, Body::from(bytes));
+    }
+    let new = serde_json::to_vec(&v).unwrap_or_default();
+    parts.headers.remove("content-length");
+    let mut req = Request::from_parts(parts, Body::from(new.clone()));
+    if let Some(caller) = &state.caller {
+        sign_anew(&mut req, &new, caller, &state.agent_did);
+    }
+    req
+}
+
 fn strip_nullable(v: &mut Value) {
     match v {
         Value::Object(o) => {
@@ -188,6 +253,8 @@ struct State {
     work: Option<Arc<dyn Fn(String, Value) -> Value + Send + Sync>>,
     /// Runs whose requester stopped waiting (DropsLateReply).
     waited_out: Mutex<std::collections::HashSet<String>>,
+    /// The text sent in each run (NoRedaction).
+    sent: Mutex<HashMap<String, String>>,
 }
 
 async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response {
@@ -287,6 +354,10 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
         }
         Fault::HtmlNotFound => {
             let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") == Some("text/event-stream") {
+                // A stream is not an error page (and may never end).
+                return resp;
+            }
             let (mut parts, body) = resp.into_parts();
             let bytes = body_bytes(body).await;
             let code = serde_json::from_slice::<Value>(&bytes)
@@ -364,6 +435,111 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             }
             next.run(req).await
         }
+        Fault::StreamWithoutNoStore if method == Method::GET && path.starts_with("/a2a/result/") => {
+            let mut resp = next.run(req).await;
+            if header(resp.headers(), "content-type") == Some("text/event-stream") {
+                resp.headers_mut().remove("cache-control");
+            }
+            resp
+        }
+        Fault::LenientStreamHeader if method == Method::GET && path.starts_with("/a2a/result/") => {
+            let mut req = req;
+            let v = header(req.headers(), "a2a-stream").map(|v| v.trim().to_ascii_lowercase());
+            if v.is_some_and(|v| v != "true" && v != "false") {
+                req.headers_mut().remove("a2a-stream");
+            }
+            next.run(req).await
+        }
+        Fault::UnboundedAttachments | Fault::IgnoresContext | Fault::IgnoresRunTimeout
+            if method == Method::POST && path == "/a2a/sessions/send" =>
+        {
+            let fault = state.fault;
+            let req = edit_body(&state, req, |v| match fault {
+                Fault::UnboundedAttachments => match v.get_mut("attachments").and_then(Value::as_array_mut) {
+                    Some(a) if a.len() > 8 => {
+                        a.truncate(8);
+                        true
+                    }
+                    _ => false,
+                },
+                Fault::IgnoresContext => v.as_object_mut().is_some_and(|o| {
+                    let had = o.remove("context").is_some();
+                    o.remove("context_mode").is_some() || had
+                }),
+                _ => v.as_object_mut().is_some_and(|o| o.remove("run_timeout_ms").is_some()),
+            })
+            .await;
+            next.run(req).await
+        }
+        Fault::RegistersReservedKeys if method == Method::POST && path == "/a2a/sessions" => {
+            let req = edit_body(&state, req, |v| match v["session_key"].as_str() {
+                Some(k @ ("send" | "spawn")) => {
+                    v["session_key"] = json!(format!("{k}-registered"));
+                    true
+                }
+                _ => false,
+            })
+            .await;
+            next.run(req).await
+        }
+        Fault::PublishesSkippedAnnounce
+            if method == Method::POST && path.starts_with("/a2a/runs/") && path.ends_with("/reply") =>
+        {
+            let req = edit_body(&state, req, |v| {
+                let skip = v["reply"] == "ANNOUNCE_SKIP";
+                if skip {
+                    v["reply"] = json!("ANNOUNCE_SKIP was answered, published anyway");
+                }
+                skip
+            })
+            .await;
+            next.run(req).await
+        }
+        Fault::StreamResumesFromStart if method == Method::GET && path.starts_with("/a2a/result/") => {
+            let mut req = req;
+            req.headers_mut().remove("last-event-id");
+            next.run(req).await
+        }
+        Fault::EventsIgnoreLastEventId if method == Method::GET && path == "/a2a/events" => {
+            let mut req = req;
+            req.headers_mut().remove("last-event-id");
+            next.run(req).await
+        }
+        Fault::IgnoresHop if path == "/a2a/sessions/send" => {
+            let mut req = req;
+            req.headers_mut().remove("a2a-hop");
+            next.run(req).await
+        }
+        Fault::NoRedaction if method == Method::POST && path == "/a2a/sessions/send" => {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let text = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| v["text"].as_str().map(str::to_owned));
+            let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            let (rparts, rbody) = resp.into_parts();
+            let rbytes = body_bytes(rbody).await;
+            let run =
+                serde_json::from_slice::<Value>(&rbytes).ok().and_then(|v| v["run_id"].as_str().map(str::to_owned));
+            if let (Some(run), Some(text)) = (run, text) {
+                state.sent.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(run, text);
+            }
+            Response::from_parts(rparts, Body::from(rbytes))
+        }
+        Fault::NoRedaction if method == Method::GET && path.ends_with("/history") => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let mut v: Value = serde_json::from_slice(&body_bytes(body).await).unwrap_or(Value::Null);
+            let sent = state.sent.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            if let Some(messages) = v.get_mut("messages").and_then(Value::as_array_mut) {
+                for m in messages.iter_mut().filter(|m| m["role"] == "inter_session") {
+                    if let Some(text) = m["run_id"].as_str().and_then(|r| sent.get(r)) {
+                        m["text"] = json!(text);
+                    }
+                }
+                v["redacted"] = json!(0);
+            }
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+        }
         _ => next.run(req).await,
     }
 }
@@ -424,8 +600,17 @@ async fn accept_anyway(state: &State, headers: &HeaderMap, body: &[u8]) -> Optio
 pub async fn start(fault: Fault) -> Broken {
     let (l, port) = common::listener().await;
     let runs: Runs = Arc::new(Mutex::new(HashMap::new()));
-    let needs_caller =
-        matches!(fault, Fault::AcceptsExpiredSignatures | Fault::NoReplayProtection | Fault::AcceptsUnsigned);
+    let needs_caller = matches!(
+        fault,
+        Fault::AcceptsExpiredSignatures
+            | Fault::NoReplayProtection
+            | Fault::AcceptsUnsigned
+            | Fault::UnboundedAttachments
+            | Fault::IgnoresContext
+            | Fault::IgnoresRunTimeout
+            | Fault::RegistersReservedKeys
+            | Fault::PublishesSkippedAnnounce
+    );
     let caller = if needs_caller { Some(common::caller().await) } else { None };
     let mut work: Option<Arc<dyn Fn(String, Value) -> Value + Send + Sync>> = None;
     let parts = if fault == Fault::ConfirmRunsTwice {
@@ -460,6 +645,7 @@ pub async fn start(fault: Fault) -> Broken {
         store: parts.store.clone(),
         work,
         waited_out: Mutex::new(Default::default()),
+        sent: Mutex::new(HashMap::new()),
     });
     let app = parts
         .app
@@ -527,7 +713,7 @@ async fn accepting_replays_is_caught() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepting_unsigned_requests_to_a_did_auth_capability_is_caught() {
-    caught_by(Fault::AcceptsUnsigned, &["did-auth/unsigned-refused"]).await;
+    caught_by(Fault::AcceptsUnsigned, &["did-auth/unsigned-refused", "sessions/auth-requirement"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -578,4 +764,59 @@ async fn a_false_timeout_for_a_delivered_message_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_late_reply_is_caught() {
     caught_by(Fault::DropsLateReply, &["sessions/wait-is-not-timeout"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_stream_replayed_from_the_start_is_caught() {
+    caught_by(Fault::StreamResumesFromStart, &["streaming/last-event-id", "streaming/resume-after-drop"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_channel_that_ignores_last_event_id_is_caught() {
+    caught_by(Fault::EventsIgnoreLastEventId, &["sessions/events-resume"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_a2a_hop_is_caught() {
+    caught_by(Fault::IgnoresHop, &["sessions/provenance-and-hops"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_that_shows_secrets_is_caught() {
+    caught_by(Fault::NoRedaction, &["sessions/history-redacted"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_without_no_store_is_caught() {
+    caught_by(Fault::StreamWithoutNoStore, &["streaming/events"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lenient_a2a_stream_header_is_caught() {
+    caught_by(Fault::LenientStreamHeader, &["streaming/header-values"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_more_than_eight_attachments_is_caught() {
+    caught_by(Fault::UnboundedAttachments, &["sessions/attachment-bounds"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_context_mode_is_caught() {
+    caught_by(Fault::IgnoresContext, &["sessions/context-mode"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_run_timeout_ms_is_caught() {
+    caught_by(Fault::IgnoresRunTimeout, &["sessions/run-deadline"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registering_the_reserved_keys_is_caught() {
+    caught_by(Fault::RegistersReservedKeys, &["sessions/from-and-reserved-keys"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishing_a_skipped_announce_is_caught() {
+    caught_by(Fault::PublishesSkippedAnnounce, &["sessions/announce"]).await;
 }

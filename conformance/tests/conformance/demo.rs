@@ -90,3 +90,15 @@ async fn demo_agent_passes_every_session_check() {
         assert_eq!(c.status, Status::Pass, "{}: {}", c.id, common::explain(&report));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_agent_passes_every_streaming_check() {
+    let demo = real_demo().await;
+    let mut opts = common::options(&demo.base, None);
+    opts.only = Some("streaming/*,responses/json".into());
+    let report = common::run(opts).await;
+    assert!(report.checks.len() >= 5, "{} streaming checks", report.checks.len());
+    for c in &report.checks {
+        assert_eq!(c.status, Status::Pass, "{}: {}", c.id, common::explain(&report));
+    }
+}
