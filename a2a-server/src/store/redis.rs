@@ -400,8 +400,9 @@ const GROUP: &str = "workers";
 ///
 /// A signal is remembered because it may come before anyone waits for it: an execution confirmed here and run by a
 /// fast worker of another process can be terminal (and its signal delivered) before the CONFIRM that accepted it
-/// starts waiting ([`Store::terminal_signal`]). A waiter registers, then looks for the mark: [`Waiters::wake`] marks
-/// before it notifies, under the same lock, so every signal is either seen as a mark or wakes the waiter.
+/// starts waiting ([`Store::terminal_signal`]). A waiter registers (and enables its wake-up), then looks for the
+/// mark; [`Waiters::wake`] marks the id under the lock that look takes, then notifies: every signal is either seen
+/// as a mark or wakes the waiter.
 #[derive(Default)]
 struct Waiters {
     inner: Mutex<WaitersInner>,
