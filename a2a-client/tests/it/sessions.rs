@@ -196,7 +196,18 @@ async fn sessions_sdk_registers_lists_sends_awaits_reads_history_and_ends() {
         l.sessions.iter().map(|x| x.session_key.clone()).collect()
     };
     let all = s.list(&ListQuery { include_self: true, ..Default::default() }).await.expect("list");
-    assert_eq!(keys(&all), ["my-inbox", "bonus-desk"]);
+    let mut listed = keys(&all);
+    listed.sort();
+    assert_eq!(listed, ["bonus-desk", "my-inbox"]);
+    // Newest first. Which one is newest depends on when the agent's heartbeat last refreshed its hosted session
+    // (at start, in a task of its own that a loaded machine may run after the registration above): the order is
+    // checked against the times listed.
+    let times: Vec<std::time::SystemTime> = all
+        .sessions
+        .iter()
+        .map(|x| a2a_core::wire::parse_timestamp(&x.updated_at).expect("an RFC 3339 updated_at"))
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "not newest first: {:?}", keys(&all).iter().zip(&times));
     assert_eq!(keys(&s.list(&ListQuery::default()).await.expect("list")), ["bonus-desk"], "own sessions left out");
     let q = ListQuery { kinds: vec![SessionKind::Group], include_self: true, ..Default::default() };
     assert_eq!(keys(&s.list(&q).await.expect("list")), ["my-inbox"]);

@@ -55,7 +55,8 @@ async fn two_gateways_on_one_redis_share_routes_replay_memory_and_the_audit_stre
     assert_eq!(again.code(), "replayed_request");
     // The audit stream has the records of both gateways, queryable from either.
     let mut gateways = std::collections::BTreeSet::new();
-    for _ in 0..100 {
+    // The writers are asynchronous: wait (up to 20 s: a loaded machine writes late) for the records.
+    for _ in 0..400 {
         let v: serde_json::Value = c2
             .http
             .get(format!("{}/gateway/audit?sender={}&limit=1000", g2.base, CLIENT))

@@ -396,32 +396,68 @@ return reply
 
 const GROUP: &str = "workers";
 
-/// Waiters for terminal signals, by execution id.
+/// Waiters for terminal signals, by execution id, and the ids whose terminal signal came lately.
+///
+/// A signal is remembered because it may come before anyone waits for it: an execution confirmed here and run by a
+/// fast worker of another process can be terminal (and its signal delivered) before the CONFIRM that accepted it
+/// starts waiting ([`Store::terminal_signal`]). A waiter registers (and enables its wake-up), then looks for the
+/// mark; [`Waiters::wake`] marks the id under the lock that look takes, then notifies: every signal is either seen
+/// as a mark or wakes the waiter.
 #[derive(Default)]
 struct Waiters {
-    map: Mutex<HashMap<String, Weak<Notify>>>,
+    inner: Mutex<WaitersInner>,
 }
 
+#[derive(Default)]
+struct WaitersInner {
+    map: HashMap<String, Weak<Notify>>,
+    /// Ids whose terminal signal came, the oldest first: at most [`RECENT_SIGNALS`].
+    fired: std::collections::HashSet<Arc<str>>,
+    fired_order: std::collections::VecDeque<Arc<str>>,
+}
+
+/// Terminal signals remembered at most (one id each; at a thousand executions a second, the last 16 seconds).
+const RECENT_SIGNALS: usize = 16_384;
+
 impl Waiters {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WaitersInner> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn register(&self, id: &str) -> Arc<Notify> {
-        let mut map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(n) = map.get(id).and_then(Weak::upgrade) {
+        let mut g = self.lock();
+        if let Some(n) = g.map.get(id).and_then(Weak::upgrade) {
             return n;
         }
-        if map.len() > 1024 && map.len().is_power_of_two() {
-            map.retain(|_, w| w.strong_count() > 0);
+        if g.map.len() > 1024 && g.map.len().is_power_of_two() {
+            g.map.retain(|_, w| w.strong_count() > 0);
         }
         let n = Arc::new(Notify::new());
-        map.insert(id.to_owned(), Arc::downgrade(&n));
+        g.map.insert(id.to_owned(), Arc::downgrade(&n));
         n
+    }
+
+    /// Whether a terminal signal for `id` came lately.
+    fn fired(&self, id: &str) -> bool {
+        self.lock().fired.contains(id)
     }
 
     fn wake(&self, id: &str) {
         let n = {
-            let mut map = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let n = map.get(id).and_then(Weak::upgrade);
+            let mut g = self.lock();
+            if !g.fired.contains(id) {
+                let key: Arc<str> = Arc::from(id);
+                g.fired.insert(key.clone());
+                g.fired_order.push_back(key);
+                while g.fired_order.len() > RECENT_SIGNALS {
+                    if let Some(old) = g.fired_order.pop_front() {
+                        g.fired.remove(&old);
+                    }
+                }
+            }
+            let n = g.map.get(id).and_then(Weak::upgrade);
             if n.is_none() {
-                map.remove(id);
+                g.map.remove(id);
             }
             n
         };
@@ -1102,7 +1138,14 @@ impl Store for RedisStore {
 
     async fn terminal_signal(&self, id: &str, timeout: Duration) -> bool {
         let notify = self.waiters.register(id);
-        tokio::time::timeout(timeout, notify.notified()).await.is_ok()
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        // Registered first, then the marks: a signal that came before this call is not missed (see `Waiters`).
+        if self.waiters.fired(id) || self.finals.contains_key(id) {
+            return true;
+        }
+        tokio::time::timeout(timeout, notified).await.is_ok()
     }
 
     fn queue_partitions(&self) -> usize {

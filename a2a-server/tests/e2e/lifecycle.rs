@@ -62,13 +62,15 @@ async fn twenty_concurrent_confirms_start_the_work_once() {
 async fn confirm_answers_before_the_work_finishes() {
     let t = TestAgent::start(standard(Arc::new(AtomicUsize::new(0)))).await;
     let neg = t.negotiated("run_slow_task", slow_schema()).await;
-    let exe = t.executed(&neg, json!({"ms": 3000})).await;
+    // The work takes 30 s: a CONFIRM that waited for it would answer after it, and the execution would be done.
+    let exe = t.executed(&neg, json!({"ms": 30_000})).await;
     let started = Instant::now();
     let c = t.confirm(&exe).await;
     assert_eq!(c.status, StatusCode::ACCEPTED);
-    assert!(started.elapsed() < Duration::from_millis(1500), "CONFIRM waited for the work: {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(10), "CONFIRM waited for the work: {:?}", started.elapsed());
     let r = t.result(&exe, 0).await;
     assert!(matches!(r.body["status"].as_str(), Some("accepted" | "running")), "{}", r.body);
+    t.post("/a2a/cancel", json!({"execution_id": exe})).await;
 }
 
 #[tokio::test]
@@ -78,22 +80,26 @@ async fn long_poll_returns_as_soon_as_the_execution_ends() {
     let exe = t.executed(&neg, json!({"ms": 300})).await;
     t.confirm(&exe).await;
     let started = Instant::now();
-    let r = t.result(&exe, 20_000).await;
+    let r = t.result(&exe, 30_000).await;
     assert_eq!(r.body["status"], json!("succeeded"), "{}", r.body);
-    assert!(started.elapsed() < Duration::from_secs(5), "long-poll slept past the end: {:?}", started.elapsed());
+    // Woken by the end of the 300 ms of work, not at the 30 s asked for (10 s: ample on a loaded machine).
+    assert!(started.elapsed() < Duration::from_secs(10), "long-poll slept past the end: {:?}", started.elapsed());
 }
 
 #[tokio::test]
 async fn long_poll_gives_up_after_wait_ms_with_the_current_state() {
     let t = TestAgent::start(standard(Arc::new(AtomicUsize::new(0)))).await;
     let neg = t.negotiated("run_slow_task", slow_schema()).await;
-    let exe = t.executed(&neg, json!({"ms": 5000})).await;
+    // The work outlasts the test: the answer after wait_ms must be the current state, `running`.
+    let exe = t.executed(&neg, json!({"ms": 30_000})).await;
     t.confirm(&exe).await;
     let started = Instant::now();
-    let r = t.result(&exe, 300).await;
+    let r = t.result(&exe, 500).await;
     let took = started.elapsed();
     assert_eq!(r.body["status"], json!("running"), "{}", r.body);
-    assert!(took >= Duration::from_millis(290) && took < Duration::from_secs(3), "{took:?}");
+    // At least the 500 ms (less the agent's millisecond clock), and an answer within ten times that.
+    assert!(took >= Duration::from_millis(490) && took < Duration::from_secs(5), "{took:?}");
+    t.post("/a2a/cancel", json!({"execution_id": exe})).await;
 }
 
 #[tokio::test]
@@ -108,7 +114,8 @@ async fn execution_past_its_timeout_is_timed_out_and_the_handler_is_stopped() {
     let neg = a.body["negotiation_id"].as_str().expect("id").to_owned();
     let exe = t.executed(&neg, json!({"ms": 10_000})).await;
     t.confirm(&exe).await;
-    let r = t.result(&exe, 5_000).await;
+    // The long-poll returns when the 200 ms timeout ends the execution; 20 s only bounds a loaded machine's wait.
+    let r = t.result(&exe, 20_000).await;
     assert_eq!(r.body["status"], json!("timed_out"), "{}", r.body);
     assert_eq!(r.body["error"]["code"], json!("timed_out"));
     assert!(r.body.get("result").is_none());
@@ -144,7 +151,7 @@ async fn unconfirmed_execution_expires_and_cannot_be_confirmed() {
     let neg = t.negotiated("submit_report", report_schema()).await;
     let exe = t.executed(&neg, json!({"title": "t", "timestamp": "2026-11-29T21:00:00Z"})).await;
     // A long-poll on a received execution wakes up when its confirm window elapses.
-    let r = t.result(&exe, 5_000).await;
+    let r = t.result(&exe, 20_000).await;
     assert_eq!(r.body["status"], json!("canceled"), "{}", r.body);
     assert_eq!(r.body["error"]["code"], json!("confirm_window_elapsed"));
     let c = t.confirm(&exe).await;
@@ -256,11 +263,14 @@ async fn over_the_concurrency_limit_confirm_is_503_with_retry_after_and_the_exec
     let t = TestAgent::start(standard(runs).limits({
         let mut l = test_limits();
         l.max_concurrent_executions = 1;
+        // Room for the steps below on a loaded machine: the second must still be confirmable at the end.
+        l.confirm_window_ms = 30_000;
         l
     }))
     .await;
     let neg = t.negotiated("run_slow_task", slow_schema()).await;
-    let first = t.executed(&neg, json!({"ms": 2000})).await;
+    // The first outlasts the test (it is canceled below): its slot is taken until then, however slow the machine.
+    let first = t.executed(&neg, json!({"ms": 30_000})).await;
     let second = t.executed(&neg, json!({"ms": 1})).await;
     assert_eq!(t.confirm(&first).await.status, StatusCode::ACCEPTED);
     let refused = t.confirm(&second).await;
@@ -269,16 +279,15 @@ async fn over_the_concurrency_limit_confirm_is_503_with_retry_after_and_the_exec
     assert!(refused.header("retry-after").is_some());
     assert_eq!(t.result(&second, 0).await.body["status"], json!("received"));
     t.post("/a2a/cancel", json!({"execution_id": first})).await;
-    // Once capacity frees up, CONFIRM works.
+    // Once capacity frees up, CONFIRM works (while the second is still within its confirm window).
     let mut ok = false;
-    for _ in 0..50 {
-        if t.confirm(&second).await.status == StatusCode::ACCEPTED {
-            ok = true;
-            break;
+    while !ok && t.result(&second, 0).await.body["status"] == json!("received") {
+        ok = t.confirm(&second).await.status == StatusCode::ACCEPTED;
+        if !ok {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(ok, "capacity was never released");
+    assert!(ok, "capacity was not released within the confirm window: {}", t.result(&second, 0).await.body);
 }
 
 #[tokio::test]
@@ -289,10 +298,16 @@ async fn drain_waits_for_executions_in_flight_and_refuses_new_confirms() {
     let later = t.executed(&neg, json!({"ms": 1})).await;
     t.confirm(&exe).await;
     let agent = t.agent.clone();
-    let drain = tokio::spawn(async move { agent.drain(Duration::from_secs(5)).await });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let drain = agent.drain(Duration::from_secs(30));
+    tokio::pin!(drain);
+    // Polled once, the drain has begun (it refuses new work from its first step): no sleep to hope for it.
+    tokio::select! {
+        biased;
+        done = &mut drain => panic!("the drain ended before the work in flight did: {done}"),
+        () = std::future::ready(()) => {}
+    }
     let refused = t.confirm(&later).await;
     assert_eq!(refused.code(), "overloaded");
-    assert!(drain.await.expect("drain"), "in-flight work did not finish within the grace period");
+    assert!(drain.await, "in-flight work did not finish within the grace period");
     assert_eq!(t.result(&exe, 0).await.body["status"], json!("succeeded"));
 }

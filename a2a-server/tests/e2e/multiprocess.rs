@@ -214,6 +214,15 @@ async fn a_server_killed_with_sigkill_mid_execution_loses_none_of_its_executions
 /// payload echoed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_ten_thousand_executions_across_two_processes_one_killed_midway() {
+    /// Whether a refused step may be tried again: no answer (the process killed midway) or `503` (CONF-5
+    /// `overloaded`, `store_unavailable`: both say "retry later").
+    fn retryable(e: &str) -> bool {
+        !e.as_bytes().first().is_some_and(u8::is_ascii_digit) || e.starts_with("503 ")
+    }
+    /// The pause before try `k` (1, 2, ...): 50 ms, doubling, at most the 1 s of the agents' Retry-After.
+    fn pause(k: usize) -> Duration {
+        Duration::from_millis((25u64 << k.min(6)).min(1000))
+    }
     let total: usize = std::env::var("SOAK_N").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let clients = 32;
     let redis = RedisServer::start();
@@ -243,24 +252,58 @@ async fn soak_ten_thousand_executions_across_two_processes_one_killed_midway() {
                     return;
                 }
                 let payload = json!({"message": format!("soak {i}")});
-                for attempt in 0.. {
-                    assert!(attempt < 50, "execution {i} could not be run: both processes refuse");
+                // A refused or lost step is tried again after a pause (on the other process, when it alternates):
+                // a loaded machine may answer 503 for a while (CONF-5 `overloaded`, `store_unavailable`), and
+                // Retry-After asks for a pause. Patience is counted in time, not tries, and a refusal that
+                // retrying cannot mend (any other status) fails at once.
+                let give_up = Instant::now() + Duration::from_secs(120);
+                let mut refusals: Vec<String> = Vec::new();
+                for attempt in 0usize.. {
+                    if attempt > 0 {
+                        assert!(
+                            Instant::now() < give_up,
+                            "execution {i} could not be run in 120 s; the last refusals: {:#?}",
+                            &refusals[refusals.len().saturating_sub(5)..]
+                        );
+                        tokio::time::sleep(pause(attempt)).await;
+                    }
                     if neg.is_empty() {
                         match c.negotiate(&pick(t + attempt), "echo_message", echo_schema()).await {
                             Ok(n) => neg = n,
-                            Err(_) => continue,
+                            Err(e) => {
+                                refusals.push(format!("negotiate: {e}"));
+                                continue;
+                            }
                         }
                     }
-                    let Ok(exe) = c.execute(&pick(t + i + 1 + attempt), &neg, &payload).await else { continue };
+                    let exe = match c.execute(&pick(t + i + 1 + attempt), &neg, &payload).await {
+                        Ok(exe) => exe,
+                        Err(e) => {
+                            assert!(retryable(&e), "EXECUTE {i} refused: {e}");
+                            refusals.push(format!("execute: {e}"));
+                            continue;
+                        }
+                    };
                     // A CONFIRM whose answer was lost is sent again (to the other process): CONF-2 makes it safe.
-                    let mut ok = false;
-                    for k in 0..20 {
-                        if c.confirm(&pick(t + i + k + attempt), &exe).await.is_ok() {
-                            ok = true;
-                            break;
+                    // It is confirmed within its confirm window (60 s), however loaded the machine.
+                    let window = Instant::now() + Duration::from_secs(50);
+                    let mut errs: Vec<String> = Vec::new();
+                    for k in 0usize.. {
+                        match c.confirm(&pick(t + i + k + attempt), &exe).await {
+                            Ok(_) => break,
+                            Err(e) => {
+                                assert!(retryable(&e), "CONFIRM of {exe} refused: {e}");
+                                errs.push(e);
+                            }
                         }
+                        assert!(
+                            Instant::now() < window,
+                            "execution {exe} could not be confirmed in 50 s ({} tries); the last refusals: {:#?}",
+                            errs.len(),
+                            &errs[errs.len().saturating_sub(5)..]
+                        );
+                        tokio::time::sleep(pause(k + 1)).await;
                     }
-                    assert!(ok, "execution {exe} could not be confirmed");
                     confirmed.lock().expect("lock").push((i, exe.clone()));
                     // Long-poll on the other process, sometimes.
                     if i % 4 == 0 {

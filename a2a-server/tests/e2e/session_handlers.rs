@@ -231,7 +231,8 @@ async fn command_concurrency_is_bounded_and_the_queue_wait_counts_against_the_ti
     let script = format!("cat >/dev/null\necho start >> {0}\nsleep 0.5\necho end >> {0}\necho done\n", log.display());
     let h = Arc::new(sh(&dir, &script, |c| {
         c.max_concurrency = 1;
-        c.timeout_ms = 5_000;
+        // Three runs of half a second one after the other fit many times over, however loaded the machine.
+        c.timeout_ms = 20_000;
     }));
     let runs: Vec<_> = (0..3)
         .map(|_| {
@@ -246,10 +247,14 @@ async fn command_concurrency_is_bounded_and_the_queue_wait_counts_against_the_ti
     let lines = std::fs::read_to_string(&log).expect("log");
     assert_eq!(lines, "start\nend\nstart\nend\nstart\nend\n");
 
-    // A delivery that waits for a slot has no more than its time in all: the wait counts against it.
-    let slow = Arc::new(sh(&dir, "cat >/dev/null\nsleep 2\necho late\n", |c| {
+    // A delivery that waits for a slot has no more than its time in all: the wait counts against it. The first holds
+    // the slot until its timeout kills it; the queued one ends about one timeout after it came, where a wait that
+    // did not count would take nearly two. The timeout is long enough that the half timeout between the two is
+    // ample for a loaded machine's overhead.
+    let timeout = Duration::from_millis(3_000);
+    let slow = Arc::new(sh(&dir, "cat >/dev/null\nsleep 30\necho late\n", |c| {
         c.max_concurrency = 1;
-        c.timeout_ms = 600;
+        c.timeout_ms = timeout.as_millis() as u64;
     }));
     let first = {
         let slow = slow.clone();
@@ -258,7 +263,7 @@ async fn command_concurrency_is_bounded_and_the_queue_wait_counts_against_the_ti
     tokio::time::sleep(Duration::from_millis(100)).await;
     let queued = Instant::now();
     timed_out(slow.handle(delivery(Step::Message, "y")).await);
-    assert!(queued.elapsed() < Duration::from_millis(600 + 1_000), "the queued delivery took {:?}", queued.elapsed());
+    assert!(queued.elapsed() < timeout * 3 / 2, "the queued delivery took {:?}", queued.elapsed());
     timed_out(first.await.expect("join"));
 }
 

@@ -491,13 +491,26 @@ pub async fn negotiations_are_shared_and_expire(b: Backend) {
     assert_eq!(st.b.get_negotiation("n_missing").await.expect("get"), None);
 }
 
+/// Returns once `a` hears the terminal signals of `b`'s writes (its pub/sub subscription is up, which takes a
+/// moment after connecting): cancels executions in `b` until `a` sees the signal of one.
+async fn until_signals_flow(st: &Stores) {
+    for _ in 0..100 {
+        let rec = created(&*st.a, "submit_report").await;
+        st.b.transition(&rec.id, finish(ExecutionStatus::Canceled), None).await.expect("cancel");
+        if st.a.terminal_signal(&rec.id, Duration::from_millis(500)).await {
+            return;
+        }
+    }
+    panic!("no terminal signal of the other store instance came in 100 tries");
+}
+
 pub async fn long_poll_waits_are_woken_by_a_terminal_write_in_another_process(b: Backend) {
     let st = stores(b, "wake", Duration::from_secs(30), 1000);
     st.a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
     let rec = created(&*st.a, "submit_report").await;
     st.a.transition(&rec.id, accept(), None).await.expect("accept");
-    // Let the subscriptions come up before the write.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The subscriptions are up before the write.
+    until_signals_flow(&st).await;
     let writer = {
         let s = st.b.clone();
         let id = rec.id.clone();
@@ -513,6 +526,50 @@ pub async fn long_poll_waits_are_woken_by_a_terminal_write_in_another_process(b:
     writer.await.expect("writer");
     assert!(signal, "the terminal signal came");
     assert_eq!(woke.expect("wait").expect("record").status, ExecutionStatus::Canceled);
+}
+
+pub async fn a_terminal_signal_that_came_before_the_wait_is_not_missed(b: Backend) {
+    let st = stores(b, "signal", Duration::from_secs(30), 1000);
+    st.a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    until_signals_flow(&st).await;
+    // CONFIRM in `a` accepts, then waits for the terminal signal to release its admission slot (CONF-5); a worker of
+    // another process (`b`) may have finished the work before that wait starts. The signal must count all the same:
+    // a missed one holds the slot until the execution's deadline, and enough of them refuse every CONFIRM.
+    for _ in 0..10 {
+        let rec = created(&*st.a, "submit_report").await;
+        let TransitionOutcome::Applied(acc) = st.a.transition(&rec.id, accept(), Some(&rec)).await.expect("t") else {
+            panic!("accept refused")
+        };
+        // As a worker whose handler was done at once records it: start and end in one write.
+        let ran = Transition::Ran {
+            now_ms: now_ms(),
+            rerun: false,
+            status: ExecutionStatus::Succeeded,
+            result: Some(json!({"ok": true})),
+            error: None,
+        };
+        let done = st.b.transition(&rec.id, ran, Some(&acc)).await.expect("ran");
+        assert!(matches!(done, TransitionOutcome::Applied(_)), "{done:?}");
+        // Give the signal time to arrive first (ordering only: any delay must pass).
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            st.a.terminal_signal(&rec.id, Duration::from_secs(30)).await,
+            "the terminal signal of {} came before the wait and was missed",
+            rec.id
+        );
+    }
+    // A signal still to come wakes the waiter, as before.
+    let rec = created(&*st.a, "submit_report").await;
+    st.a.transition(&rec.id, accept(), None).await.expect("accept");
+    let writer = {
+        let (s, id) = (st.b.clone(), rec.id.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            s.transition(&id, finish(ExecutionStatus::Canceled), None).await.expect("cancel")
+        })
+    };
+    assert!(st.a.terminal_signal(&rec.id, Duration::from_secs(30)).await, "the terminal signal came");
+    writer.await.expect("writer");
 }
 
 pub async fn registry_entries_of_dead_processes_lapse_and_deregister_removes_them(b: Backend) {
@@ -581,23 +638,20 @@ pub async fn audit_records_are_bounded_and_queryable_by_sender_negotiation_and_e
     }
     one.flush().await.expect("flush");
     two.flush().await.expect("flush");
+    // `one` and `two` are two processes: the stream holds their records in the order they reached Redis, which is
+    // not the order they were handed over (one writer may connect or run later than the other, and write all its
+    // records after the other's). A record handed over after both flushes is the newest of all.
+    two.record(rec(1000));
+    two.flush().await.expect("flush");
     let q = |s: Option<&str>, n: Option<&str>, e: Option<&str>, limit| AuditQuery {
         sender_id: s.map(str::to_owned),
         negotiation_id: n.map(str::to_owned),
         execution_id: e.map(str::to_owned),
         limit,
     };
-    let newest = one.query(&q(None, None, Some("e_999"), 10)).await.expect("query");
-    assert_eq!(
-        newest,
-        vec![rec(999)]
-            .into_iter()
-            .map(|mut r| {
-                r.time_ms = newest[0].time_ms;
-                r
-            })
-            .collect::<Vec<_>>()
-    );
+    let newest = one.query(&q(None, None, Some("e_1000"), 10)).await.expect("query");
+    assert_eq!(newest.len(), 1, "the newest record, written by the other process, is found: {newest:?}");
+    assert_eq!(newest, vec![AuditRecord { time_ms: newest[0].time_ms, ..rec(1000) }]);
     let by_sender = two.query(&q(Some("did:web:s1.example.com"), None, None, 5)).await.expect("query");
     assert_eq!(by_sender.len(), 5);
     assert!(by_sender.iter().all(|r| r.sender_id == "did:web:s1.example.com"));
@@ -606,6 +660,13 @@ pub async fn audit_records_are_bounded_and_queryable_by_sender_negotiation_and_e
     let all = one.query(&q(None, None, None, 100_000)).await.expect("query");
     // Bounded: MAXLEN ~ trims whole stream nodes (about 100 entries), the memory log exactly.
     assert!(all.len() >= max && all.len() <= max + 200, "kept {} records for a bound of {max}", all.len());
+    // Newest first: the last record first, and each writer's records in the order it was handed them.
+    let n = |r: &AuditRecord| r.execution_id.as_deref().and_then(|e| e.strip_prefix("e_")?.parse::<usize>().ok());
+    assert_eq!(all.first().and_then(n), Some(1000));
+    for parity in [0, 1] {
+        let mine: Vec<usize> = all.iter().filter_map(n).filter(|i| i % 2 == parity).collect();
+        assert!(mine.windows(2).all(|w| w[0] > w[1]), "one writer's records out of order: {mine:?}");
+    }
     assert!(one.query(&q(None, None, Some("e_0"), 10)).await.expect("query").is_empty(), "the oldest were trimmed");
 }
 
@@ -640,6 +701,7 @@ run_suite!(
     replayed_nonces_are_refused,
     negotiations_are_shared_and_expire,
     long_poll_waits_are_woken_by_a_terminal_write_in_another_process,
+    a_terminal_signal_that_came_before_the_wait_is_not_missed,
     registry_entries_of_dead_processes_lapse_and_deregister_removes_them,
     audit_records_are_bounded_and_queryable_by_sender_negotiation_and_execution,
 );
