@@ -306,7 +306,10 @@ fn main() {
         ds,
         dr
     );
-    let _ = nginx.kill();
+    // `nginx -s stop` ends the workers too (a SIGKILL of the master would leave them holding the bench's stdout).
+    let _ = std::process::Command::new("nginx")
+        .args(["-c", &dir.join("nginx.conf").display().to_string(), "-p", &dir.display().to_string(), "-s", "stop"])
+        .status();
     let _ = nginx.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }

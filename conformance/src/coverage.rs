@@ -98,7 +98,7 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     ),
     (
         "ANN-5",
-        "observable; no check yet: the announce step and the SSE event stream (ids, Last-Event-ID) are not driven by the sessions/* checks",
+        "webhooks post to URLs configured at the agent, which the suite neither knows nor receives; a2a-server/tests/e2e/sessions*.rs tests them with a real receiver",
     ),
     ("HIS-3", "observable only with tool messages in a transcript, which an inbox session the suite drives never has"),
     (
