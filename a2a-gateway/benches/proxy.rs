@@ -307,9 +307,13 @@ fn main() {
         dr
     );
     // `nginx -s stop` ends the workers too (a SIGKILL of the master would leave them holding the bench's stdout).
-    let _ = std::process::Command::new("nginx")
+    let stopped = std::process::Command::new("nginx")
         .args(["-c", &dir.join("nginx.conf").display().to_string(), "-p", &dir.display().to_string(), "-s", "stop"])
-        .status();
+        .status()
+        .is_ok_and(|s| s.success());
+    if !stopped {
+        let _ = nginx.kill();
+    }
     let _ = nginx.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
