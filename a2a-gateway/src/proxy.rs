@@ -186,7 +186,8 @@ async fn read_body(gw: &Inner, headers: &HeaderMap, body: Body) -> Result<Bytes,
         .map_err(a2a_server::body::BodyError::into_a2a)
 }
 
-const HOP_BY_HOP: [&str; 9] = [
+/// Headers that belong to one connection, never forwarded (and `host`, `content-length`, which the gateway sets).
+pub(crate) const HOP_BY_HOP: [&str; 9] = [
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -198,7 +199,8 @@ const HOP_BY_HOP: [&str; 9] = [
     "content-length",
 ];
 
-fn strip_hop_by_hop(hm: &mut HeaderMap) {
+/// Removes [`HOP_BY_HOP`] headers.
+pub(crate) fn strip_hop_by_hop(hm: &mut HeaderMap) {
     for n in HOP_BY_HOP {
         hm.remove(n);
     }

@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::Binding;
 use crate::Inner;
 use crate::agents::{Agent, AgentInfo, Endpoint};
+use crate::proxy::{HOP_BY_HOP, strip_hop_by_hop};
 use crate::routes::{Kind, Route};
 use crate::upstream::UpstreamError;
 
@@ -25,19 +26,6 @@ use crate::upstream::UpstreamError;
 const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
 /// Longest first event of a stream (the task as it started).
 const MAX_FIRST_EVENT_BYTES: usize = 1024 * 1024;
-
-/// Headers that belong to one connection, never forwarded.
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-];
 
 /// One 1.x request, as it is forwarded.
 pub(crate) struct Call<'a> {
@@ -99,9 +87,7 @@ fn build(
     body: Bytes,
 ) -> Result<Request<Full<Bytes>>, BridgeError> {
     let mut hm = call.headers.clone();
-    for n in HOP_BY_HOP {
-        hm.remove(n);
-    }
+    strip_hop_by_hop(&mut hm);
     // A caller cannot claim to be forwarded (GW-8); 1.x requests carry no signature (BR-10).
     hm.remove(h::A2A_FORWARDED_SENDER);
     hm.remove(h::A2A_FORWARDED_VERIFIED);
