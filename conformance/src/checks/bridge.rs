@@ -44,7 +44,7 @@ pub(super) fn checks() -> Vec<Check> {
             ["BR-7", "BR-8", "BR-11", "BR-12", "BR-13", "BR-10"],
             Must,
             BRIDGE_SEND,
-            "JSON-RPC SendMessage with one data part from the skill's input schema answers {task} whose id is the execution id (RESULT of it, for the sending A2A-Sender-ID, has the status BR-12 maps to the task's state), metadata.skill and, when completed, the result artifact; GetTask of its id answers the same task; an unknown task id is -32001 TASK_NOT_FOUND",
+            "JSON-RPC SendMessage with one data part from the skill's input schema answers {task} whose id is the execution id (RESULT of it, for the sending A2A-Sender-ID, has the status BR-12 maps to the task's state), metadata.skill and, when completed, the result artifact; GetTask of its id answers the same task; a resent message (same messageId) is the same task when the agent lists idempotency; two data parts are -32602, a url part -32005; an unknown task id is -32001 TASK_NOT_FOUND",
             send_message
         ),
         check!(
@@ -65,10 +65,10 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         check!(
             "bridge/streaming",
-            ["BR-15"],
+            ["BR-15", "BR-16"],
             Must,
             BRIDGE_SEND,
-            "SendStreamingMessage answers text/event-stream whose events are JSON-RPC responses with the request's id: first {task}, then statusUpdates, an artifactUpdate (lastChunk) before a completed final state; the stream ends after the terminal state, and GetTask answers that terminal state",
+            "SendStreamingMessage answers text/event-stream whose events are JSON-RPC responses with the request's id: first {task}, then statusUpdates, an artifactUpdate (lastChunk) before a completed final state; the stream ends after the terminal state, and GetTask answers that terminal state; SubscribeToTask of the task streams the task as it is first",
             streaming
         ),
         check!(
@@ -394,9 +394,8 @@ fn judge_task(t: &mut Trial<'_>, task: &Value, skill: &str) {
 async fn send_message(t: &mut Trial<'_>) -> Outcome {
     card_ready(t).await?;
     let (skill, payload) = send_target(t)?;
-    let r = t
-        .send(format!("SendMessage to {skill}"), rpc_req(t, &rpc("s1", "SendMessage", send_params(&skill, &payload))))
-        .await?;
+    let first = send_params(&skill, &payload);
+    let r = t.send(format!("SendMessage to {skill}"), rpc_req(t, &rpc("s1", "SendMessage", first.clone()))).await?;
     let task = rpc_result(t, &r, "s1", "SendMessage").map(|v| v["task"].clone()).unwrap_or(Value::Null);
     t.ensure(task.is_object(), "result {task: Task}", r.summary())?;
     judge_task(t, &task, &skill);
@@ -432,6 +431,20 @@ async fn send_message(t: &mut Trial<'_>) -> Outcome {
             show(&got),
         );
     }
+    if t.ctx.disc.has_feature("idempotency") {
+        let again = rpc("s2", "SendMessage", json!({"message": first["message"]}));
+        let r = t.send("the same message again (same messageId)", rpc_req(t, &again)).await?;
+        let task2 = rpc_result(t, &r, "s2", "SendMessage").map(|v| v["task"].clone()).unwrap_or(Value::Null);
+        t.check(task2["id"] == id.as_str(), format!("the same task {id} (messageId as Idempotency-Key)"), show(&task2));
+    }
+    let mut two = send_params(&skill, &payload);
+    two["message"]["parts"] = json!([{"data": payload}, {"data": payload}]);
+    let r = t.send("a message with two data parts", rpc_req(t, &rpc("p1", "SendMessage", two))).await?;
+    rpc_error(t, &r, &json!("p1"), -32602, "INVALID_PARAMS");
+    let mut file = send_params(&skill, &payload);
+    file["message"]["parts"] = json!([{"url": "https://example.com/report.pdf", "mediaType": "application/pdf"}]);
+    let r = t.send("a message with a url part", rpc_req(t, &rpc("p2", "SendMessage", file))).await?;
+    rpc_error(t, &r, &json!("p2"), -32005, "CONTENT_TYPE_NOT_SUPPORTED");
     let unknown = format!("{id}x");
     let r = t.send("GetTask of an unknown task id", rpc_req(t, &rpc("g2", "GetTask", json!({"id": unknown})))).await?;
     rpc_error(t, &r, &json!("g2"), -32001, "TASK_NOT_FOUND");
@@ -600,6 +613,21 @@ async fn streaming(t: &mut Trial<'_>) -> Outcome {
         got["status"]["state"] == state.as_str(),
         format!("GetTask answers the terminal state {state}"),
         show(&got["status"]),
+    );
+    let req = rpc_req(t, &rpc("st3", "SubscribeToTask", json!({"id": first["id"]})));
+    let mut open = t.open_stream("SubscribeToTask of the terminal task", req).await?;
+    let res = if open.stream.is_event_stream() {
+        open.stream.events_to_end(MAX_EVENTS, t.ctx.opts.result_timeout).await.map_err(|(_, e)| e)
+    } else {
+        Err("not text/event-stream".to_owned())
+    };
+    let resp = t.close_stream(open);
+    let first_event =
+        res.as_ref().ok().and_then(|e| e.first()).and_then(crate::sse::Event::json).unwrap_or(Value::Null);
+    t.check(
+        res.is_ok() && first_event["id"] == "st3" && first_event["result"]["task"]["status"]["state"] == state.as_str(),
+        format!("a stream whose first event is the task as it is ({state}), then the end"),
+        format!("{} {}", resp.summary(), show(&first_event)),
     );
     Ok(())
 }

@@ -89,18 +89,22 @@ pub async fn demo() -> Running {
     serve(l, port, parts, app)
 }
 
-/// The demo agent with the A2A 1.x bridge (§20) merged in, as `a2a_server::a2a1x` documents it; its card is signed
-/// under `key-1` with `card_key`, or with the agent's own key when `None`.
-pub async fn bridged_demo(card_key: Option<a2a_core::keys::SigningKey>) -> Running {
-    let (l, port) = listener().await;
-    let parts = demo_parts(port);
-    let key = card_key.or_else(|| parts.key.clone()).expect("a key");
+/// The agent's router with the A2A 1.x bridge (§20) merged in, as `a2a_server::a2a1x` documents it; its card is
+/// signed under `key-1` with `key`.
+pub fn bridged(parts: &DemoParts, key: a2a_core::keys::SigningKey) -> Router {
     let options = a2a_server::a2a1x::BridgeOptions {
         signing_key: Some(("key-1".to_owned(), key)),
         ..a2a_server::a2a1x::BridgeOptions::default()
     };
     let bridge = a2a_server::a2a1x::Bridge::new(&parts.agent, options).expect("bridge");
-    let app = parts.app.clone().merge(bridge.router());
+    parts.app.clone().merge(bridge.router())
+}
+
+/// The demo agent serving the bridge, its card signed with the agent's own key.
+pub async fn bridged_demo() -> Running {
+    let (l, port) = listener().await;
+    let parts = demo_parts(port);
+    let app = bridged(&parts, parts.key.clone().expect("the agent's key"));
     serve(l, port, parts, app)
 }
 

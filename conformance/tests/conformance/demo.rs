@@ -111,7 +111,7 @@ async fn demo_agent_passes_every_streaming_check() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_with_the_a2a1x_bridge_passes_every_bridge_check() {
-    let demo = common::bridged_demo(None).await;
+    let demo = common::bridged_demo().await;
     let mut opts = common::options(&demo.base, None);
     opts.only = Some("bridge/*".into());
     let report = common::run(opts).await;
