@@ -634,6 +634,12 @@ async fn streaming(t: &mut Trial<'_>) -> Outcome {
 
 async fn bridge_to(t: &mut Trial<'_>) -> Outcome {
     let card = card_ready(t).await?;
+    if t.ctx.opts.gateway {
+        // BR-17 binds agents; §20.10 (BR-20..BR-25) does not say whether a gateway's NEGOTIATE offers bridge_to.
+        return Err(Stop::Skip(
+            "BR-17 binds agents serving the bridge; §20.10 says nothing of bridge_to at a gateway (--gateway)".into(),
+        ));
+    }
     let plan = main_plan(t)?;
     if plan.decl.auth_requirement == AuthRequirement::DidAuth {
         return Err(Stop::Skip("the capability the suite drives is did_auth, not on the card".into()));
