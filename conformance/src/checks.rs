@@ -11,6 +11,7 @@ use crate::ctx::CapPlan;
 use crate::http::{Req, Resp};
 
 mod auth;
+mod bridge;
 mod cors;
 mod discover;
 mod execute;
@@ -45,6 +46,7 @@ pub fn all() -> Vec<Check> {
     v.extend(gateway::checks());
     v.extend(sessions::checks());
     v.extend(streaming::checks());
+    v.extend(bridge::checks());
     v.extend(invariants::checks());
     v
 }

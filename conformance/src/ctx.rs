@@ -260,6 +260,8 @@ pub struct Ctx {
     pub identity: Option<Arc<Identity>>,
     /// The suite's DID host, with `--serve-did`.
     pub didhost: Option<DidHost>,
+    /// `GET /.well-known/agent-card.json` on the endpoint's origin, probed once by the bridge checks (§20).
+    pub(crate) bridge_card: std::sync::OnceLock<Result<Resp, String>>,
     transcript: Mutex<Vec<Exchange>>,
 }
 
@@ -274,7 +276,17 @@ impl Ctx {
     ) -> Ctx {
         let disc = Discovery::default();
         let plan = Plan::choose(&disc, identity.as_ref(), opts.api_key.as_deref());
-        Ctx { opts, client, endpoint, disc, plan, identity, didhost, transcript: Mutex::new(Vec::new()) }
+        Ctx {
+            opts,
+            client,
+            endpoint,
+            disc,
+            plan,
+            identity,
+            didhost,
+            bridge_card: std::sync::OnceLock::new(),
+            transcript: Mutex::new(Vec::new()),
+        }
     }
 
     /// The agent's DID (from DISCOVER), or `""` when it gave none.

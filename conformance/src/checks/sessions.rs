@@ -212,7 +212,7 @@ fn auth_requirement_of(t: &Trial<'_>) -> String {
 }
 
 /// `len` random letters and digits.
-fn random_text(len: usize) -> String {
+pub(crate) fn random_text(len: usize) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     let mut b = vec![0u8; len];
     getrandom::fill(&mut b).unwrap_or_default();

@@ -79,6 +79,10 @@ pub enum Fault {
     RegistersReservedKeys,
     /// An announce step answered ANNOUNCE_SKIP is published anyway (ANN-2).
     PublishesSkippedAnnounce,
+    /// The A2A 1.x bridge signs its card with a key that is not in the agent's DID document (BR-5, BR-6).
+    CardSignedWithAnotherKey,
+    /// The A2A 1.x bridge's GetTask answers another task than the one asked for (BR-13).
+    GetTaskAnswersAnotherTask,
 }
 
 /// A broken agent, running.
@@ -540,6 +544,24 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             parts.headers.remove("content-length");
             Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
         }
+        Fault::GetTaskAnswersAnotherTask if method == Method::POST && path == "/a2a1x/jsonrpc" => {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let get_task = serde_json::from_slice::<Value>(&bytes).is_ok_and(|v| v["method"] == "GetTask");
+            let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            if !get_task {
+                return resp;
+            }
+            let (mut parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let mut v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let Some(id) = v["result"]["id"].as_str().map(str::to_owned) else {
+                return Response::from_parts(parts, Body::from(bytes));
+            };
+            v["result"]["id"] = json!(format!("{id}0"));
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+        }
         _ => next.run(req).await,
     }
 }
@@ -647,10 +669,15 @@ pub async fn start(fault: Fault) -> Broken {
         waited_out: Mutex::new(Default::default()),
         sent: Mutex::new(HashMap::new()),
     });
-    let app = parts
-        .app
-        .clone()
-        .layer(axum::middleware::from_fn(move |req: Request<Body>, next: Next| breaker(state.clone(), req, next)));
+    let app = match fault {
+        Fault::CardSignedWithAnotherKey => {
+            common::bridged(&parts, a2a_core::keys::SigningKey::generate().expect("key"))
+        }
+        Fault::GetTaskAnswersAnotherTask => common::bridged(&parts, parts.key.clone().expect("the agent's key")),
+        _ => parts.app.clone(),
+    };
+    let app =
+        app.layer(axum::middleware::from_fn(move |req: Request<Body>, next: Next| breaker(state.clone(), req, next)));
     let running = common::serve(l, port, parts, app);
     Broken { running, caller, runs }
 }
@@ -819,4 +846,14 @@ async fn registering_the_reserved_keys_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publishing_a_skipped_announce_is_caught() {
     caught_by(Fault::PublishesSkippedAnnounce, &["sessions/announce"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_signed_with_another_key_is_caught() {
+    caught_by(Fault::CardSignedWithAnotherKey, &["bridge/agent-card"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_task_answering_another_task_is_caught() {
+    caught_by(Fault::GetTaskAnswersAnotherTask, &["bridge/send-message"]).await;
 }

@@ -31,6 +31,8 @@ pub struct DemoParts {
     pub agent: Agent,
     pub app: Router,
     pub store: Arc<MemoryStore>,
+    /// The key of the agent's DID document (`key-1`), when the test built it.
+    pub key: Option<a2a_core::keys::SigningKey>,
 }
 
 /// The demo agent (`a2a-server --demo`) for a listener on `port`.
@@ -56,7 +58,7 @@ pub fn demo_parts_with(port: u16, caps: impl FnOnce(AgentBuilder) -> AgentBuilde
         &agent,
         Some(("/.well-known/did.json".into(), serde_json::to_value(&doc).expect("doc"))),
     );
-    DemoParts { agent, app, store }
+    DemoParts { agent, app, store, key: Some(key) }
 }
 
 /// Binds a loopback listener.
@@ -84,6 +86,25 @@ pub async fn demo() -> Running {
     let (l, port) = listener().await;
     let parts = demo_parts(port);
     let app = parts.app.clone();
+    serve(l, port, parts, app)
+}
+
+/// The agent's router with the A2A 1.x bridge (§20) merged in, as `a2a_server::a2a1x` documents it; its card is
+/// signed under `key-1` with `key`.
+pub fn bridged(parts: &DemoParts, key: a2a_core::keys::SigningKey) -> Router {
+    let options = a2a_server::a2a1x::BridgeOptions {
+        signing_key: Some(("key-1".to_owned(), key)),
+        ..a2a_server::a2a1x::BridgeOptions::default()
+    };
+    let bridge = a2a_server::a2a1x::Bridge::new(&parts.agent, options).expect("bridge");
+    parts.app.clone().merge(bridge.router())
+}
+
+/// The demo agent serving the bridge, its card signed with the agent's own key.
+pub async fn bridged_demo() -> Running {
+    let (l, port) = listener().await;
+    let parts = demo_parts(port);
+    let app = bridged(&parts, parts.key.clone().expect("the agent's key"));
     serve(l, port, parts, app)
 }
 

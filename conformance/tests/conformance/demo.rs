@@ -10,7 +10,7 @@ async fn real_demo() -> Running {
     let (l, port) = common::listener().await;
     let (agent, app) = a2a_server::app::demo_app(port).expect("demo app");
     let store = std::sync::Arc::new(a2a_server::store::MemoryStore::new(Default::default()));
-    common::serve(l, port, common::DemoParts { agent, app: app.clone(), store }, app)
+    common::serve(l, port, common::DemoParts { agent, app: app.clone(), store, key: None }, app)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,12 +22,18 @@ async fn demo_agent_passes_every_check_that_applies_with_a_served_did() {
     let mut skipped: Vec<&str> = report.ids_with(Status::Skip);
     skipped.sort();
     // The demo has no oauth2 capability, a confirm window (60 s) longer than the suite waits, signs no responses,
-    // and is not a gateway.
+    // is not a gateway, and does not serve the A2A 1.x bridge (`a2a-server --demo` merges no `a2a1x::Bridge`).
     assert_eq!(
         skipped,
         [
             "auth/oauth2",
             "auth/oauth2-algorithms",
+            "bridge/agent-card",
+            "bridge/bridge-to",
+            "bridge/errors",
+            "bridge/http-json",
+            "bridge/send-message",
+            "bridge/streaming",
             "execute/confirm-window-elapses",
             "gateway/date-skew",
             "gateway/forwarded-sender-removed",
@@ -100,5 +106,30 @@ async fn demo_agent_passes_every_streaming_check() {
     assert!(report.checks.len() >= 5, "{} streaming checks", report.checks.len());
     for c in &report.checks {
         assert_eq!(c.status, Status::Pass, "{}: {}", c.id, common::explain(&report));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_with_the_a2a1x_bridge_passes_every_bridge_check() {
+    let demo = common::bridged_demo().await;
+    let mut opts = common::options(&demo.base, None);
+    opts.only = Some("bridge/*".into());
+    let report = common::run(opts).await;
+    assert_eq!(report.checks.len(), 6, "{:?}", report.checks.iter().map(|c| c.id.as_str()).collect::<Vec<_>>());
+    for c in &report.checks {
+        assert_eq!(c.status, Status::Pass, "{} {:?}\n{}", c.id, c.message, common::explain(&report));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_bridge_the_bridge_checks_are_skipped_with_the_reason() {
+    let demo = common::demo().await;
+    let mut opts = common::options(&demo.base, None);
+    opts.only = Some("bridge/*".into());
+    let report = common::run(opts).await;
+    assert_eq!(report.checks.len(), 6);
+    for c in &report.checks {
+        assert_eq!(c.status, Status::Skip, "{}", c.id);
+        assert!(c.message.as_deref().is_some_and(|m| m.contains("404")), "{} {:?}", c.id, c.message);
     }
 }

@@ -28,7 +28,8 @@ pub async fn gateway_with_demos() -> (RunningGateway, Vec<Running>) {
         let trusted = gw_did.clone();
         let parts =
             common::demo_parts_with(port, move |b| a2a_server::demo::capabilities(b).trusted_gateways(vec![trusted]));
-        let app = parts.app.clone();
+        // The gateway serves the A2A 1.x bridge, so its agents serve it too (BR-25).
+        let app = common::bridged(&parts, parts.key.clone().expect("the agent's key"));
         agents.push(common::serve(l, port, parts, app));
     }
     let key = a2a_core::keys::SigningKey::generate().expect("key");
@@ -69,6 +70,8 @@ async fn gateway_in_front_of_two_demo_agents_passes_every_check_that_applies() {
             "agent/forwarded-sender-refused",
             "auth/oauth2",
             "auth/oauth2-algorithms",
+            // BR-17 binds agents; §20.10 does not say a gateway offers bridge_to.
+            "bridge/bridge-to",
             "execute/confirm-window-elapses",
             "responses/signatures",
             // The gateway does not route the sessions endpoints (§17) yet: the suite finds no `sessions` feature there.
