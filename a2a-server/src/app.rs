@@ -145,7 +145,13 @@ pub fn demo_app(port: u16) -> Result<(Agent, Router), String> {
         .build()
         .map_err(|e| e.to_string())?;
     let doc_json = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
-    let app = app_router(&agent, Some((document_path(&did), doc_json)));
+    // The A2A 1.x bridge (§20), its card signed with the demo's key (BR-5).
+    let bridge = crate::a2a1x::Bridge::new(
+        &agent,
+        crate::a2a1x::BridgeOptions { signing_key: Some(("key-1".to_owned(), key)), ..Default::default() },
+    )
+    .map_err(|e| e.to_string())?;
+    let app = app_router(&agent, Some((document_path(&did), doc_json))).merge(bridge.router());
     Ok((agent, app))
 }
 
@@ -178,7 +184,10 @@ pub async fn run_config(path: &Path, listen: Option<&str>) -> Result<(), String>
     let listen = listen.or(cfg.agent.listen.as_deref()).unwrap_or("127.0.0.1:8080");
     let listener = bind(listen).await?;
     let (base, _) = base_url(&listener)?;
-    let app = app_router(&agent, did_doc);
+    let mut app = app_router(&agent, did_doc);
+    if let Some(bridge) = bridge_from_config(&cfg, &text, path, &agent)? {
+        app = app.merge(bridge);
+    }
     let endpoint = cfg.agent.endpoint.clone().unwrap_or_else(|| format!("{base}/a2a"));
     tracing::info!(did = %agent.did(), endpoint = %endpoint, "agent listening");
     let engine = agent.engine().clone();
@@ -279,6 +288,33 @@ fn sessions_from_config(
         sb = sb.signing_key(cfg.agent.key_id.clone(), k.clone());
     }
     Ok(sb)
+}
+
+/// The agent's key (`agent.key_file`, relative to the configuration file), if one is configured.
+fn load_key(cfg: &Config, text: &str, path: &Path) -> Result<Option<SigningKey>, String> {
+    use crate::config::Step::Key;
+    let Some(kf) = &cfg.agent.key_file else { return Ok(None) };
+    let here = crate::config::position(path, text, &[Key("agent"), Key("key_file")]);
+    let kf = path.parent().unwrap_or(Path::new(".")).join(kf);
+    let pem = std::fs::read_to_string(&kf).map_err(|e| format!("{here}: agent.key_file: {}: {e}", kf.display()))?;
+    let key = SigningKey::from_pem(&pem).map_err(|e| format!("{here}: agent.key_file: {}: {e}", kf.display()))?;
+    Ok(Some(key))
+}
+
+/// The A2A 1.x bridge of a `[bridge]` section with `enabled = true` (§20), its card signed with the agent's key.
+pub fn bridge_from_config(cfg: &Config, text: &str, path: &Path, agent: &Agent) -> Result<Option<Router>, String> {
+    use crate::config::Step::Key;
+    if !cfg.bridge.enabled {
+        return Ok(None);
+    }
+    let opts = crate::a2a1x::BridgeOptions {
+        public_url: cfg.bridge.public_url.clone(),
+        signing_key: load_key(cfg, text, path)?.map(|k| (cfg.agent.key_id.clone(), k)),
+        ..Default::default()
+    };
+    let bridge = crate::a2a1x::Bridge::new(agent, opts)
+        .map_err(|e| format!("{}: bridge: {e}", crate::config::position(path, text, &[Key("bridge")])))?;
+    Ok(Some(bridge.router()))
 }
 
 /// Builds the agent a configuration describes; also returns its DID document (path, JSON) when a key is configured.
@@ -404,18 +440,7 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
         builder = builder.registry(Arc::new(MemoryRegistry::new(cfg.registry.clone())));
     }
     // The key is checked before the agent is built, so that a bad key is reported as such.
-    let key = match &cfg.agent.key_file {
-        None => None,
-        Some(kf) => {
-            let here = at(&[Key("agent"), Key("key_file")]);
-            let kf = base.join(kf);
-            let pem =
-                std::fs::read_to_string(&kf).map_err(|e| format!("{here}: agent.key_file: {}: {e}", kf.display()))?;
-            let key =
-                SigningKey::from_pem(&pem).map_err(|e| format!("{here}: agent.key_file: {}: {e}", kf.display()))?;
-            Some(key)
-        }
-    };
+    let key = load_key(cfg, text, path)?;
     if let Some(sc) = cfg.sessions.as_ref().filter(|s| s.enabled) {
         builder = builder.sessions(sessions_from_config(cfg, sc, shared.as_ref(), key.as_ref(), &at)?);
     }

@@ -64,6 +64,23 @@ pub struct Config {
     /// Sessions and conversations (§17; `[sessions]`, see [`crate::sessions::config`]).
     #[serde(default)]
     pub sessions: Option<crate::sessions::config::SessionsConfig>,
+    /// The A2A 1.x bridge (§20; `[bridge]`).
+    #[serde(default)]
+    pub bridge: BridgeSection,
+}
+
+/// `[bridge]`: serve the A2A 1.x bridge (`spec/PROTOCOL.md` §20) beside the agent: the Agent Card at
+/// `/.well-known/agent-card.json` (signed with `agent.key_file` when there is one, BR-5) and the 1.x operations.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BridgeSection {
+    /// Serve the bridge.
+    #[serde(default)]
+    pub enabled: bool,
+    /// The public origin written into the card (`https://agent.example.com`); default: `http://` and the request's
+    /// `Host`.
+    #[serde(default)]
+    pub public_url: Option<String>,
 }
 
 /// `[[composites]]`: the declaration's fields (as `[[capabilities]]`, without a handler), `steps` and `output` (§19.1).

@@ -402,7 +402,7 @@ async fn binary_serves_a_configuration_discover_the_did_document_and_a_handshake
             "[agent]\ndid = \"{did}\"\nlisten = \"127.0.0.1:1\"\nkey_file = \"{}\"\nkey_id = \"desk-key\"\n\n\
              [[auth.api_keys]]\nkey_env = \"A2A_TEST_DESK_KEY\"\n\n\
              [[capabilities]]\nname = \"echo_message\"\ndescription = \"Echo\"\nauth_requirement = \"api_key\"\n\
-             handler = {{ kind = \"echo\" }}\n",
+             handler = {{ kind = \"echo\" }}\n\n[bridge]\nenabled = true\n",
             vector_key("p256-pkcs8.pem").display()
         ),
     );
@@ -446,6 +446,12 @@ async fn binary_serves_a_configuration_discover_the_did_document_and_a_handshake
         .await
         .expect("negotiate");
     assert_eq!(n.status(), StatusCode::OK);
+    // [bridge] enabled: the A2A 1.x Agent Card (BR-3), its skill the capability (BR-4), signed with the agent's key (BR-5).
+    let card = http.get(format!("{base}/.well-known/agent-card.json")).send().await.expect("card");
+    assert_eq!(card.status(), StatusCode::OK);
+    let card: Value = card.json().await.expect("card json");
+    assert_eq!(card["skills"][0]["id"], json!("echo_message"), "{card}");
+    assert!(card["signatures"].as_array().is_some_and(|s| !s.is_empty()), "{card}");
 }
 
 #[tokio::test]
