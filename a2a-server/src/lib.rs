@@ -461,10 +461,14 @@ impl Agent {
     /// `GET /metrics` in the Prometheus text format.
     pub fn metrics_router(&self) -> axum::Router {
         let engine = self.state.engine.clone();
+        let sessions = self.state.sessions.clone();
         axum::Router::new().route(
             "/metrics",
             axum::routing::get(move || {
                 let engine = engine.clone();
+                if let Some(s) = &sessions {
+                    engine.metrics.set_webhook_stats(&s.webhook_stats());
+                }
                 async move {
                     (
                         [(

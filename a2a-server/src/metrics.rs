@@ -74,6 +74,13 @@ struct Finished {
     status: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookOutcome {
+    /// The webhook's index in `[sessions.webhooks] urls` (at most 16: bounded).
+    webhook: String,
+    outcome: &'static str,
+}
+
 /// The metrics of one agent.
 pub struct Metrics {
     registry: Registry,
@@ -84,6 +91,7 @@ pub struct Metrics {
     signature_failures: Family<Reason, Counter>,
     finished: Family<Finished, Counter>,
     in_flight: Gauge<i64, AtomicI64>,
+    webhooks: Family<WebhookOutcome, Gauge<i64, AtomicI64>>,
     capabilities: Vec<String>,
 }
 
@@ -114,6 +122,13 @@ impl Metrics {
         registry.register("executions_finished", "Executions reaching a terminal state", finished.clone());
         let in_flight = Gauge::<i64, AtomicI64>::default();
         registry.register("executions_in_flight", "Executions accepted or running in this process", in_flight.clone());
+        let webhooks = Family::<WebhookOutcome, Gauge<i64, AtomicI64>>::default();
+        registry.register(
+            "session_webhook_events",
+            "Session events by webhook (its index in [sessions.webhooks] urls) and outcome since the start (ANN-5): \
+             delivered, failed (given up), retried (tries after a failure), dropped (queue full); queued: waiting now",
+            webhooks.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -123,6 +138,7 @@ impl Metrics {
             signature_failures,
             finished,
             in_flight,
+            webhooks,
             capabilities,
         }
     }
@@ -157,6 +173,23 @@ impl Metrics {
         let capability =
             if self.capabilities.iter().any(|c| c == capability) { capability.to_owned() } else { "other".to_owned() };
         self.finished.get_or_create(&Finished { capability, status: status.as_str() }).inc();
+    }
+
+    /// Sets the webhook counters of the sessions (read from them when the metrics are served).
+    pub fn set_webhook_stats(&self, stats: &[crate::sessions::WebhookStats]) {
+        for (i, s) in stats.iter().enumerate() {
+            let values = [
+                ("delivered", s.delivered),
+                ("failed", s.failed),
+                ("retried", s.retried),
+                ("dropped", s.dropped),
+                ("queued", s.queued as u64),
+            ];
+            for (outcome, v) in values {
+                let label = WebhookOutcome { webhook: i.to_string(), outcome };
+                self.webhooks.get_or_create(&label).set(i64::try_from(v).unwrap_or(i64::MAX));
+            }
+        }
     }
 
     /// Adds to the executions in flight.

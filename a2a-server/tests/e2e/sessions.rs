@@ -64,7 +64,7 @@ impl Ses {
         let sessions = f(&did).endpoint(format!("{base}/a2a"));
         let agent = agent(AgentBuilder::new(did.clone()).sessions(sessions)).build().expect("agent builds");
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let app = agent.router();
+        let app = agent.router().merge(agent.metrics_router());
         let limits = agent.engine().limits().clone();
         tokio::spawn(async move {
             let shutdown = async {

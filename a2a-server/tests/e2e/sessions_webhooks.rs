@@ -223,6 +223,14 @@ async fn sessions_webhooks_get_every_event_signed_and_failing_ones_hold_up_nothi
         stats[0],
         WebhookStats { url: good.url.clone(), delivered: 2, failed: 0, retried: 0, dropped: 0, queued: 0 }
     );
+    // The same counters on /metrics, labelled by the webhook's index in the configuration.
+    let text = a.http.get(format!("{}/metrics", a.base)).send().await.expect("metrics").text().await.expect("text");
+    for (webhook, outcome, value) in
+        [("0", "delivered", 2), ("1", "failed", 2), ("1", "retried", 4), ("3", "retried", 4)]
+    {
+        let line = format!("a2a_session_webhook_events{{webhook=\"{webhook}\",outcome=\"{outcome}\"}} {value}");
+        assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
