@@ -119,16 +119,7 @@ fn unix_now() -> i64 {
 
 /// The chain of causes of a transport error, e.g. "error sending request: ... : Connection refused (os error 111)".
 fn describe(e: &reqwest::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        let t = s.to_string();
-        if !parts.iter().any(|p| p.contains(&t)) {
-            parts.push(t);
-        }
-        src = s.source();
-    }
-    parts.join(": ")
+    a2a_core::error::with_causes(e)
 }
 
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {

@@ -414,6 +414,22 @@ impl From<ErrorBody> for A2aError {
     }
 }
 
+/// An error and its causes, `: `-separated (`error sending request: connection refused`), each cause left out when
+/// the text so far already says it: HTTP clients' own messages often hide the cause that tells the user what to do.
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

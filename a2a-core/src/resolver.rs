@@ -176,16 +176,7 @@ mod http {
 
     /// A transport error with its causes ("error sending request: ...: <host> resolves only to private ... addresses").
     fn describe(e: &reqwest::Error) -> String {
-        let mut parts = vec![e.to_string()];
-        let mut src = std::error::Error::source(e);
-        while let Some(s) = src {
-            let t = s.to_string();
-            if !parts.iter().any(|p| p.contains(&t)) {
-                parts.push(t);
-            }
-            src = s.source();
-        }
-        parts.join(": ")
+        crate::error::with_causes(e)
     }
 
     fn failed(did: &str, why: impl std::fmt::Display) -> A2aError {

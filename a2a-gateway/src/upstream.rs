@@ -71,8 +71,8 @@ impl Upstream {
     ) -> Result<Response<Incoming>, UpstreamError> {
         match tokio::time::timeout(limit, self.client.request(req)).await {
             Err(_) => Err(UpstreamError::Timeout(limit.as_millis() as u64)),
-            Ok(Err(e)) if e.is_connect() => Err(UpstreamError::Connect(error_chain(&e))),
-            Ok(Err(e)) => Err(UpstreamError::Protocol(error_chain(&e))),
+            Ok(Err(e)) if e.is_connect() => Err(UpstreamError::Connect(a2a_core::error::with_causes(&e))),
+            Ok(Err(e)) => Err(UpstreamError::Protocol(a2a_core::error::with_causes(&e))),
             Ok(Ok(r)) => Ok(r),
         }
     }
@@ -93,15 +93,4 @@ impl Upstream {
             .to_bytes();
         Ok((parts, body))
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }

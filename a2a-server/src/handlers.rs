@@ -77,21 +77,6 @@ fn own_limit(timeout: Option<Duration>, ctx: &ExecutionContext) -> Option<Durati
     timeout.filter(|t| *t < ctx.remaining())
 }
 
-/// An error and its causes (`error sending request: connection refused`): reqwest's own message hides the cause.
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cause = c.source();
-    }
-    out
-}
-
 fn tail(bytes: &[u8]) -> String {
     let s = String::from_utf8_lossy(bytes);
     let s = s.trim();
@@ -271,7 +256,7 @@ impl HttpHandler {
             Some(t) if e.is_timeout() => {
                 HandlerError::new(format!("POST {} did not answer within {} ms", self.url, t.as_millis()))
             }
-            _ => HandlerError::new(format!("POST {}: {}", self.url, with_causes(&e))),
+            _ => HandlerError::new(format!("POST {}: {}", self.url, a2a_core::error::with_causes(&e))),
         };
         let send = async {
             let resp = req.send().await.map_err(failed)?;

@@ -310,15 +310,6 @@ pub async fn send(client: &reqwest::Client, req: &Req, timeout: Duration) -> Res
 
 /// An error with its causes (reqwest's own message is often just "error sending request").
 pub(crate) fn describe(e: &reqwest::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(cause) = src {
-        s.push_str(": ");
-        s.push_str(&cause.to_string());
-        src = cause.source();
-    }
-    if e.is_timeout() {
-        s.push_str(" (timed out)");
-    }
-    s
+    let s = a2a_core::error::with_causes(e);
+    if e.is_timeout() { format!("{s} (timed out)") } else { s }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use a2a_core::sessions::{Delivery, HOP_HEADER, WAIT_CHAIN_HEADER};
 
-use super::{EXCERPT_CHARS, head, read_body_capped, reply_from_json, step_name, with_causes};
+use super::{EXCERPT_CHARS, head, read_body_capped, reply_from_json, step_name};
 use crate::sessions::config::HttpConfig;
 use crate::sessions::{HandlerFailure, SessionHandler};
 
@@ -65,7 +65,7 @@ impl SessionHandler for HttpHandler {
                     self.config.timeout_ms
                 ))
             } else {
-                HandlerFailure::Failed(format!("{who}: {}", with_causes(&e)))
+                HandlerFailure::Failed(format!("{who}: {}", a2a_core::error::with_causes(&e)))
             }
         };
         let resp = req.send().await.map_err(failed)?;

@@ -94,21 +94,6 @@ fn tail(bytes: &[u8], max: usize) -> String {
     format!("...{}", &s[start..])
 }
 
-/// An error and its causes (`error sending request: connection refused`): reqwest's own message hides the cause.
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cause = c.source();
-    }
-    out
-}
-
 /// The user-facing text of a delivery for a handler that is given plain text: the message, and for an announce step
 /// the original request, the round-one reply and the last reply it carries (ANN-1).
 pub fn delivery_text(delivery: &Delivery) -> String {
@@ -174,7 +159,10 @@ async fn read_body_capped(
                 )));
             }
             Err(e) => {
-                return Err(HandlerFailure::Failed(format!("{who}: reading the answer failed: {}", with_causes(&e))));
+                return Err(HandlerFailure::Failed(format!(
+                    "{who}: reading the answer failed: {}",
+                    a2a_core::error::with_causes(&e)
+                )));
             }
         }
     }

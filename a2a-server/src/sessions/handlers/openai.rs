@@ -17,7 +17,7 @@ use std::time::Duration;
 use a2a_core::sessions::{ContextMessage, Delivery, Role};
 use serde_json::{Value, json};
 
-use super::{EXCERPT_CHARS, delivery_text, head, read_body_capped, with_causes};
+use super::{EXCERPT_CHARS, delivery_text, head, read_body_capped};
 use crate::sessions::config::OpenAiConfig;
 use crate::sessions::{HandlerFailure, SessionHandler};
 
@@ -171,7 +171,7 @@ impl SessionHandler for OpenAiHandler {
                     self.config.timeout_ms
                 ))
             } else {
-                HandlerFailure::Failed(format!("{who}: {}; check handler.base_url", with_causes(&e)))
+                HandlerFailure::Failed(format!("{who}: {}; check handler.base_url", a2a_core::error::with_causes(&e)))
             }
         })?;
         let status = resp.status();
