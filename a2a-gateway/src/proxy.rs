@@ -605,7 +605,7 @@ async fn answer(
     ctx: &mut Ctx,
     agent: &Arc<Agent>,
     info: Option<&AgentInfo>,
-    resp: Response<hyper::body::Incoming>,
+    resp: Response<crate::upstream::UpstreamBody>,
 ) -> Result<Response<Body>, Refusal> {
     let (mut parts, incoming) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);

@@ -17,3 +17,5 @@ mod routing;
 mod security;
 #[path = "it/shared.rs"]
 mod shared;
+#[path = "it/upstream.rs"]
+mod upstream;

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::upstream::UpstreamBody;
 use a2a_core::error::{A2aError, ErrorCode};
 use a2a_core::headers as h;
 use a2a_server::a2a1x::error::{BridgeError, Kind as ErrKind};
@@ -12,7 +13,6 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, header};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
 use serde_json::Value;
 
 use super::Binding;
@@ -112,7 +112,7 @@ pub(crate) async fn send_raw(
     method: &Method,
     target: &str,
     body: Bytes,
-) -> Result<Response<Incoming>, UpstreamError> {
+) -> Result<Response<UpstreamBody>, UpstreamError> {
     let req = match build(call, agent, method, target, body) {
         Ok(r) => r,
         Err(e) => return Err(UpstreamError::Protocol(e.message)),
@@ -149,7 +149,7 @@ pub(crate) async fn send_once(
     call: &Call<'_>,
     agent: &Arc<Agent>,
     body: Bytes,
-) -> Result<Response<Incoming>, BridgeError> {
+) -> Result<Response<UpstreamBody>, BridgeError> {
     send_raw(call, agent, call.method, call.target, body).await.map_err(|e| upstream_error(agent, e))
 }
 
@@ -162,7 +162,7 @@ pub(crate) async fn send_to_skill(
     candidates: &[(Arc<Agent>, Arc<AgentInfo>)],
     idempotency: &str,
     body: Bytes,
-) -> Result<(Arc<Agent>, Response<Incoming>), BridgeError> {
+) -> Result<(Arc<Agent>, Response<UpstreamBody>), BridgeError> {
     let gw = call.gw;
     if candidates.is_empty() {
         let mut e = BridgeError::params(format!("no agent behind this gateway offers the skill {skill:?} now"));
@@ -203,7 +203,7 @@ fn lifetime(gw: &Inner, info: Option<&AgentInfo>) -> Duration {
 }
 
 /// BR-1: an agent's bridge answers `A2A-Version: 1.0`; anything else is not a bridge (an agent without one).
-fn check_bridge(agent: &Agent, resp: &Response<Incoming>) -> Result<(), BridgeError> {
+fn check_bridge(agent: &Agent, resp: &Response<UpstreamBody>) -> Result<(), BridgeError> {
     let v = resp.headers().get(h::A2A_VERSION).and_then(|v| v.to_str().ok()).unwrap_or("");
     if v == a2a_core::a2a1x::PROTOCOL_VERSION {
         return Ok(());
@@ -218,7 +218,7 @@ fn check_bridge(agent: &Agent, resp: &Response<Incoming>) -> Result<(), BridgeEr
     ))
 }
 
-fn head(resp: &Response<Incoming>) -> http::response::Builder {
+fn head(resp: &Response<UpstreamBody>) -> http::response::Builder {
     let mut b = Response::builder().status(resp.status());
     for (k, v) in resp.headers() {
         if !HOP_BY_HOP.contains(&k.as_str()) {
@@ -233,14 +233,14 @@ fn built(b: http::response::Builder, body: Body) -> Result<Response<Body>, Bridg
 }
 
 /// The agent's answer as it comes (a task read, a cancel, a resubscribed stream).
-pub(crate) fn pass_through(agent: &Agent, resp: Response<Incoming>) -> Result<Response<Body>, BridgeError> {
+pub(crate) fn pass_through(agent: &Agent, resp: Response<UpstreamBody>) -> Result<Response<Body>, BridgeError> {
     check_bridge(agent, &resp)?;
     let b = head(&resp);
     built(b, Body::new(resp.into_body()))
 }
 
 /// Reads a whole answer of at most [`MAX_ANSWER_BYTES`].
-pub(crate) async fn read_whole(gw: &Inner, agent: &Agent, body: Incoming) -> Result<Bytes, BridgeError> {
+pub(crate) async fn read_whole(gw: &Inner, agent: &Agent, body: UpstreamBody) -> Result<Bytes, BridgeError> {
     let limit = Duration::from_millis(gw.limits.agent_timeout_ms);
     match tokio::time::timeout(limit, http_body_util::Limited::new(body, MAX_ANSWER_BYTES).collect()).await {
         Ok(Ok(c)) => Ok(c.to_bytes()),
@@ -258,7 +258,7 @@ pub(crate) async fn answer_send(
     agent: &Arc<Agent>,
     skill: &str,
     stream: bool,
-    resp: Response<Incoming>,
+    resp: Response<UpstreamBody>,
 ) -> Result<(Response<Body>, Option<String>), BridgeError> {
     check_bridge(agent, &resp)?;
     let gw = call.gw;
@@ -328,10 +328,10 @@ fn event_data(event: &[u8]) -> Option<Value> {
 /// Reads a stream up to the end of its first event (at most `max` bytes, within `limit`): the bytes read, the
 /// event's `data`, and the rest of the stream, which is not read.
 async fn first_event(
-    mut body: Incoming,
+    mut body: UpstreamBody,
     max: usize,
     limit: Duration,
-) -> Result<(BytesMut, Option<Value>, Incoming), String> {
+) -> Result<(BytesMut, Option<Value>, UpstreamBody), String> {
     let deadline = tokio::time::Instant::now() + limit;
     let mut buf = BytesMut::new();
     loop {

@@ -1,0 +1,220 @@
+//! The gateway's agent connections (`a2a_gateway::upstream`) against a real HTTP/1.1 server on loopback that counts
+//! the connections it accepts: reuse, a connection the agent closed, a body dropped half-read, time limits, refusals.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use a2a_gateway::upstream::{Upstream, UpstreamError};
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::TokioIo;
+
+/// A server whose answers depend on the path: `/ok` (a small JSON), `/close` (`Connection: close`), `/slow` (500 ms),
+/// `/stream` (chunked, 64 chunks of 1 KiB, 5 ms apart), `/empty` (204). Counts connections accepted.
+struct Server {
+    addr: std::net::SocketAddr,
+    accepted: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+type Answer = Response<http_body_util::combinators::BoxBody<Bytes, Infallible>>;
+
+async fn answer(req: Request<Incoming>) -> Result<Answer, Infallible> {
+    let host = req.headers().get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let full = |s: &str| Full::new(Bytes::from(s.to_owned())).boxed();
+    Ok(match req.uri().path() {
+        "/close" => {
+            Response::builder().header("connection", "close").body(full("{\"closed\":true}")).expect("response")
+        }
+        "/slow" => {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            Response::new(full("{\"slow\":true}"))
+        }
+        "/stream" => {
+            let chunks = futures_util::stream::unfold(0, |i| async move {
+                if i == 64 {
+                    return None;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                Some((Ok::<_, Infallible>(Frame::data(Bytes::from(vec![b'x'; 1024]))), i + 1))
+            });
+            Response::new(StreamBody::new(chunks).boxed())
+        }
+        "/empty" => Response::builder().status(204).body(full("")).expect("response"),
+        p => Response::new(full(&format!("{{\"path\":\"{p}\",\"host\":\"{host}\"}}"))),
+    })
+}
+
+/// Accepts and serves connections; aborting it closes every connection (they live in its `JoinSet`).
+async fn serve(listener: tokio::net::TcpListener, count: Arc<AtomicUsize>) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { return };
+        count.fetch_add(1, Ordering::SeqCst);
+        connections.spawn(async move {
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), hyper::service::service_fn(answer))
+                .await;
+        });
+        while connections.try_join_next().is_some() {}
+    }
+}
+
+impl Server {
+    async fn start() -> Server {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        let task = tokio::spawn(serve(listener, count));
+        Server { addr, accepted, task }
+    }
+
+    fn get(&self, path: &str) -> Request<Full<Bytes>> {
+        Request::get(format!("http://{}{path}", self.addr)).body(Full::new(Bytes::new())).expect("request")
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn upstream() -> Upstream {
+    Upstream::new(Duration::from_secs(2), Duration::from_secs(5), 8)
+}
+
+async fn text(up: &Upstream, req: Request<Full<Bytes>>) -> (u16, String) {
+    let resp = up.send(req).await.expect("send");
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8(body.to_vec()).expect("utf-8"))
+}
+
+#[tokio::test]
+async fn sequential_requests_reuse_one_connection_and_send_origin_form_with_host() {
+    let server = Server::start().await;
+    let up = upstream();
+    for i in 0..50 {
+        let (status, body) = text(&up, server.get(&format!("/ok/{i}?q=1"))).await;
+        assert_eq!(status, 200);
+        assert_eq!(body, format!("{{\"path\":\"/ok/{i}\",\"host\":\"{}\"}}", server.addr));
+    }
+    // Empty answers (204) and streamed chunked answers read to their end give the connection back too.
+    assert_eq!(text(&up, server.get("/empty")).await, (204, String::new()));
+    let (status, body) = text(&up, server.get("/stream")).await;
+    assert_eq!((status, body.len()), (200, 64 * 1024));
+    assert_eq!(text(&up, server.get("/ok")).await.0, 200);
+    assert_eq!(server.accepted(), 1, "one connection for every sequential request");
+    assert_eq!(up.connections_opened(), 1);
+}
+
+#[tokio::test]
+async fn concurrent_requests_open_one_connection_each_then_reuse_them() {
+    let server = Server::start().await;
+    let up = upstream();
+    for _round in 0..5 {
+        let mut tasks = Vec::new();
+        for i in 0..4 {
+            let (up, req) = (up.clone(), server.get(&format!("/ok/{i}")));
+            tasks.push(tokio::spawn(async move { text(&up, req).await }));
+        }
+        for t in tasks {
+            assert_eq!(t.await.expect("task").0, 200);
+        }
+    }
+    assert!(server.accepted() <= 4, "at most one connection per concurrent request, kept: {}", server.accepted());
+}
+
+#[tokio::test]
+async fn a_connection_the_agent_closed_is_not_reused() {
+    let server = Server::start().await;
+    let up = upstream();
+    assert_eq!(text(&up, server.get("/close")).await, (200, "{\"closed\":true}".to_owned()));
+    assert_eq!(text(&up, server.get("/ok")).await.0, 200);
+    assert_eq!(server.accepted(), 2, "the closed connection was replaced");
+    // An idle connection the agent drops while it waits in the pool (here: the whole server restarts on the same
+    // port) is found when it is taken out, and the request goes on a new one.
+    let port = server.addr.port();
+    drop(server);
+    // Time for the aborted connection tasks to close their sockets and the FIN to arrive.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("rebind");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    let task = tokio::spawn(serve(listener, count));
+    let req = Request::get(format!("http://127.0.0.1:{port}/ok")).body(Full::new(Bytes::new())).expect("request");
+    assert_eq!(text(&up, req).await.0, 200, "the stale pooled connection was not used");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_body_dropped_before_its_end_closes_its_connection() {
+    let server = Server::start().await;
+    let up = upstream();
+    let resp = up.send(server.get("/stream")).await.expect("send");
+    let mut body = resp.into_body();
+    let first = body.frame().await.expect("frame").expect("ok");
+    assert_eq!(first.into_data().expect("data").len(), 1024);
+    drop(body);
+    // The half-read connection cannot carry another request; the next one opens a new connection.
+    assert_eq!(text(&up, server.get("/ok")).await.0, 200);
+    assert_eq!(server.accepted(), 2);
+    assert_eq!(text(&up, server.get("/ok")).await.0, 200);
+    assert_eq!(server.accepted(), 2, "the new connection is kept");
+}
+
+#[tokio::test]
+async fn time_limits_and_refusals_say_what_failed() {
+    let server = Server::start().await;
+    let up = upstream();
+    match up.send_within(server.get("/slow"), Duration::from_millis(100)).await {
+        Err(UpstreamError::Timeout(100)) => {}
+        other => panic!("expected a timeout, got {:?}", other.map(|r| r.status())),
+    }
+    // The timed-out exchange's connection is not reused half-way through an answer.
+    assert_eq!(text(&up, server.get("/ok")).await.0, 200);
+    assert_eq!(server.accepted(), 2);
+    // Nothing listening: a connect error (the request was not sent, so another agent may be tried).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
+    let req = Request::get(format!("http://{closed}/ok")).body(Full::new(Bytes::new())).expect("request");
+    assert!(matches!(up.send(req).await, Err(UpstreamError::Connect(_))));
+    // Only http:// agents.
+    let req = Request::get("https://127.0.0.1:1/ok").body(Full::new(Bytes::new())).expect("request");
+    assert!(matches!(up.send(req).await, Err(UpstreamError::Connect(_))));
+}
+
+#[tokio::test]
+async fn the_pool_keeps_at_most_its_limit_of_idle_connections() {
+    let server = Server::start().await;
+    let up = Upstream::new(Duration::from_secs(2), Duration::from_secs(5), 2);
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let (up, req) = (up.clone(), server.get(&format!("/slow?{i}")));
+        tasks.push(tokio::spawn(async move { text(&up, req).await }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.expect("task").0, 200);
+    }
+    assert_eq!(server.accepted(), 6, "six requests at once, six connections");
+    // Two were kept: two more at once reuse them, a third at the same time needs a new one.
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        let (up, req) = (up.clone(), server.get(&format!("/slow?again{i}")));
+        tasks.push(tokio::spawn(async move { text(&up, req).await }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.expect("task").0, 200);
+    }
+    assert_eq!(server.accepted(), 7);
+}
