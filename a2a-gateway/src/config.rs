@@ -82,6 +82,15 @@ pub struct GatewaySection {
     /// The key's id in the DID document.
     #[serde(default = "default_key_id")]
     pub key_id: String,
+    /// Serve the A2A 1.x bridge (`spec/PROTOCOL.md` §20.10): the gateway's Agent Card, `/a2a1x`, and `bridge_to` in
+    /// NEGOTIATE answers naming the gateway (BR-26). `false`: none of them, and the agents' `bridge_to` is removed
+    /// from their NEGOTIATE answers (BR-18).
+    #[serde(default = "default_true")]
+    pub bridge: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_key_id() -> String {

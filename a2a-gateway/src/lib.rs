@@ -114,6 +114,8 @@ pub(crate) struct Inner {
     pub(crate) did_document: Option<(String, bytes::Bytes)>,
     pub(crate) admin_token: Option<[u8; 32]>,
     pub(crate) instance: String,
+    /// Whether the gateway serves the A2A 1.x bridge (`gateway.bridge`, §20.10).
+    pub(crate) bridge: bool,
 }
 
 /// Routes, replay memory, registry and the Redis store (when there is one).
@@ -241,6 +243,7 @@ impl Gateway {
             did_document,
             admin_token,
             instance: crate::metrics::instance_id(),
+            bridge: cfg.gateway.bridge,
         });
         let stop = tokio_util::sync::CancellationToken::new();
         if let Some(registry) = registry.filter(|_| cfg.registry.enabled) {
@@ -257,8 +260,9 @@ impl Gateway {
     /// The gateway as an axum router (every path is the gateway's: mount it at the root).
     pub fn router(&self) -> axum::Router {
         let inner = self.inner.clone();
-        // The A2A 1.x card and endpoints (spec §20.10) first; every other path is the proxy's.
-        crate::bridge::router(inner.clone()).fallback(move |req: Request<Body>| {
+        // The A2A 1.x card and endpoints (spec §20.10) first, when served; every other path is the proxy's.
+        let router = if inner.bridge { crate::bridge::router(inner.clone()) } else { axum::Router::new() };
+        router.fallback(move |req: Request<Body>| {
             let inner = inner.clone();
             async move { proxy::handle(inner, req).await }
         })

@@ -5,7 +5,8 @@
 //! as an agent parses them, so that a malformed message is refused at the edge with the agent's code and
 //! `details.member`), EXECUTE's `A2A-Negotiation-ID` and `Idempotency-Key` headers, RESULT's path. Request bodies are forwarded as the bytes received (never
 //! re-serialised) and answers stream back from the agent, except those the gateway must read (NEGOTIATE's answer,
-//! for the negotiation's lifetime; error answers, for their code; translated answers).
+//! for the negotiation's lifetime and its `bridge_to`, which is the gateway's own, BR-26; error answers, for their
+//! code; translated answers).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,6 +52,8 @@ struct Ctx {
     admin: bool,
     /// EXECUTE's idempotency route id (sender and `Idempotency-Key`), recorded when the execution is created.
     idempotency: Option<String>,
+    /// NEGOTIATE's `bridge_to`, the gateway's own (BR-26): set in the answer in place of the agent's, if any.
+    bridge_to: Option<a2a_core::wire::BridgeTo>,
 }
 
 /// An error answered by the gateway itself.
@@ -375,6 +378,7 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
                 .fallback(options)
                 .into());
             }
+            ctx.bridge_to = crate::bridge::negotiate_offer(gw, &parts.headers, &cap).await;
         }
         Step::Execute => {
             let id = header_str(&parts.headers, h::A2A_NEGOTIATION_ID)?
@@ -669,6 +673,14 @@ async fn answer(
         };
         gw.routes.put(Kind::Negotiation, &id, route, ttl).await.map_err(unavailable)?;
         ctx.negotiation_id = Some(id);
+        // The agent's `bridge_to` names the agent, which the caller must not call directly: the gateway's own, or
+        // none (BR-26). Before any translation, which renames the members of the agents' version.
+        if let Some(b) = crate::bridge::set_bridge_to(&bytes, ctx.bridge_to.as_ref()) {
+            bytes = b;
+            parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+            // An agent's signature of its answer covers the bytes it sent, not these.
+            parts.headers.remove(h::A2A_SIGNATURE);
+        }
     }
     if let Some(t) = &ctx.translation {
         bytes = t.response_body(bytes);

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use a2a_server::a2a1x::{CardSource, origin_of, render_card, sign_card_with};
+use a2a_server::a2a1x::{CardSource, render_card, sign_card_with};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -50,7 +50,7 @@ async fn card_bytes(b: &Bridge, origin: &str) -> Bytes {
 
 /// `GET /.well-known/agent-card.json` at the gateway (BR-3, BR-20).
 pub(crate) async fn serve(State(b): State<Arc<Bridge>>, headers: HeaderMap) -> Response {
-    let body = card_bytes(&b, &origin_of(None, &headers)).await;
+    let body = card_bytes(&b, &super::origin(&headers)).await;
     let mut resp = (StatusCode::OK, body).into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

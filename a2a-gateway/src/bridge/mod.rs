@@ -1,4 +1,4 @@
-//! The A2A 1.x bridge at the gateway (`spec/PROTOCOL.md` §20.10, BR-20..BR-25): the gateway's own signed Agent Card
+//! The A2A 1.x bridge at the gateway (`spec/PROTOCOL.md` §20.10, BR-20..BR-26): the gateway's own signed Agent Card
 //! (the union of its agents' skills, BR-20), and the 1.x operations on both bindings of §20.1, each forwarded to the
 //! bridge (BR-1) of an agent behind the gateway:
 //!
@@ -8,7 +8,9 @@
 //! - `GetTask`, `CancelTask` and `SubscribeToTask` follow their task to that agent through the routes every gateway
 //!   on one Redis shares (GW-2, BR-21); `ListTasks` pages through every agent (BR-23);
 //! - streams pass through as they arrive, never buffered (BR-22); the edge checks of GW-10 apply (BR-24) and every
-//!   refusal is an A2A 1.0 error with the reasons of BR-14.
+//!   refusal is an A2A 1.0 error with the reasons of BR-14;
+//! - a NEGOTIATE through the gateway that asks for the bridge (`A2A-Bridges: a2a1x`) is answered with a `bridge_to`
+//!   naming the gateway's bridge, never an agent's ([`negotiate_offer`], [`set_bridge_to`], BR-26).
 
 mod card;
 mod forward;
@@ -329,6 +331,47 @@ fn task_op(method: &Method, segment: &str) -> Result<Op, BridgeError> {
     Ok(Op::Task { id })
 }
 
+/// The gateway's public origin, which its card (BR-20) and its `bridge_to` (BR-26) name: `http://` and the request's
+/// `Host` (the gateway has no configured public URL).
+pub(crate) fn origin(headers: &HeaderMap) -> String {
+    bridge1x::origin_of(None, headers)
+}
+
+/// The `bridge_to` a NEGOTIATE answer through the gateway carries (BR-26): the gateway's own bridge, when the gateway
+/// serves it (`gateway.bridge`), the request (its headers as forwarded, after any version translation) lists `a2a1x`
+/// in `A2A-Bridges` and `capability` is a skill of the gateway's card; `None` otherwise (and then the answer carries
+/// no `bridge_to` at all).
+pub(crate) async fn negotiate_offer(
+    gw: &Inner,
+    headers: &HeaderMap,
+    capability: &str,
+) -> Option<a2a_core::wire::BridgeTo> {
+    if !gw.bridge || !bridge1x::bridge_asked(headers) {
+        return None;
+    }
+    if !skills(gw).await.iter().any(|d| d.name == capability) {
+        return None;
+    }
+    Some(bridge1x::bridge_to_at(&origin(headers), capability))
+}
+
+/// An agent's NEGOTIATE success answer with its `bridge_to` replaced by `offer` (removed when `None`), re-serialised;
+/// `None` when there is nothing to change (no `bridge_to` and none to offer: the agent's bytes are passed on
+/// untouched) or the answer is not a JSON object (passed on as it is: the caller refuses it as it would the agent's).
+pub(crate) fn set_bridge_to(body: &[u8], offer: Option<&a2a_core::wire::BridgeTo>) -> Option<Bytes> {
+    let mut v: Value = serde_json::from_slice(body).ok()?;
+    let o = v.as_object_mut()?;
+    match offer {
+        Some(b) => {
+            o.insert("bridge_to".to_owned(), serde_json::to_value(b).ok()?);
+        }
+        None => {
+            o.remove("bridge_to")?;
+        }
+    }
+    serde_json::to_vec(&v).ok().map(Bytes::from)
+}
+
 /// The skills a 1.x caller can meet through the gateway (BR-4, BR-20): the union of the agents' capabilities but
 /// the `did_auth` ones, in the order of the gateway's capabilities document.
 async fn skills(gw: &Inner) -> Vec<CapabilityDeclaration> {
@@ -404,4 +447,37 @@ async fn send(
     let (resp, task_id) = forward::answer_send(call, &agent, &skill, stream, resp).await?;
     ctx.task_id = task_id;
     Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer() -> a2a_core::wire::BridgeTo {
+        bridge1x::bridge_to_at("http://gw.example:8443", "submit_report")
+    }
+
+    #[test]
+    fn set_bridge_to_replaces_removes_or_leaves_the_answer() {
+        let agents = br#"{"negotiation_id":"n_1","bridge_to":{"binding":"a2a1x","protocol_version":"1.0","url":"http://10.0.0.5:9001/a2a1x/jsonrpc","skill":"submit_report"}}"#;
+        let v: Value = serde_json::from_slice(&set_bridge_to(agents, Some(&offer())).expect("replaced")).expect("json");
+        assert_eq!(v["bridge_to"]["url"], "http://gw.example:8443/a2a1x/jsonrpc");
+        assert_eq!(v["bridge_to"]["agent_card"], "http://gw.example:8443/.well-known/agent-card.json");
+        assert_eq!(v["negotiation_id"], "n_1");
+        let v: Value = serde_json::from_slice(&set_bridge_to(agents, None).expect("removed")).expect("json");
+        assert_eq!(v, json!({"negotiation_id": "n_1"}));
+        // Nothing to change: the agent's bytes stay as they are.
+        assert!(set_bridge_to(br#"{"negotiation_id":"n_1"}"#, None).is_none());
+        // Escaped member names are the same member.
+        let escaped = br#"{"negotiation_id":"n_1","bridge\u005fto":{}}"#;
+        let v: Value = serde_json::from_slice(&set_bridge_to(escaped, None).expect("removed")).expect("json");
+        assert_eq!(v, json!({"negotiation_id": "n_1"}));
+        let v: Value =
+            serde_json::from_slice(&set_bridge_to(br#"{"negotiation_id":"n_1"}"#, Some(&offer())).expect("added"))
+                .expect("json");
+        assert_eq!(v["bridge_to"]["skill"], "submit_report");
+        // Not a JSON object: passed on as it is.
+        assert!(set_bridge_to(b"not json", Some(&offer())).is_none());
+        assert!(set_bridge_to(b"[1]", None).is_none());
+    }
 }

@@ -1,8 +1,9 @@
-//! The A2A 1.x bridge through the gateway (spec §20.10, BR-20..BR-25): a gateway in front of two real a2a-server
+//! The A2A 1.x bridge through the gateway (spec §20.10, BR-20..BR-26): a gateway in front of two real a2a-server
 //! agents serving their bridges, with different skills — the card union and its signature, messages routed by
 //! skill, task operations following their task (also across two gateways on one Redis), streams passed through as
-//! they arrive, the edge limits, and (with `A2A_SDK_PYTHON`) the official a2a-sdk client against the gateway. Also
-//! §18 streaming RESULT passed through the gateway (STR-1, STR-11).
+//! they arrive, the edge limits, NEGOTIATE's `bridge_to` naming the gateway (and none from a gateway without the
+//! bridge), and (with `A2A_SDK_PYTHON`) the official a2a-sdk client against the gateway. Also §18 streaming RESULT
+//! passed through the gateway (STR-1, STR-11).
 
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,7 @@ async fn bridged(name: &str, skills: &[&str], world: &World) -> BridgedAgent {
     let did = format!("did:web:{name}.example.com");
     let mut b = AgentBuilder::new(did)
         .resolver(world.resolver.clone())
+        .trusted_gateways(vec![GATEWAY.to_owned()])
         .api_key(ApiKey::new("secret-key"))
         .streaming(a2a_server::streaming::StreamConfig { enabled: true, poll_ms: 20, ..Default::default() });
     for s in skills {
@@ -102,7 +104,13 @@ async fn bridged(name: &str, skills: &[&str], world: &World) -> BridgedAgent {
 
 /// The agents `TestGateway::start` takes are `TestAgent`s; a bridged agent's gateway is configured by URL.
 async fn gateway(agents: &[&BridgedAgent], world: &World, extra: &str) -> TestGateway {
-    let mut text = String::new();
+    gateway_with(agents, world, "", extra).await
+}
+
+/// As [`gateway`], with `keys` added to the `[gateway]` section.
+async fn gateway_with(agents: &[&BridgedAgent], world: &World, keys: &str, extra: &str) -> TestGateway {
+    // `TestGateway::start` writes `[gateway]` and then this text: keys before the first table are the gateway's.
+    let mut text = keys.to_owned();
     for a in agents {
         text.push_str(&format!("[[agents]]\nurl = \"{}\"\n", a.url));
     }
@@ -685,4 +693,107 @@ async fn an_agent_without_the_bridge_is_reported_as_unavailable() {
     assert_eq!(code(&v), -32603, "{v}");
     assert_eq!(reason_code(&v), "agent_unavailable");
     assert!(v["error"]["message"].as_str().unwrap_or("").contains("does not serve the A2A 1.x bridge"), "{v}");
+}
+
+/// NEGOTIATE of `capability` at `base` (a gateway or an agent), asking for the bridge when `bridges` is given.
+async fn negotiate(base: &str, capability: &str, bridges: Option<&str>, sign: Sign<'_>) -> Answer {
+    let extra: Vec<(&str, &str)> = bridges.map(|b| ("a2a-bridges", b)).into_iter().collect();
+    let body = json!({"target_capability": capability, "proposed_schema": {"type": "object"}});
+    Caller::new(base).send("POST", "/a2a/negotiate", &extra, Some(&body), sign).await
+}
+
+/// The `bridge_to` of BR-17 for the bridge at `origin`.
+fn bridge_to_at(origin: &str, skill: &str) -> Value {
+    json!({"binding": "a2a1x", "protocol_version": "1.0", "url": format!("{origin}/a2a1x/jsonrpc"),
+           "agent_card": format!("{origin}/.well-known/agent-card.json"), "skill": skill})
+}
+
+/// BR-26: a NEGOTIATE through the gateway that asks for the bridge gets the gateway's `bridge_to`, never the agent's
+/// (which the agent does add, asked directly); none without the header, none for a skill not on the gateway's card.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negotiate_through_the_gateway_offers_the_gateways_bridge_not_the_agents() {
+    let world = World::new();
+    let a = bridged("offer-a", &["submit_report", "sign_contract"], &world).await;
+    let b = bridged("offer-b", &["run_slow_task"], &world).await;
+    let g = gateway(&[&a, &b], &world, "").await;
+    let agent_origin = a.url.strip_suffix("/a2a").expect("agent URL ends with /a2a").to_owned();
+    // Asked directly, the agent offers its own bridge (BR-17): the one that must not reach a caller of the gateway.
+    let direct = negotiate(&agent_origin, "submit_report", Some("a2a1x"), Sign::No).await;
+    assert_eq!(direct.status, 200, "{}", direct.body);
+    assert_eq!(direct.body["bridge_to"], bridge_to_at(&agent_origin, "submit_report"));
+
+    for (skill, header) in [("submit_report", "a2a1x"), ("run_slow_task", "grpc, A2A1X")] {
+        let n = negotiate(&g.base, skill, Some(header), Sign::No).await;
+        assert_eq!(n.status, 200, "{}", n.body);
+        assert_eq!(n.body["bridge_to"], bridge_to_at(&g.base, skill), "the gateway's bridge, not an agent's");
+        assert_eq!(n.header("a2a-sender-id"), Some(GATEWAY));
+        // The rest of the answer is the agent's: its negotiation, which EXECUTE through the gateway uses.
+        let id = n.body["negotiation_id"].as_str().expect("negotiation id");
+        assert_eq!(n.header("a2a-negotiation-id"), Some(id));
+        assert!(n.body["agreed_schema"].is_object(), "{}", n.body);
+        let payload = if skill == "submit_report" { report() } else { json!({"ms": 1}) };
+        let e = Caller::new(&g.base)
+            .send("POST", "/a2a/execute", &[("a2a-negotiation-id", id)], Some(&payload), Sign::No)
+            .await;
+        assert_eq!(e.status, 201, "{}", e.body);
+    }
+    // The gateway's card names the same bridge: its JSON-RPC interface is bridge_to's url.
+    let card: Value = http()
+        .get(format!("{}/.well-known/agent-card.json", g.base))
+        .send()
+        .await
+        .expect("card")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(card["supportedInterfaces"][0]["url"], bridge_to_at(&g.base, "x")["url"]);
+
+    // Not asked (no header, or another binding only): no bridge_to, though the agent got the caller's headers.
+    for header in [None, Some("grpc")] {
+        let n = negotiate(&g.base, "submit_report", header, Sign::No).await;
+        assert_eq!(n.status, 200, "{}", n.body);
+        assert!(n.body.get("bridge_to").is_none(), "{header:?}: {}", n.body);
+    }
+    // A did_auth capability is not on the card (BR-4, BR-20): a signed NEGOTIATE of it gets no bridge_to.
+    let signed = Sign::With { key: &world.client_key, aud: GATEWAY, skew: 0, lifetime: 60 };
+    let n = negotiate(&g.base, "sign_contract", Some("a2a1x"), signed).await;
+    assert_eq!(n.status, 200, "{}", n.body);
+    assert!(n.body.get("bridge_to").is_none(), "{}", n.body);
+}
+
+/// BR-26: a gateway that does not serve the bridge (`gateway.bridge = false`) passes no `bridge_to` on, though its
+/// agents serve the bridge and add one; its card and `/a2a1x` are not served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_without_the_bridge_removes_the_agents_bridge_to() {
+    let world = World::new();
+    let a = bridged("nobridge-a", &["submit_report"], &world).await;
+    let g = gateway_with(&[&a], &world, "bridge = false\n", "").await;
+    let agent_origin = a.url.strip_suffix("/a2a").expect("agent URL ends with /a2a").to_owned();
+    let direct = negotiate(&agent_origin, "submit_report", Some("a2a1x"), Sign::No).await;
+    assert_eq!(direct.body["bridge_to"], bridge_to_at(&agent_origin, "submit_report"), "the agent adds one");
+    let n = negotiate(&g.base, "submit_report", Some("a2a1x"), Sign::No).await;
+    assert_eq!(n.status, 200, "{}", n.body);
+    assert!(n.body.get("bridge_to").is_none(), "{}", n.body);
+    assert!(n.body["negotiation_id"].is_string(), "the rest of the answer is the agent's: {}", n.body);
+    let e = Caller::new(&g.base)
+        .send(
+            "POST",
+            "/a2a/execute",
+            &[("a2a-negotiation-id", n.body["negotiation_id"].as_str().expect("id"))],
+            Some(&report()),
+            Sign::No,
+        )
+        .await;
+    assert_eq!(e.status, 201, "{}", e.body);
+    let card = http().get(format!("{}/.well-known/agent-card.json", g.base)).send().await.expect("card");
+    assert_eq!(card.status(), 404, "no card without the bridge");
+    let resp = http()
+        .post(format!("{}/a2a1x/jsonrpc", g.base))
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message("submit_report", report())}),
+        )
+        .send()
+        .await
+        .expect("rpc");
+    assert_eq!(resp.status(), 404, "no /a2a1x without the bridge");
 }

@@ -252,22 +252,32 @@ pub fn origin_of(public_url: Option<&str>, headers: &HeaderMap) -> String {
 /// the card.
 pub(crate) fn bridge_to(state: &AppState, headers: &HeaderMap, capability: &str) -> Option<a2a_core::wire::BridgeTo> {
     let announce = state.bridge.get()?;
-    let asked = headers
+    if !bridge_asked(headers) || !announce.skills.iter().any(|s| s == capability) {
+        return None;
+    }
+    Some(bridge_to_at(&origin_of(announce.public_url.as_deref(), headers), capability))
+}
+
+/// Whether a request's `A2A-Bridges` (a comma-separated list of binding names, in any number of headers) lists
+/// `a2a1x` (BR-17).
+pub fn bridge_asked(headers: &HeaderMap) -> bool {
+    headers
         .get_all("a2a-bridges")
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(',').any(|b| b.trim().eq_ignore_ascii_case(a2a_core::a2a1x::BRIDGE_BINDING)));
-    if !asked || !announce.skills.iter().any(|s| s == capability) {
-        return None;
-    }
-    let origin = origin_of(announce.public_url.as_deref(), headers);
-    Some(a2a_core::wire::BridgeTo {
+        .any(|v| v.split(',').any(|b| b.trim().eq_ignore_ascii_case(a2a_core::a2a1x::BRIDGE_BINDING)))
+}
+
+/// The `bridge_to` of BR-17 for the bridge served at `origin` (as [`origin_of`] gives it): its JSON-RPC endpoint,
+/// its Agent Card and the skill `capability`.
+pub fn bridge_to_at(origin: &str, capability: &str) -> a2a_core::wire::BridgeTo {
+    a2a_core::wire::BridgeTo {
         binding: a2a_core::a2a1x::BRIDGE_BINDING.to_owned(),
         protocol_version: a2a_core::a2a1x::PROTOCOL_VERSION.to_owned(),
         url: format!("{origin}/a2a1x/jsonrpc"),
         agent_card: Some(format!("{origin}{}", a2a_core::a2a1x::AGENT_CARD_PATH)),
         skill: capability.to_owned(),
-    })
+    }
 }
 
 /// Whether `did` is a valid did:web DID (for `A2A-Sender-ID` on 1.x requests).

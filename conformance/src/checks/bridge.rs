@@ -1,7 +1,7 @@
 //! The optional bridge to Agent2Agent (A2A) 1.x (§20), checked from outside when the agent serves it: the Agent Card
 //! and its signature (BR-3..BR-6), `SendMessage` / `GetTask` on the JSON-RPC binding (BR-7, BR-8, BR-11..BR-13), the
 //! same on the HTTP+JSON binding (BR-1), the error forms (BR-2, BR-9, BR-14), streaming (BR-15) and `bridge_to` in
-//! NEGOTIATE (BR-17).
+//! NEGOTIATE (BR-17; with `--gateway`, naming the gateway, BR-26).
 //!
 //! Whether the bridge is served is probed once per run: `GET /.well-known/agent-card.json` on the origin of the
 //! endpoint. A `404` means "not served" (the bridge is optional), and every check is skipped with that reason. Card
@@ -73,10 +73,10 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         check!(
             "bridge/bridge-to",
-            ["BR-17"],
+            ["BR-17", "BR-26"],
             Must,
             BRIDGE,
-            "NEGOTIATE with A2A-Bridges: a2a1x for a capability on the card answers bridge_to {binding a2a1x, protocol_version 1.0, url: the card's JSONRPC interface, agent_card, skill}; without the header there is no bridge_to",
+            "NEGOTIATE with A2A-Bridges: a2a1x for a capability on the card answers bridge_to {binding a2a1x, protocol_version 1.0, url: the card's JSONRPC interface, agent_card, skill}; with --gateway, url and agent_card are at the gateway's origin (the endpoint's), never an agent's; without the header there is no bridge_to",
             bridge_to
         ),
     ]
@@ -634,12 +634,6 @@ async fn streaming(t: &mut Trial<'_>) -> Outcome {
 
 async fn bridge_to(t: &mut Trial<'_>) -> Outcome {
     let card = card_ready(t).await?;
-    if t.ctx.opts.gateway {
-        // BR-17 binds agents; §20.10 (BR-20..BR-25) does not say whether a gateway's NEGOTIATE offers bridge_to.
-        return Err(Stop::Skip(
-            "BR-17 binds agents serving the bridge; §20.10 says nothing of bridge_to at a gateway (--gateway)".into(),
-        ));
-    }
     let plan = main_plan(t)?;
     if plan.decl.auth_requirement == AuthRequirement::DidAuth {
         return Err(Stop::Skip("the capability the suite drives is did_auth, not on the card".into()));
@@ -658,6 +652,17 @@ async fn bridge_to(t: &mut Trial<'_>) -> Outcome {
     let want = json!({"binding": a2a1x::BRIDGE_BINDING, "protocol_version": PROTOCOL_VERSION, "url": rpc_url,
         "agent_card": card_url, "skill": name});
     t.check(r.status == 200 && got == want, format!("200 with bridge_to {}", show(&want)), r.summary());
+    if t.ctx.opts.gateway {
+        // BR-26: the gateway is the caller's edge; an agent's own bridge behind it must not be named.
+        let gateway = origin(t);
+        let at = |v: &Value| v.as_str().and_then(|u| url::Url::parse(u).ok()).map(|u| u.origin().ascii_serialization());
+        t.check(
+            at(&got["url"]).as_deref() == Some(gateway.as_str())
+                && at(&got["agent_card"]).as_deref() == Some(gateway.as_str()),
+            format!("bridge_to's url and agent_card at the gateway's origin {gateway} (BR-26), not an agent's"),
+            show(&got),
+        );
+    }
     let req = t.ctx.for_cap(&plan, "POST", "/negotiate").json(&body);
     let r = t.send(format!("NEGOTIATE {name} without A2A-Bridges"), req).await?;
     let got = r.json().map(|v| v.get("bridge_to").cloned());
