@@ -26,6 +26,10 @@ use a2a_server::AgentBuilder;
 use a2a_server::handler::ExecutionContext;
 use serde_json::{Value, json};
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const CLIENT: &str = "did:web:bench-client.example.com";
 const AGENT: &str = "did:web:bench-agent.example.com";
 const GATEWAY: &str = "did:web:bench-gateway.example.com";
@@ -105,6 +109,36 @@ fn runtime(name: &str, threads: usize) -> tokio::runtime::Runtime {
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// CPU time in ns of the threads of process `pid` named `name` (all its threads when `None`), from
+/// `/proc/<pid>/task/<tid>/schedstat` (time on CPU, ns).
+fn cpu_ns(pid: u32, name: Option<&str>) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    tasks
+        .filter_map(Result::ok)
+        .filter(|t| name.is_none_or(|n| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == n)))
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// CPU time in ns of the nginx master `pid` and its worker processes.
+fn nginx_cpu_ns(master: u32) -> u64 {
+    let children: Vec<u32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().is_some_and(|st| {
+                // Fields after the `(comm)`: state, ppid, ...
+                st.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(master)
+            })
+        })
+        .collect();
+    cpu_ns(master, None) + children.iter().map(|c| cpu_ns(*c, None)).sum::<u64>()
 }
 
 fn pct(sorted: &[Duration], p: f64) -> f64 {
@@ -237,9 +271,19 @@ fn main() {
         "iterations {iterations}, concurrency {concurrency}, {seconds} s; one iteration = EXECUTE + CONFIRM + RESULT"
     );
     println!(
-        "{:<16} {:>10} {:>10} {:>10} {:>10} {:>14}",
-        "path", "p50 us", "p90 us", "p95 us", "p99 us", "iterations/s"
+        "{:<16} {:>10} {:>10} {:>10} {:>10} {:>14} {:>16}",
+        "path", "p50 us", "p90 us", "p95 us", "p99 us", "iterations/s", "proxy CPU us/req"
     );
+    // The CPU the proxy of a path spends during its throughput phase, per HTTP request (3 per iteration).
+    let me = std::process::id();
+    let nginx_pid = nginx.id();
+    let proxy_cpu = move |name: &str| -> Option<u64> {
+        match name {
+            "nginx" => Some(nginx_cpu_ns(nginx_pid)),
+            "gateway" | "gateway_signed" => Some(cpu_ns(me, Some("gateway"))),
+            _ => None,
+        }
+    };
     let mut rows = Vec::new();
     // `--only gateway` runs one path (for a profile of that path alone).
     let only: Option<String> = {
@@ -247,7 +291,7 @@ fn main() {
         args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned()
     };
     for (name, client, cap) in paths.iter().filter(|p| only.as_deref().is_none_or(|o| o == p.0)) {
-        let (p50, p90, p95, p99, rate) = client_rt.block_on(async {
+        let (p50, p90, p95, p99, rate, cpu) = client_rt.block_on(async {
             let neg = client.negotiate(cap).await;
             for _ in 0..200 {
                 client.iteration(&neg).await;
@@ -274,16 +318,29 @@ fn main() {
                 }));
             }
             let t = Instant::now();
+            let cpu_before = proxy_cpu(name);
             let mut total = 0;
             for task in tasks {
                 total += task.await.expect("task");
             }
-            (pct(&lat, 0.5), pct(&lat, 0.9), pct(&lat, 0.95), pct(&lat, 0.99), total as f64 / t.elapsed().as_secs_f64())
+            let cpu = proxy_cpu(name)
+                .zip(cpu_before)
+                .map(|(after, before)| (after - before) as f64 / 1e3 / (3 * total) as f64);
+            (
+                pct(&lat, 0.5),
+                pct(&lat, 0.9),
+                pct(&lat, 0.95),
+                pct(&lat, 0.99),
+                total as f64 / t.elapsed().as_secs_f64(),
+                cpu,
+            )
         });
-        println!("{name:<16} {p50:>10.0} {p90:>10.0} {p95:>10.0} {p99:>10.0} {rate:>14.0}");
-        rows.push((*name, p50, rate));
+        let cpu_text = cpu.map_or_else(|| "-".to_owned(), |c| format!("{c:.1}"));
+        println!("{name:<16} {p50:>10.0} {p90:>10.0} {p95:>10.0} {p99:>10.0} {rate:>14.0} {cpu_text:>16}");
+        rows.push((*name, p50, rate, cpu));
     }
     let get = |n: &str| rows.iter().find(|r| r.0 == n).map_or((0.0, 0.0), |r| (r.1, r.2));
+    let cpu_of = |n: &str| rows.iter().find(|r| r.0 == n).and_then(|r| r.3).unwrap_or(0.0);
     let (d, dr) = get("direct");
     let (n, nr) = get("nginx");
     let (g, gr) = get("gateway");
@@ -295,6 +352,12 @@ fn main() {
         g - d,
         (g - d) / (n - d),
         gr / nr
+    );
+    println!(
+        "proxy CPU per request: nginx {:.1} us, gateway {:.1} us (gateway/nginx {:.2})",
+        cpu_of("nginx"),
+        cpu_of("gateway"),
+        cpu_of("gateway") / cpu_of("nginx")
     );
     println!(
         "signature checks at the gateway: +{:.0} us p50 per iteration over the unsigned gateway ({:.0} us per request), \

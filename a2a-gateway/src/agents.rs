@@ -314,10 +314,26 @@ impl Agents {
 
     /// The agent's DISCOVER answer, from the cache or fetched (`OPTIONS /a2a` then `GET /a2a/capabilities`).
     pub async fn info(&self, agent: &Agent) -> Result<Arc<AgentInfo>, Arc<str>> {
-        let key = agent.endpoint.url.clone();
+        // A hit (every request but the first in five minutes) reads the cache; the miss, with its HTTP exchanges, is
+        // boxed so that its state does not weigh on every request's future.
+        let cached = match self.cache.get(&agent.endpoint.url).await {
+            Some(hit) => {
+                self.metrics.cache(true);
+                hit
+            }
+            None => Box::pin(self.info_miss(agent)).await,
+        };
+        match cached {
+            Cached::Ok(i) => Ok(i),
+            Cached::Failed(e) => Err(e),
+        }
+    }
+
+    /// Fetches an agent's DISCOVER answer into the cache (one fetch for concurrent callers).
+    async fn info_miss(&self, agent: &Agent) -> Cached {
         let entry = self
             .cache
-            .entry(key)
+            .entry(agent.endpoint.url.clone())
             .or_insert_with(async {
                 match self.fetch(&agent.endpoint).await {
                     Ok(info) => Cached::Ok(Arc::new(info)),
@@ -330,10 +346,7 @@ impl Agents {
             })
             .await;
         self.metrics.cache(!entry.is_fresh());
-        match entry.into_value() {
-            Cached::Ok(i) => Ok(i),
-            Cached::Failed(e) => Err(e),
-        }
+        entry.into_value()
     }
 
     /// Drops an agent's cached answer (e.g. after it answered `no_matching_capability`, DISC-4).

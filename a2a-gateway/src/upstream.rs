@@ -234,7 +234,8 @@ impl Upstream {
             let reused = pooled.is_some();
             let mut conn = match pooled {
                 Some(c) => c,
-                None => self.pool.connect(&authority).await?,
+                // Boxed: a new connection is rare, and its state would otherwise be part of every request's future.
+                None => Box::pin(self.pool.connect(&authority)).await?,
             };
             match conn.send(req).await {
                 Ok(resp) => {
