@@ -118,19 +118,26 @@ async fn sequential_requests_reuse_one_connection_and_send_origin_form_with_host
     assert_eq!(up.connections_opened(), 1);
 }
 
+/// Sends `paths` at once, each in its own task, and asserts every answer is `200`.
+async fn all_at_once(up: &Upstream, server: &Server, paths: &[String]) {
+    let tasks: Vec<_> = paths
+        .iter()
+        .map(|p| {
+            let (up, req) = (up.clone(), server.get(p));
+            tokio::spawn(async move { text(&up, req).await })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.expect("task").0, 200);
+    }
+}
+
 #[tokio::test]
 async fn concurrent_requests_open_one_connection_each_then_reuse_them() {
     let server = Server::start().await;
     let up = upstream();
     for _round in 0..5 {
-        let mut tasks = Vec::new();
-        for i in 0..4 {
-            let (up, req) = (up.clone(), server.get(&format!("/ok/{i}")));
-            tasks.push(tokio::spawn(async move { text(&up, req).await }));
-        }
-        for t in tasks {
-            assert_eq!(t.await.expect("task").0, 200);
-        }
+        all_at_once(&up, &server, &(0..4).map(|i| format!("/ok/{i}")).collect::<Vec<_>>()).await;
     }
     assert!(server.accepted() <= 4, "at most one connection per concurrent request, kept: {}", server.accepted());
 }
@@ -198,23 +205,9 @@ async fn time_limits_and_refusals_say_what_failed() {
 async fn the_pool_keeps_at_most_its_limit_of_idle_connections() {
     let server = Server::start().await;
     let up = Upstream::new(Duration::from_secs(2), Duration::from_secs(5), 2);
-    let mut tasks = Vec::new();
-    for i in 0..6 {
-        let (up, req) = (up.clone(), server.get(&format!("/slow?{i}")));
-        tasks.push(tokio::spawn(async move { text(&up, req).await }));
-    }
-    for t in tasks {
-        assert_eq!(t.await.expect("task").0, 200);
-    }
+    all_at_once(&up, &server, &(0..6).map(|i| format!("/slow?{i}")).collect::<Vec<_>>()).await;
     assert_eq!(server.accepted(), 6, "six requests at once, six connections");
     // Two were kept: two more at once reuse them, a third at the same time needs a new one.
-    let mut tasks = Vec::new();
-    for i in 0..3 {
-        let (up, req) = (up.clone(), server.get(&format!("/slow?again{i}")));
-        tasks.push(tokio::spawn(async move { text(&up, req).await }));
-    }
-    for t in tasks {
-        assert_eq!(t.await.expect("task").0, 200);
-    }
+    all_at_once(&up, &server, &(0..3).map(|i| format!("/slow?again{i}")).collect::<Vec<_>>()).await;
     assert_eq!(server.accepted(), 7);
 }
