@@ -1365,3 +1365,56 @@ impl Store for RedisStore {
         self.run("ping", move |mut c| async move { redis::cmd("PING").query_async::<()>(&mut c).await }).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Waiters;
+
+    /// Whether a waiter registered for `id` is woken (notified) by what `act` does.
+    fn wakes(w: &Waiters, id: &str, act: impl FnOnce()) -> bool {
+        let n = w.register(id);
+        let notified = n.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        act();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        std::future::Future::poll(notified.as_mut(), &mut cx).is_ready()
+    }
+
+    #[test]
+    fn a_signal_without_a_write_in_flight_wakes_at_once_and_is_remembered() {
+        let w = Waiters::default();
+        assert!(wakes(&w, "e1", || w.signal("e1")));
+        assert!(w.fired("e1"));
+        assert!(!w.fired("e2"));
+    }
+
+    #[test]
+    fn a_signal_during_this_process_s_own_terminal_write_is_held_until_the_write_ends() {
+        let w = Waiters::default();
+        // Applied: held while in flight, then one wake-up when the guard ends (the record is in `finals` by then).
+        let mut guard = w.begin_write("e1");
+        assert!(!wakes(&w, "e1", || w.signal("e1")), "woken before the write's record was final");
+        assert!(!w.fired("e1"));
+        guard.applied = true;
+        assert!(wakes(&w, "e1", || drop(guard)));
+        assert!(w.fired("e1"));
+        // Not applied (a conflict, an error, a dropped future): a held signal is delivered all the same.
+        let guard = w.begin_write("e2");
+        w.signal("e2");
+        assert!(wakes(&w, "e2", || drop(guard)), "a held signal was lost");
+        // Not applied and no signal came: nobody is woken, and the id is not marked.
+        let guard = w.begin_write("e3");
+        assert!(!wakes(&w, "e3", || drop(guard)));
+        assert!(!w.fired("e3"));
+        // Two writes of one id in flight: held until the last ends.
+        let (first, second) = (w.begin_write("e4"), w.begin_write("e4"));
+        w.signal("e4");
+        drop(first);
+        assert!(w.fired("e4"), "the first write's end delivers the held signal");
+        assert!(wakes(&w, "e4", || drop(second)), "the last write's end delivers it too");
+        // Nothing stays in flight: a later signal is not held.
+        assert!(w.lock().writing.is_empty());
+        assert!(wakes(&w, "e3", || w.signal("e3")));
+    }
+}
