@@ -998,10 +998,8 @@ impl Engine {
             };
             exact = true;
         }
-        if !exact {
-            if let Some(r) = self.store.get_execution(&rec.id).await.map_err(store_err)? {
-                rec = self.expire_if_due(r).await?;
-            }
+        if !exact && let Some(r) = self.store.get_execution(&rec.id).await.map_err(store_err)? {
+            rec = self.expire_if_due(r).await?;
         }
         Ok(result_response(&rec))
     }

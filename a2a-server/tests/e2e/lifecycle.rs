@@ -319,7 +319,11 @@ fn on_redis(prefix: &str, max_wait_ms: u64) -> a2a_server::AgentBuilder {
     use a2a_server::store::redis::{AgentScope, RedisConfig};
     let store = RedisStore::connect(
         RedisConfig::new(crate::redis_support::shared_server().url()).with_key_prefix(prefix),
-        AgentScope { did: "did:web:agent.example.com".into(), retention: Duration::from_secs(3600), max_received: 1000 },
+        AgentScope {
+            did: "did:web:agent.example.com".into(),
+            retention: Duration::from_secs(3600),
+            max_received: 1000,
+        },
     )
     .expect("connect");
     let mut limits = test_limits();
@@ -351,6 +355,10 @@ async fn a_long_poll_on_redis_answers_what_another_process_wrote_since_this_one_
         assert_eq!(r.status, StatusCode::OK, "{}", r.body);
         assert_eq!(r.body["status"], json!("canceled"), "{}", r.body);
         // Not the 30 s asked for (nor the 60 s of work): 10 s is ample on a loaded machine.
-        assert!(started.elapsed() < Duration::from_secs(10), "the long-poll missed the cancel: {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the long-poll missed the cancel: {:?}",
+            started.elapsed()
+        );
     }
 }
