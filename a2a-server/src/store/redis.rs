@@ -30,11 +30,17 @@
 //! negotiation is cached); CONFIRM 1 (the record EXECUTE created here is the compare-and-set's `seen`, so no read;
 //! the script accepts, queues and claims); the worker 1 (a handler done within 10 ms records its start and
 //! its end in one script, [`super::Transition::Ran`], which also releases the work and publishes; a longer one
-//! writes `running` first, one more); RESULT with long-poll 0–1 (a terminal record is final, ST-2, so the process
-//! that wrote or read one serves later reads from memory; otherwise one read, then the pub/sub wake-up). That is 3–4.
-//! CONFIRM on a process that did not create the execution reads it first (+1), and one without a free worker slot
-//! leaves the work to the workers' blocking `XREADGROUP` (+1, shared by the items it takes at once).
-//! `docs/BENCHMARKS.md` has the measured figure.
+//! writes `running` first, one more); RESULT with long-poll 0 (a terminal record is final, ST-2, so the process
+//! that wrote or read one serves later reads from memory; a long-poll that finds none starts from the record this
+//! process last wrote, [`Store::get_execution_for_wait`], and is woken locally by the worker's write). That is 3.
+//! CONFIRM on a process that did not create the execution reads it first (+1), one without a free worker slot
+//! leaves the work to the workers' blocking `XREADGROUP` (+1, shared by the items it takes at once), and a RESULT on
+//! a process that did not write the execution reads it (+1, then the pub/sub wake-up). `docs/BENCHMARKS.md` has the
+//! measured figure.
+//!
+//! The terminal write's `PUBLISH` reaches this process's own subscriber too, possibly before the write's reply: such
+//! a message is held until the reply has put the record into the cache of final records, so that the local waiters
+//! it wakes find it there instead of reading it again (`Waiters`); another process's messages are delivered at once.
 //!
 //! ## Failure
 //!
