@@ -18,6 +18,11 @@ use a2a_server::a2a1x::{Bridge, BridgeOptions};
 use a2a_server::handler::ExecutionContext;
 use serde_json::{Value, json};
 
+/// The allocator of the `a2a-server` binary (see `a2a_server::ShippedAllocator`): the bench measures what ships.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: a2a_server::ShippedAllocator = a2a_server::ShippedAllocator;
+
 struct Args {
     iterations: usize,
     sdk_iterations: usize,

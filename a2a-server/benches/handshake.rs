@@ -25,6 +25,11 @@ use a2a_server::AgentBuilder;
 use a2a_server::handler::ExecutionContext;
 use serde_json::{Value, json};
 
+/// The allocator of the `a2a-server` binary (see `a2a_server::ShippedAllocator`): the bench measures what ships.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: a2a_server::ShippedAllocator = a2a_server::ShippedAllocator;
+
 const SENDER: &str = "did:web:bench-client.example.com";
 const AGENT: &str = "did:web:bench-agent.example.com";
 

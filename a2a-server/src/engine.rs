@@ -52,6 +52,17 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// How [`Engine::find_execution`] reads the record (the store method it calls).
+#[derive(Clone, Copy)]
+enum Read {
+    /// [`Store::get_execution`].
+    Current,
+    /// [`Store::get_execution_for_update`].
+    ForUpdate,
+    /// [`Store::get_execution_for_wait`].
+    ForWait,
+}
+
 /// Who is calling, as established by the router (headers and authentication).
 #[derive(Debug, Clone)]
 pub struct Caller {
@@ -486,26 +497,36 @@ impl Engine {
     /// Finds the caller's execution (CONF-4, RES-1), applying lazy expiry: an unconfirmed execution past its confirm
     /// window is canceled, a confirmed one past its deadline is timed out.
     pub async fn execution_for(&self, caller: &Caller, id: &str) -> Result<ExecutionRecord, A2aError> {
-        self.find_execution(caller, id, false).await
+        self.find_execution(caller, id, Read::Current).await
     }
 
     /// [`Engine::execution_for`] for CONFIRM, which transitions the record at once: the store may answer from what
     /// this process created (see [`Store::get_execution_for_update`]).
     pub async fn execution_for_update(&self, caller: &Caller, id: &str) -> Result<ExecutionRecord, A2aError> {
-        self.find_execution(caller, id, true).await
+        self.find_execution(caller, id, Read::ForUpdate).await
     }
 
-    async fn find_execution(&self, caller: &Caller, id: &str, for_update: bool) -> Result<ExecutionRecord, A2aError> {
+    /// [`Engine::execution_for`] for a RESULT that long-polls ([`Engine::result`] with a non-zero wait, whose answer
+    /// always comes from a read the wait makes or from a terminal record): the store may answer from what this
+    /// process last wrote (see [`Store::get_execution_for_wait`]).
+    pub async fn execution_for_wait(&self, caller: &Caller, id: &str) -> Result<ExecutionRecord, A2aError> {
+        self.find_execution(caller, id, Read::ForWait).await
+    }
+
+    async fn find_execution(&self, caller: &Caller, id: &str, read: Read) -> Result<ExecutionRecord, A2aError> {
         let unknown = || {
             A2aError::with_message(
                 ErrorCode::UNKNOWN_EXECUTION,
                 format!("no execution {id:?} for sender {} (unknown, expired or not yours)", caller.sender),
             )
         };
-        let rec =
-            if for_update { self.store.get_execution_for_update(id).await } else { self.store.get_execution(id).await }
-                .map_err(store_err)?
-                .ok_or_else(unknown)?;
+        let rec = match read {
+            Read::Current => self.store.get_execution(id).await,
+            Read::ForUpdate => self.store.get_execution_for_update(id).await,
+            Read::ForWait => self.store.get_execution_for_wait(id).await,
+        }
+        .map_err(store_err)?
+        .ok_or_else(unknown)?;
         if rec.sender != caller.sender {
             return Err(unknown());
         }
@@ -943,9 +964,22 @@ impl Engine {
 
     /// RESULT (§8.3), with long-poll: waits up to `wait` for a terminal state.
     pub async fn result(&self, rec: ExecutionRecord, wait: Duration) -> Result<ResultResponse, A2aError> {
+        self.long_poll(rec, wait, true).await
+    }
+
+    /// [`Engine::result`] for a record read by [`Engine::execution_for_wait`], which may be stale: the answer is
+    /// never that record itself but one [`Store::wait_change`] returned, or a fresh read when no wait happened (the
+    /// wait was capped to zero, or the agent is shutting down).
+    pub async fn result_for_wait(&self, rec: ExecutionRecord, wait: Duration) -> Result<ResultResponse, A2aError> {
+        self.long_poll(rec, wait, false).await
+    }
+
+    async fn long_poll(&self, rec: ExecutionRecord, wait: Duration, exact: bool) -> Result<ResultResponse, A2aError> {
         let wait = wait.min(Duration::from_millis(self.limits.max_wait_ms));
         let until = now_ms().saturating_add(wait.as_millis() as u64);
         let mut rec = rec;
+        // Whether `rec` is what the store holds (or held when it was read); a terminal record is final (ST-2).
+        let mut exact = exact || rec.status.is_terminal();
         while !rec.status.is_terminal() {
             let now = now_ms();
             if now >= until || self.shutdown.is_cancelled() {
@@ -962,6 +996,10 @@ impl Engine {
                 Some(r) => self.expire_if_due(r).await?,
                 None => break,
             };
+            exact = true;
+        }
+        if !exact && let Some(r) = self.store.get_execution(&rec.id).await.map_err(store_err)? {
+            rec = self.expire_if_due(r).await?;
         }
         Ok(result_response(&rec))
     }

@@ -34,6 +34,11 @@
 //! # Ok(()) }
 //! ```
 
+/// The global allocator the `a2a-server` binary installs, and the benches with it so that they measure what ships
+/// (feature `mimalloc`, on by default). A library user chooses their own: nothing here installs it.
+#[cfg(feature = "mimalloc")]
+pub use mimalloc::MiMalloc as ShippedAllocator;
+
 pub mod a2a1x;
 pub mod app;
 pub mod auth;

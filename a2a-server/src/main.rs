@@ -11,6 +11,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// The allocator of the `a2a-server` binary (see `a2a_server::ShippedAllocator`).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: a2a_server::ShippedAllocator = a2a_server::ShippedAllocator;
+
 /// Serve an A2A 0.3 agent.
 #[derive(Parser, Debug)]
 #[command(name = "a2a-server", version, about)]

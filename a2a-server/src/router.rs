@@ -603,6 +603,17 @@ fn execution_header(resp: &mut Response, id: &str) {
     }
 }
 
+/// What the record [`authorized_execution`] reads is for (which engine read it uses).
+#[derive(Clone, Copy, PartialEq)]
+enum ReadFor {
+    /// Answering with it: [`crate::engine::Engine::execution_for`].
+    Answer,
+    /// A transition that follows at once: [`crate::engine::Engine::execution_for_update`].
+    Update,
+    /// A long-poll that follows at once: [`crate::engine::Engine::execution_for_wait`].
+    Wait,
+}
+
 /// Finds the caller's execution and authenticates the caller for its capability.
 async fn authorized_execution(
     state: &AppState,
@@ -610,12 +621,12 @@ async fn authorized_execution(
     id: &str,
     parts: &SignedParts<'_>,
     body_coverage: bool,
-    for_update: bool,
+    read: ReadFor,
 ) -> Result<crate::store::ExecutionRecord, ApiError> {
-    let rec = if for_update {
-        state.engine.execution_for_update(caller, id).await?
-    } else {
-        state.engine.execution_for(caller, id).await?
+    let rec = match read {
+        ReadFor::Answer => state.engine.execution_for(caller, id).await?,
+        ReadFor::Update => state.engine.execution_for_update(caller, id).await?,
+        ReadFor::Wait => state.engine.execution_for_wait(caller, id).await?,
     };
     let requirement = state
         .engine
@@ -641,7 +652,7 @@ async fn confirm(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: 
         &req.execution_id,
         &signed_parts("POST", &uri, &headers, &bytes),
         true,
-        true,
+        ReadFor::Update,
     )
     .await?;
     let tag = AuditTag { capability: rec.capability.clone(), negotiation: Some(rec.negotiation_id.clone()) };
@@ -674,8 +685,12 @@ async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
         }
     }
     state.auth.forwarded(&state.engine, &signed_parts("GET", &uri, &headers, b""), &mut caller, false).await?;
+    // A long-poll (not a stream, which starts from the record it is given) may start from what this process last
+    // wrote: the wait ends with a read of the store or a terminal record (`Engine::result`).
+    let may_stream = state.engine.streaming().is_some() && headers.contains_key(crate::streaming::A2A_STREAM);
+    let read = if wait.is_zero() || may_stream { ReadFor::Answer } else { ReadFor::Wait };
     let rec =
-        authorized_execution(&state, &mut caller, id.as_ref(), &signed_parts("GET", &uri, &headers, b""), false, false)
+        authorized_execution(&state, &mut caller, id.as_ref(), &signed_parts("GET", &uri, &headers, b""), false, read)
             .await?;
     // §18: with `A2A-Stream: true` at an agent that streams, the events of the execution (STR-1).
     if let Some(streaming) = state.engine.streaming().cloned()
@@ -687,7 +702,11 @@ async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
         r.extensions_mut().insert(tag);
         return Ok(r);
     }
-    let resp = state.engine.result(rec, wait).await?;
+    let resp = if read == ReadFor::Wait {
+        state.engine.result_for_wait(rec, wait).await?
+    } else {
+        state.engine.result(rec, wait).await?
+    };
     let mut r = json_response(StatusCode::OK, &resp);
     tag_execution(&mut r, &resp);
     execution_header(&mut r, &resp.execution_id);
@@ -706,7 +725,7 @@ async fn cancel(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
         &req.execution_id,
         &signed_parts("POST", &uri, &headers, &bytes),
         true,
-        false,
+        ReadFor::Answer,
     )
     .await?;
     let resp = state.engine.cancel(rec).await?;

@@ -327,6 +327,15 @@ pub trait Store: Send + Sync + 'static {
         self.get_execution(id).await
     }
 
+    /// Reads an execution for a long-poll that follows at once (RESULT with a wait): the record is only the start of
+    /// [`Store::wait_change`], whose answer always comes from a read of the store or from a terminal (final) record,
+    /// so the store may answer from the record this process last wrote. It may be stale (another process changed the
+    /// execution since); the fields fixed at creation (sender, capability, negotiation, payload, confirm window) are
+    /// exact. Default: [`Store::get_execution`].
+    async fn get_execution_for_wait(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+        self.get_execution(id).await
+    }
+
     /// CONFIRM with a free worker slot in this process: [`Store::transition`] with a [`Transition::Accept`] that, in
     /// the same atomic step, also claims for this process's workers the oldest unclaimed item of the execution's queue
     /// (usually the work just queued), as [`Store::claim_work`] would. Saves the workers a read of the queue. Default:

@@ -30,11 +30,17 @@
 //! negotiation is cached); CONFIRM 1 (the record EXECUTE created here is the compare-and-set's `seen`, so no read;
 //! the script accepts, queues and claims); the worker 1 (a handler done within 10 ms records its start and
 //! its end in one script, [`super::Transition::Ran`], which also releases the work and publishes; a longer one
-//! writes `running` first, one more); RESULT with long-poll 0–1 (a terminal record is final, ST-2, so the process
-//! that wrote or read one serves later reads from memory; otherwise one read, then the pub/sub wake-up). That is 3–4.
-//! CONFIRM on a process that did not create the execution reads it first (+1), and one without a free worker slot
-//! leaves the work to the workers' blocking `XREADGROUP` (+1, shared by the items it takes at once).
-//! `docs/BENCHMARKS.md` has the measured figure.
+//! writes `running` first, one more); RESULT with long-poll 0 (a terminal record is final, ST-2, so the process
+//! that wrote or read one serves later reads from memory; a long-poll that finds none starts from the record this
+//! process last wrote, [`Store::get_execution_for_wait`], and is woken locally by the worker's write). That is 3.
+//! CONFIRM on a process that did not create the execution reads it first (+1), one without a free worker slot
+//! leaves the work to the workers' blocking `XREADGROUP` (+1, shared by the items it takes at once), and a RESULT on
+//! a process that did not write the execution reads it (+1, then the pub/sub wake-up). `docs/BENCHMARKS.md` has the
+//! measured figure.
+//!
+//! The terminal write's `PUBLISH` reaches this process's own subscriber too, possibly before the write's reply: such
+//! a message is held until the reply has put the record into the cache of final records, so that the local waiters
+//! it wakes find it there instead of reading it again (`Waiters`); another process's messages are delivered at once.
 //!
 //! ## Failure
 //!
@@ -403,6 +409,12 @@ const GROUP: &str = "workers";
 /// starts waiting ([`Store::terminal_signal`]). A waiter registers (and enables its wake-up), then looks for the
 /// mark; [`Waiters::wake`] marks the id under the lock that look takes, then notifies: every signal is either seen
 /// as a mark or wakes the waiter.
+///
+/// This process's own terminal writes publish too, and the subscriber may hear the message before the write's reply
+/// has put the record into `finals`: a waiter woken then would read the record from Redis for nothing. So while a
+/// terminal write of an id is in flight here ([`Waiters::begin_write`]), a message for that id is held
+/// ([`Waiters::signal`]) and delivered when the write ends ([`WriteGuard`]): at once after the record is in `finals`
+/// when the write was applied, or anyway if the write failed or lost (the message may be another process's).
 #[derive(Default)]
 struct Waiters {
     inner: Mutex<WaitersInner>,
@@ -414,6 +426,39 @@ struct WaitersInner {
     /// Ids whose terminal signal came, the oldest first: at most [`RECENT_SIGNALS`].
     fired: std::collections::HashSet<Arc<str>>,
     fired_order: std::collections::VecDeque<Arc<str>>,
+    /// Terminal writes in flight here, by id: how many, and whether a message for the id was held meanwhile.
+    writing: HashMap<String, (u32, bool)>,
+}
+
+/// A terminal write in flight ([`Waiters::begin_write`]); ends when dropped (also when the write's future is dropped
+/// half-way): wakes the id's waiters if the write was applied (`applied`, set once the record is in `finals`) or a
+/// message for the id was held meanwhile.
+struct WriteGuard<'a> {
+    waiters: &'a Waiters,
+    id: &'a str,
+    applied: bool,
+}
+
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        let held = {
+            let mut g = self.waiters.lock();
+            match g.writing.get_mut(self.id) {
+                Some((n, held)) => {
+                    let held = *held;
+                    *n -= 1;
+                    if *n == 0 {
+                        g.writing.remove(self.id);
+                    }
+                    held
+                }
+                None => false,
+            }
+        };
+        if self.applied || held {
+            self.waiters.wake(self.id);
+        }
+    }
 }
 
 /// Terminal signals remembered at most (one id each; at a thousand executions a second, the last 16 seconds).
@@ -440,6 +485,22 @@ impl Waiters {
     /// Whether a terminal signal for `id` came lately.
     fn fired(&self, id: &str) -> bool {
         self.lock().fired.contains(id)
+    }
+
+    /// Marks a terminal write of `id` in flight until the guard is dropped.
+    fn begin_write<'a>(&'a self, id: &'a str) -> WriteGuard<'a> {
+        self.lock().writing.entry(id.to_owned()).or_insert((0, false)).0 += 1;
+        WriteGuard { waiters: self, id, applied: false }
+    }
+
+    /// A terminal signal from the subscriber: held while a terminal write of the id is in flight here, else
+    /// [`Waiters::wake`].
+    fn signal(&self, id: &str) {
+        if let Some((_, held)) = self.lock().writing.get_mut(id) {
+            *held = true;
+            return;
+        }
+        self.wake(id);
     }
 
     fn wake(&self, id: &str) {
@@ -495,6 +556,9 @@ pub struct RedisStore {
     /// Executions created here and not changed here since: the record CONFIRM passes to its compare-and-set without
     /// reading it first ([`Store::get_execution_for_update`]). Weighed like `finals`.
     created: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
+    /// The last non-terminal record this process wrote of an execution, while nothing else here saw a change of it:
+    /// where a long-poll starts waiting ([`Store::get_execution_for_wait`]) without reading it. Weighed like `finals`.
+    written: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
     round_trips: Arc<AtomicU64>,
     _subscriber: tokio_util::sync::DropGuard,
 }
@@ -511,6 +575,9 @@ const FINALS_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Bytes of records of executions created here kept in memory at most (JSON size), for CONFIRM.
 const CREATED_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Bytes of the non-terminal records last written here kept in memory at most (JSON size), for RESULT's long-poll.
+const WRITTEN_BYTES: u64 = 16 * 1024 * 1024;
 
 impl RedisStore {
     /// Connects (lazily: a Redis that is down makes operations fail with [`StoreError`] until it is up) and starts the
@@ -549,7 +616,7 @@ impl RedisStore {
         let stop = tokio_util::sync::CancellationToken::new();
         let channel = format!("{}:{ns}:done", cfg.key_prefix);
         let woken = waiters.clone();
-        tokio::spawn(subscribe(cfg.clone(), channel, stop.clone(), || {}, move |id| woken.wake(&id)));
+        tokio::spawn(subscribe(cfg.clone(), channel, stop.clone(), || {}, move |id| woken.signal(&id)));
         Ok(Arc::new(RedisStore {
             ns,
             conn,
@@ -568,6 +635,11 @@ impl RedisStore {
                 .build(),
             created: moka::sync::Cache::builder()
                 .max_capacity(CREATED_BYTES)
+                .weigher(|_, v: &(Arc<ExecutionRecord>, u32)| v.1)
+                .time_to_live(Duration::from_secs(60))
+                .build(),
+            written: moka::sync::Cache::builder()
+                .max_capacity(WRITTEN_BYTES)
                 .weigher(|_, v: &(Arc<ExecutionRecord>, u32)| v.1)
                 .time_to_live(Duration::from_secs(60))
                 .build(),
@@ -705,14 +777,19 @@ impl RedisStore {
             .arg(&next.id)
             .arg(&self.terminal)
             .arg(if claim && enqueue { self.consumer.as_str() } else { "" });
+        // A terminal write holds this process's own pub/sub message until the record is in `finals` (see `Waiters`).
+        let mut guard = next.status.is_terminal().then(|| self.waiters.begin_write(&next.id));
         let mut reply: Vec<String> =
             self.run("transition", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
         self.created.invalidate(&next.id);
         match reply.first().map(String::as_str) {
             Some("ok") => {
-                if next.status.is_terminal() {
+                if let Some(mut g) = guard.take() {
+                    self.written.invalidate(&next.id);
                     self.finals.insert(next.id.clone(), (Arc::new(next.clone()), json_len));
-                    self.waiters.wake(&next.id);
+                    g.applied = true;
+                } else {
+                    self.written.insert(next.id.clone(), (Arc::new(next.clone()), json_len));
                 }
                 let claimed = (reply.len() == 5).then(|| {
                     let rec = reply.pop().unwrap_or_default();
@@ -725,8 +802,14 @@ impl RedisStore {
                 });
                 Ok(Ok(claimed))
             }
-            Some("conflict") => Ok(Err(Some(Self::decode(reply.get(1).map_or("", String::as_str))?))),
-            _ => Ok(Err(None)),
+            Some("conflict") => {
+                self.written.invalidate(&next.id);
+                Ok(Err(Some(Self::decode(reply.get(1).map_or("", String::as_str))?)))
+            }
+            _ => {
+                self.written.invalidate(&next.id);
+                Ok(Err(None))
+            }
         }
     }
 
@@ -1079,6 +1162,17 @@ impl Store for RedisStore {
         }
     }
 
+    async fn get_execution_for_wait(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+        if self.finals.contains_key(id) {
+            return self.get_execution(id).await;
+        }
+        let local = self.written.get(id).or_else(|| self.created.get(id));
+        match local {
+            Some((rec, _)) if rec.retain_until_ms > now_ms() => Ok(Some((*rec).clone())),
+            _ => self.get_execution(id).await,
+        }
+    }
+
     async fn accept_and_claim(
         &self,
         id: &str,
@@ -1103,6 +1197,10 @@ impl Store for RedisStore {
         // after the slice.
         if let Some((rec, _)) = self.finals.get(id) {
             return Ok((rec.retain_until_ms > now_ms()).then(|| (*rec).clone()));
+        }
+        // A terminal signal already came (before this registration): the stored record is terminal.
+        if self.waiters.fired(id) {
+            return self.get_execution(id).await;
         }
         let first = timeout.min(FIRST_SLICE);
         if tokio::time::timeout(first, notified.as_mut()).await.is_ok() || first >= timeout {
@@ -1271,5 +1369,58 @@ impl Store for RedisStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.run("ping", move |mut c| async move { redis::cmd("PING").query_async::<()>(&mut c).await }).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Waiters;
+
+    /// Whether a waiter registered for `id` is woken (notified) by what `act` does.
+    fn wakes(w: &Waiters, id: &str, act: impl FnOnce()) -> bool {
+        let n = w.register(id);
+        let notified = n.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        act();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        std::future::Future::poll(notified.as_mut(), &mut cx).is_ready()
+    }
+
+    #[test]
+    fn a_signal_without_a_write_in_flight_wakes_at_once_and_is_remembered() {
+        let w = Waiters::default();
+        assert!(wakes(&w, "e1", || w.signal("e1")));
+        assert!(w.fired("e1"));
+        assert!(!w.fired("e2"));
+    }
+
+    #[test]
+    fn a_signal_during_this_process_s_own_terminal_write_is_held_until_the_write_ends() {
+        let w = Waiters::default();
+        // Applied: held while in flight, then one wake-up when the guard ends (the record is in `finals` by then).
+        let mut guard = w.begin_write("e1");
+        assert!(!wakes(&w, "e1", || w.signal("e1")), "woken before the write's record was final");
+        assert!(!w.fired("e1"));
+        guard.applied = true;
+        assert!(wakes(&w, "e1", || drop(guard)));
+        assert!(w.fired("e1"));
+        // Not applied (a conflict, an error, a dropped future): a held signal is delivered all the same.
+        let guard = w.begin_write("e2");
+        w.signal("e2");
+        assert!(wakes(&w, "e2", || drop(guard)), "a held signal was lost");
+        // Not applied and no signal came: nobody is woken, and the id is not marked.
+        let guard = w.begin_write("e3");
+        assert!(!wakes(&w, "e3", || drop(guard)));
+        assert!(!w.fired("e3"));
+        // Two writes of one id in flight: held until the last ends.
+        let (first, second) = (w.begin_write("e4"), w.begin_write("e4"));
+        w.signal("e4");
+        drop(first);
+        assert!(w.fired("e4"), "the first write's end delivers the held signal");
+        assert!(wakes(&w, "e4", || drop(second)), "the last write's end delivers it too");
+        // Nothing stays in flight: a later signal is not held.
+        assert!(w.lock().writing.is_empty());
+        assert!(wakes(&w, "e3", || w.signal("e3")));
     }
 }

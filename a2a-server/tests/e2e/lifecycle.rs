@@ -311,3 +311,54 @@ async fn drain_waits_for_executions_in_flight_and_refuses_new_confirms() {
     assert!(drain.await, "in-flight work did not finish within the grace period");
     assert_eq!(t.result(&exe, 0).await.body["status"], json!("succeeded"));
 }
+
+/// An agent on a real Redis (`prefix` shared: the agents behave as processes of one agent), waits capped at
+/// `max_wait_ms`.
+fn on_redis(prefix: &str, max_wait_ms: u64) -> a2a_server::AgentBuilder {
+    use a2a_server::store::RedisStore;
+    use a2a_server::store::redis::{AgentScope, RedisConfig};
+    let store = RedisStore::connect(
+        RedisConfig::new(crate::redis_support::shared_server().url()).with_key_prefix(prefix),
+        AgentScope {
+            did: "did:web:agent.example.com".into(),
+            retention: Duration::from_secs(3600),
+            max_received: 1000,
+        },
+    )
+    .expect("connect");
+    let mut limits = test_limits();
+    limits.max_wait_ms = max_wait_ms;
+    standard(Arc::new(AtomicUsize::new(0))).limits(limits).store(store)
+}
+
+/// RESULT's long-poll on the Redis store starts from the record this process last wrote, without reading it
+/// (`Store::get_execution_for_wait`). When another process changed the execution since, the answer must still be the
+/// stored state: with a wait (woken by the other process's terminal signal), and on an agent that caps every wait to
+/// zero (no wait happens, so the stale record is read again before answering).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_on_redis_answers_what_another_process_wrote_since_this_one_did() {
+    let prefix = crate::redis_support::unique_prefix("stale-wait");
+    let waits = TestAgent::start(on_redis(&prefix, 60_000)).await;
+    let no_waits = TestAgent::start(on_redis(&prefix, 0)).await;
+    let other = TestAgent::start(on_redis(&prefix, 60_000)).await;
+    for t in [&waits, &no_waits] {
+        let neg = t.negotiated("run_slow_task", slow_schema()).await;
+        // Runs here (CONFIRM claims it) until canceled: this process last wrote `accepted` or `running`.
+        let exe = t.executed(&neg, json!({"ms": 60_000})).await;
+        assert_eq!(t.confirm(&exe).await.status, StatusCode::ACCEPTED);
+        let seen = t.result(&exe, 0).await;
+        assert!(matches!(seen.body["status"].as_str(), Some("accepted" | "running")), "{}", seen.body);
+        let c = other.post("/a2a/cancel", json!({"execution_id": exe})).await;
+        assert_eq!(c.status, StatusCode::OK, "{}", c.body);
+        let started = Instant::now();
+        let r = t.result(&exe, 30_000).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        assert_eq!(r.body["status"], json!("canceled"), "{}", r.body);
+        // Not the 30 s asked for (nor the 60 s of work): 10 s is ample on a loaded machine.
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the long-poll missed the cancel: {:?}",
+            started.elapsed()
+        );
+    }
+}
