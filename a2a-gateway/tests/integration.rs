@@ -15,6 +15,8 @@ mod redis_support;
 mod routing;
 #[path = "it/security.rs"]
 mod security;
+#[path = "it/signing.rs"]
+mod signing;
 #[path = "it/shared.rs"]
 mod shared;
 #[path = "it/upstream.rs"]
