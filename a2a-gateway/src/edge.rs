@@ -343,7 +343,8 @@ impl Edge {
         let list: Vec<(&str, &str)> =
             headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
         let parts = MessageParts { method: fwd.method, target: fwd.target, headers: &list, body, status: Some(status) };
-        let integrity = |e: integrity::IntegrityError| A2aError::with_message(e.code(), e.to_string()).details(e.details());
+        let integrity =
+            |e: integrity::IntegrityError| A2aError::with_message(e.code(), e.to_string()).details(e.details());
         let pending = integrity::prepare(sig, &parts, fwd.as_did, unix_now()).map_err(integrity)?;
         if pending.did() != fwd.agent_did {
             return Err(refuse(

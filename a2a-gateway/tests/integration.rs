@@ -15,9 +15,9 @@ mod redis_support;
 mod routing;
 #[path = "it/security.rs"]
 mod security;
-#[path = "it/signing.rs"]
-mod signing;
 #[path = "it/shared.rs"]
 mod shared;
+#[path = "it/signing.rs"]
+mod signing;
 #[path = "it/upstream.rs"]
 mod upstream;

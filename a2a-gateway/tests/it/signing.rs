@@ -15,7 +15,9 @@ use crate::common::{CLIENT, Caller, GATEWAY, KEY_ID, Sign, TestAgent, TestGatewa
 /// `published`: the same key for an honest agent, another for a forger.
 fn signing_agent(name: &str, world: &World, signing: &SigningKey, published: &SigningKey) -> TestAgent {
     let did = Did::parse(&format!("did:web:{name}.example.com")).expect("did");
-    world.resolver.insert(&did, DidDocument::generate(&did, &[(KEY_ID.to_owned(), published.verifying_key().to_jwk())]));
+    world
+        .resolver
+        .insert(&did, DidDocument::generate(&did, &[(KEY_ID.to_owned(), published.verifying_key().to_jwk())]));
     let key = signing.clone();
     TestAgent::start_with(name, vec![decl("file_report", AuthRequirement::None)], world, move |b| {
         b.sign_responses(KEY_ID, key)
@@ -32,7 +34,8 @@ async fn raw(
     body: Option<&Value>,
 ) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
     let m = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-    let mut rb = http.request(m, format!("{base}{target}")).header("a2a-version", "0.3").header("a2a-sender-id", CLIENT);
+    let mut rb =
+        http.request(m, format!("{base}{target}")).header("a2a-version", "0.3").header("a2a-sender-id", CLIENT);
     for (k, v) in extra {
         rb = rb.header(*k, *v);
     }
