@@ -45,6 +45,7 @@ pub mod discover;
 pub mod edge;
 pub mod metrics;
 mod proxy;
+mod sse_sign;
 pub mod routes;
 pub mod upstream;
 pub mod version;

@@ -518,7 +518,7 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
                     method: parts.method.as_str(),
                     target: &agent_target,
                 });
-                return answer(gw, ctx, &agent, info.as_deref(), fwd, resp).await;
+                return answer(gw, ctx, &agent, info.as_deref(), fwd, &target, resp).await;
             }
             Err(e) => {
                 gw.metrics.upstream_error(e.reason());
@@ -627,12 +627,14 @@ fn build_request(
 }
 
 /// Turns an agent's answer into the gateway's: learns routes, reads error codes, rewrites headers, translates.
+#[allow(clippy::too_many_arguments)]
 async fn answer(
-    gw: &Inner,
+    gw: &Arc<Inner>,
     ctx: &mut Ctx,
     agent: &Arc<Agent>,
     info: Option<&AgentInfo>,
     fwd: Option<Forwarded<'_>>,
+    caller_target: &str,
     resp: Response<crate::upstream::UpstreamBody>,
 ) -> Result<Response<Body>, Refusal> {
     let (mut parts, incoming) = resp.into_parts();
@@ -648,6 +650,24 @@ async fn answer(
         || ctx.translation.as_ref().is_some_and(|t| t.renames_fields())
         || agent_sig.is_some();
     if !must_read {
+        let stream = step == Step::Result
+            && status == StatusCode::OK
+            && parts.headers.get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        if stream && let Some(caller) = ctx.sender.clone() {
+            // GW-15 for streams (STR-7): the `result` event's signature is verified and replaced as it passes.
+            let signing = crate::sse_sign::StreamSigning {
+                agent_did: fwd.as_ref().map_or_else(String::new, |f| f.agent_did.to_owned()),
+                as_did: fwd.as_ref().map_or_else(String::new, |f| f.as_did.to_owned()),
+                agent_target: fwd.as_ref().map_or_else(String::new, |f| f.target.to_owned()),
+                caller,
+                caller_target: caller_target.to_owned(),
+                execution_id: hv(&parts.headers, h::A2A_EXECUTION_ID)
+                    .or_else(|| ctx.execution_id.clone())
+                    .unwrap_or_default(),
+            };
+            let body = Body::from_stream(crate::sse_sign::resign(gw.clone(), incoming, signing));
+            return finish(gw, ctx, agent, info, parts, body).await;
+        }
         return finish(gw, ctx, agent, info, parts, Body::new(incoming)).await;
     }
     let collected = tokio::time::timeout(

@@ -7,6 +7,7 @@ use a2a_core::capability::AuthRequirement;
 use a2a_core::did::{Did, DidDocument};
 use a2a_core::integrity::{self, MessageParts};
 use a2a_core::keys::SigningKey;
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::common::{CLIENT, Caller, GATEWAY, KEY_ID, Sign, TestAgent, TestGateway, World, decl, now};
@@ -223,4 +224,96 @@ async fn a_gateway_without_a_key_verifies_and_answers_unsigned() {
         )
         .await;
     assert_eq!((f.status, f.code()), (502, "agent_unavailable"), "{}", f.body);
+}
+
+/// A streaming agent that signs its responses (STR-7), its key published; a terminal execution through `gw`; the
+/// stream of its RESULT as the gateway passes it, with the target asked for. `forge`: before the stream, the agent's
+/// DID document is replaced by one listing another key, so that its event signature no longer verifies.
+async fn streamed_result(world: &World, keyed: bool, forge: bool) -> (String, String, TestGateway, TestAgent) {
+    let name = if keyed { "streamer" } else { "streamer-nokey" };
+    let did = Did::parse(&format!("did:web:{name}.example.com")).expect("did");
+    let key = SigningKey::generate().expect("key");
+    world.resolver.insert(&did, DidDocument::generate(&did, &[(KEY_ID.to_owned(), key.verifying_key().to_jwk())]));
+    let agent = TestAgent::start_with(name, vec![decl("file_report", AuthRequirement::None)], world, move |b| {
+        b.sign_responses(KEY_ID, key).streaming(a2a_server::streaming::StreamConfig {
+            enabled: true,
+            poll_ms: 20,
+            ..Default::default()
+        })
+    });
+    let extra = if keyed { "" } else { "[edge]\nverify_signatures = false\n" };
+    let gw = TestGateway::start_keyed(&[&agent], world, extra, keyed).await;
+    let result = Caller::new(&gw.base).handshake("file_report", Sign::No).await;
+    let id = result.body["execution_id"].as_str().expect("id").to_owned();
+    let target = format!("/a2a/result/{}", a2a_core::execution_id::ExecutionId::parse(&id).expect("id").to_path_segment());
+    if forge {
+        let other = SigningKey::generate().expect("key");
+        world.resolver.insert(&did, DidDocument::generate(&did, &[(KEY_ID.to_owned(), other.verifying_key().to_jwk())]));
+    }
+    let sent = reqwest::Client::new()
+        .get(format!("{}{target}", gw.base))
+        .header("a2a-version", "0.3")
+        .header("a2a-sender-id", CLIENT)
+        .header("a2a-stream", "true")
+        .send()
+        .await;
+    let ids = format!("{id}\n{target}");
+    // A cut stream may end before its head was sent (everything was in one chunk from the agent).
+    let resp = match sent {
+        Ok(r) => r,
+        Err(e) if forge => return (format!("cut: {e}"), ids, gw, agent),
+        Err(e) => panic!("stream: {e}"),
+    };
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    assert!(resp.headers().get("a2a-signature").is_none(), "a stream has no A2A-Signature (STR-7)");
+    let mut text = String::new();
+    let mut body = resp.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(b) => text.push_str(std::str::from_utf8(&b).expect("utf-8")),
+            Err(e) if forge => {
+                text.push_str(&format!("\ncut: {e}"));
+                break;
+            }
+            Err(e) => panic!("stream: {e}"),
+        }
+    }
+    (text, ids, gw, agent)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streams_result_event_is_signed_by_the_gateway_for_the_caller() {
+    let world = World::new();
+    let (text, id_target, _gw, _agent) = streamed_result(&world, true, false).await;
+    let (id, target) = id_target.split_once('\n').expect("id and target");
+    let sigs: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("signature: ")).collect();
+    assert_eq!(sigs.len(), 1, "one signature, the gateway's, on the result event: {text}");
+    let event = text.split("\n\n").find(|e| e.contains("event: result")).expect("a result event");
+    let data = event.lines().find_map(|l| l.strip_prefix("data: ")).expect("data");
+    assert!(data.contains("succeeded"), "{data}");
+    let headers = [("a2a-version", "0.3"), ("a2a-sender-id", GATEWAY), ("a2a-execution-id", id)];
+    let parts = MessageParts { method: "GET", target, headers: &headers, body: data.as_bytes(), status: Some(200) };
+    let pending = integrity::prepare(sigs[0], &parts, CLIENT, now()).expect("addressed to the client");
+    assert_eq!(pending.did(), GATEWAY);
+    pending.finish(world.gateway_key.verifying_key(), &parts).expect("the result event's signature verifies");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_key_a_streams_result_event_passes_unsigned() {
+    let world = World::new();
+    let (text, _, _gw, _agent) = streamed_result(&world, false, false).await;
+    assert!(!text.contains("signature"), "the agent's signature is removed: {text}");
+    let event = text.split("\n\n").find(|e| e.contains("event: result")).expect("a result event, verified");
+    assert!(event.contains("data: "), "{event}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_result_signature_does_not_verify_is_cut_before_the_result() {
+    let world = World::new();
+    let (text, _, gw, _agent) = streamed_result(&world, true, true).await;
+    assert!(!text.contains("signature"), "{text}");
+    let result = text.split("\n\n").find(|e| e.contains("event: result")).unwrap_or("");
+    assert!(!result.contains("data: "), "the result's data never passes: {text}");
+    assert_eq!(gw.metric("a2a_gateway_upstream_errors_total", &[("reason", "response_signature")]), 1.0);
 }
