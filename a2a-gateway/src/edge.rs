@@ -7,6 +7,9 @@
 //!   present — its value is checked by the agent, which holds the keys), and the cross-domain policy (AUTH-7);
 //! - a rate per sender.
 //!
+//! It also holds the two halves of GW-15 for answers: [`Edge::verify_answer`] checks an agent's signed answer as the
+//! caller the gateway was, and [`Edge::sign_answer`] signs the gateway's answer for its own caller (INT-10).
+//!
 //! A request whose signature verified is forwarded re-signed by the gateway with `A2A-Forwarded-Sender` naming the
 //! verified caller (GW-8); unsigned requests are forwarded as they came.
 

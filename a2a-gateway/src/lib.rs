@@ -45,8 +45,8 @@ pub mod discover;
 pub mod edge;
 pub mod metrics;
 mod proxy;
-mod sse_sign;
 pub mod routes;
+mod sse_sign;
 pub mod upstream;
 pub mod version;
 

@@ -6,7 +6,9 @@
 //! `details.member`), EXECUTE's `A2A-Negotiation-ID` and `Idempotency-Key` headers, RESULT's path. Request bodies are forwarded as the bytes received (never
 //! re-serialised) and answers stream back from the agent, except those the gateway must read (NEGOTIATE's answer,
 //! for the negotiation's lifetime and its `bridge_to`, which is the gateway's own, BR-26; error answers, for their
-//! code; translated answers).
+//! code; translated answers; signed answers, GW-15: the agent's `A2A-Signature` is verified as the caller the gateway
+//! was, removed, and the gateway signs the answer for its caller in [`handle`], last, after every other change). A
+//! streaming RESULT passes line by line, its `result` event's signature verified and replaced ([`crate::sse_sign`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

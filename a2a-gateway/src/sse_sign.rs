@@ -131,7 +131,9 @@ impl State {
                 return Some(Err(cut(format!("a line of the agent's stream is longer than {MAX_LINE} bytes"))));
             }
             // A partial line passes at once unless it may be a signature (held until its end).
-            if !self.buf.is_empty() && self.held.is_none() && !b"signature:".starts_with(&self.buf[..self.buf.len().min(10)])
+            if !self.buf.is_empty()
+                && self.held.is_none()
+                && !b"signature:".starts_with(&self.buf[..self.buf.len().min(10)])
             {
                 let b = self.buf.split();
                 out.extend_from_slice(&b);
@@ -166,6 +168,7 @@ pub(crate) fn resign(
     body: UpstreamBody,
     signing: StreamSigning,
 ) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
-    let state = State { gw, body, signing, buf: BytesMut::new(), held: None, mid_line: false, failed: None, done: false };
+    let state =
+        State { gw, body, signing, buf: BytesMut::new(), held: None, mid_line: false, failed: None, done: false };
     futures_util::stream::unfold(state, |mut s| async move { s.next().await.map(|item| (item, s)) })
 }

@@ -245,10 +245,13 @@ async fn streamed_result(world: &World, keyed: bool, forge: bool) -> (String, St
     let gw = TestGateway::start_keyed(&[&agent], world, extra, keyed).await;
     let result = Caller::new(&gw.base).handshake("file_report", Sign::No).await;
     let id = result.body["execution_id"].as_str().expect("id").to_owned();
-    let target = format!("/a2a/result/{}", a2a_core::execution_id::ExecutionId::parse(&id).expect("id").to_path_segment());
+    let target =
+        format!("/a2a/result/{}", a2a_core::execution_id::ExecutionId::parse(&id).expect("id").to_path_segment());
     if forge {
         let other = SigningKey::generate().expect("key");
-        world.resolver.insert(&did, DidDocument::generate(&did, &[(KEY_ID.to_owned(), other.verifying_key().to_jwk())]));
+        world
+            .resolver
+            .insert(&did, DidDocument::generate(&did, &[(KEY_ID.to_owned(), other.verifying_key().to_jwk())]));
     }
     let sent = reqwest::Client::new()
         .get(format!("{}{target}", gw.base))
