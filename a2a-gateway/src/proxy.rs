@@ -666,6 +666,7 @@ async fn answer(
                 execution_id: hv(&parts.headers, h::A2A_EXECUTION_ID)
                     .or_else(|| ctx.execution_id.clone())
                     .unwrap_or_default(),
+                sign: ctx.translation.is_none(),
             };
             let body = Body::from_stream(crate::sse_sign::resign(gw.clone(), incoming, signing));
             return finish(gw, ctx, agent, info, parts, body).await;

@@ -33,6 +33,9 @@ pub(crate) struct StreamSigning {
     pub(crate) caller_target: String,
     /// The stream's `A2A-Execution-ID`.
     pub(crate) execution_id: String,
+    /// Whether the gateway signs the `result` event for its caller. Not through a version translation, whose header
+    /// names and `A2A-Version` the caller's STR-7 headers would be in: there the signature is only removed.
+    pub(crate) sign: bool,
 }
 
 struct State {
@@ -92,7 +95,8 @@ impl State {
                 return Err(cut(format!("the agent's result event signature does not verify: {}", e.message)));
             }
             let ours = event_headers(a2a_core::PROTOCOL_VERSION, &self.gw.did, &s.execution_id);
-            if let Some(v) = self.gw.edge.sign_answer(&s.caller, "GET", &s.caller_target, 200, &ours, data) {
+            let sig = s.sign.then(|| self.gw.edge.sign_answer(&s.caller, "GET", &s.caller_target, 200, &ours, data));
+            if let Some(v) = sig.flatten() {
                 out.extend_from_slice(b"signature: ");
                 out.extend_from_slice(v.as_bytes());
                 out.extend_from_slice(b"\n");
