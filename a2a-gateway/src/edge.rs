@@ -7,6 +7,9 @@
 //!   present — its value is checked by the agent, which holds the keys), and the cross-domain policy (AUTH-7);
 //! - a rate per sender.
 //!
+//! It also holds the two halves of GW-15 for answers: [`Edge::verify_answer`] checks an agent's signed answer as the
+//! caller the gateway was, and [`Edge::sign_answer`] signs the gateway's answer for its own caller (INT-10).
+//!
 //! A request whose signature verified is forwarded re-signed by the gateway with `A2A-Forwarded-Sender` naming the
 //! verified caller (GW-8); unsigned requests are forwarded as they came.
 
@@ -310,6 +313,88 @@ impl Edge {
         .map_err(|e| bad(&e))?;
         headers.insert(HeaderName::from_static(h::A2A_SIGNATURE), HeaderValue::from_str(&token).map_err(|e| bad(&e))?);
         Ok(())
+    }
+}
+
+/// The request an agent's answer answers, as the gateway sent it (GW-15: what the agent's signature must name).
+pub struct Forwarded<'a> {
+    /// The agent's DID, from its DISCOVER (the expected `iss`).
+    pub agent_did: &'a str,
+    /// The DID the gateway forwarded as (the expected `aud`): its own when it re-signed the request (GW-8), else the
+    /// caller's `A2A-Sender-ID`.
+    pub as_did: &'a str,
+    /// The method of the request sent to the agent.
+    pub method: &'a str,
+    /// Its target at the agent (the agent's mount point included).
+    pub target: &'a str,
+}
+
+impl Edge {
+    /// GW-15: verifies an agent's signed answer as the caller the gateway was (CLI-10, INT-10): `iss` the agent's DID,
+    /// `aud` the DID the request was forwarded as, `htm`/`htu` of the forwarded request, `sts` the answer's status,
+    /// with a key of the agent's DID document. The error is the integrity or resolution error, for the 502's details.
+    pub async fn verify_answer(
+        &self,
+        sig: &HeaderValue,
+        fwd: &Forwarded<'_>,
+        status: u16,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<(), A2aError> {
+        let sig =
+            sig.to_str().map_err(|_| refuse(ErrorCode::SIGNATURE_MALFORMED, "A2A-Signature is not visible ASCII"))?;
+        let list: Vec<(&str, &str)> =
+            headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
+        let parts = MessageParts { method: fwd.method, target: fwd.target, headers: &list, body, status: Some(status) };
+        let integrity =
+            |e: integrity::IntegrityError| A2aError::with_message(e.code(), e.to_string()).details(e.details());
+        let pending = integrity::prepare(sig, &parts, fwd.as_did, unix_now()).map_err(integrity)?;
+        if pending.did() != fwd.agent_did {
+            return Err(refuse(
+                ErrorCode::SENDER_MISMATCH,
+                format!("the answer is signed by {:?}, not by the agent {:?}", pending.did(), fwd.agent_did),
+            ));
+        }
+        let key = self.resolver.resolve_key(pending.did(), pending.key_id()).await?;
+        pending.finish(&key, &parts).map_err(integrity)?;
+        Ok(())
+    }
+
+    /// GW-15: the gateway's own INT-10 signature of its answer to `caller` (its `A2A-Sender-ID`), for the caller's
+    /// request (`method`, `target`), once every header of the answer is set. `None` without a key, when the caller
+    /// is not a valid DID (no audience), or when signing fails (logged).
+    pub fn sign_answer(
+        &self,
+        caller: &str,
+        method: &str,
+        target: &str,
+        status: u16,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Option<HeaderValue> {
+        let key = self.identity.key.as_ref()?;
+        Did::parse(caller).ok()?;
+        let sig = a2a_server::response_signature(
+            key,
+            &self.identity.key_id,
+            &self.identity.did,
+            caller,
+            (method, target),
+            status,
+            headers,
+            body,
+        );
+        match sig.map(|s| HeaderValue::from_str(&s)) {
+            Ok(Ok(v)) => Some(v),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the gateway's answer signature is not a header value");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot sign the answer");
+                None
+            }
+        }
     }
 }
 

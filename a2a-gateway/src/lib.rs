@@ -46,6 +46,7 @@ pub mod edge;
 pub mod metrics;
 mod proxy;
 pub mod routes;
+mod sse_sign;
 pub mod upstream;
 pub mod version;
 

@@ -6,7 +6,9 @@
 //! `details.member`), EXECUTE's `A2A-Negotiation-ID` and `Idempotency-Key` headers, RESULT's path. Request bodies are forwarded as the bytes received (never
 //! re-serialised) and answers stream back from the agent, except those the gateway must read (NEGOTIATE's answer,
 //! for the negotiation's lifetime and its `bridge_to`, which is the gateway's own, BR-26; error answers, for their
-//! code; translated answers).
+//! code; translated answers; signed answers, GW-15: the agent's `A2A-Signature` is verified as the caller the gateway
+//! was, removed, and the gateway signs the answer for its caller in [`handle`], last, after every other change). A
+//! streaming RESULT passes line by line, its `result` event's signature verified and replaced ([`crate::sse_sign`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,7 +29,7 @@ use serde_json::json;
 use crate::Inner;
 use crate::agents::{Agent, AgentInfo};
 use crate::audit::AuditRecord;
-use crate::edge::Signed;
+use crate::edge::{Forwarded, Signed};
 use crate::metrics::Step;
 use crate::routes::{Kind, Route};
 use crate::upstream::UpstreamError;
@@ -54,6 +56,9 @@ struct Ctx {
     idempotency: Option<String>,
     /// NEGOTIATE's `bridge_to`, the gateway's own (BR-26): set in the answer in place of the agent's, if any.
     bridge_to: Option<a2a_core::wire::BridgeTo>,
+    /// The final body of an agent's answer that carried a signature the gateway verified and removed (GW-15): the
+    /// gateway signs the answer for its caller once every header is set ([`handle`]).
+    resign: Option<Bytes>,
 }
 
 /// An error answered by the gateway itself.
@@ -213,6 +218,9 @@ pub(crate) fn strip_hop_by_hop(hm: &mut HeaderMap) {
 pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body> {
     let started = Instant::now();
     let origin = req.headers().get(header::ORIGIN).cloned();
+    // The caller's request line, for the signature of an answer the gateway signs (GW-15).
+    let method = req.method().clone();
+    let target = req.uri().path_and_query().map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
     let mut ctx = Ctx::default();
     let mut resp = match process(&gw, &mut ctx, req).await {
         Ok(r) => r,
@@ -241,6 +249,14 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
     if origin.is_some() && !hs.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN) {
         hs.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
         hs.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(h::CORS_EXPOSE_HEADERS));
+    }
+    // The one place that signs an answer (GW-15), last, over its final headers and body: an agent's signature was
+    // verified and removed in `answer`; the gateway signs for its caller, or the answer goes unsigned.
+    if let (Some(body), Some(caller)) = (ctx.resign.take(), ctx.sender.as_deref()) {
+        let status = resp.status().as_u16();
+        if let Some(sig) = gw.edge.sign_answer(caller, method.as_str(), &target, status, resp.headers(), &body) {
+            resp.headers_mut().insert(HeaderName::from_static(h::A2A_SIGNATURE), sig);
+        }
     }
     if ctx.admin {
         return resp;
@@ -495,7 +511,16 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
                 } else {
                     gw.agents.success(&agent);
                 }
-                return answer(gw, ctx, &agent, info.as_deref(), resp).await;
+                // GW-15: the DID the request was forwarded as is the audience of the agent's signature.
+                let as_did = if matches!(signed, Signed::Verified(_)) { gw.did.as_str() } else { sender.as_str() };
+                let agent_target = agent.endpoint.target(&target);
+                let fwd = info.as_deref().map(|i| Forwarded {
+                    agent_did: &i.did,
+                    as_did,
+                    method: parts.method.as_str(),
+                    target: &agent_target,
+                });
+                return answer(gw, ctx, &agent, info.as_deref(), fwd, &target, resp).await;
             }
             Err(e) => {
                 gw.metrics.upstream_error(e.reason());
@@ -604,11 +629,14 @@ fn build_request(
 }
 
 /// Turns an agent's answer into the gateway's: learns routes, reads error codes, rewrites headers, translates.
+#[allow(clippy::too_many_arguments)]
 async fn answer(
-    gw: &Inner,
+    gw: &Arc<Inner>,
     ctx: &mut Ctx,
     agent: &Arc<Agent>,
     info: Option<&AgentInfo>,
+    fwd: Option<Forwarded<'_>>,
+    caller_target: &str,
     resp: Response<crate::upstream::UpstreamBody>,
 ) -> Result<Response<Body>, Refusal> {
     let (mut parts, incoming) = resp.into_parts();
@@ -616,11 +644,33 @@ async fn answer(
     let status = parts.status;
     let step = ctx.step.unwrap_or(Step::Other);
     let hv = |hm: &HeaderMap, n: &str| hm.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    // Answers the gateway reads whole: NEGOTIATE successes (lifetime), errors (code), translated bodies.
+    // Answers the gateway reads whole: NEGOTIATE successes (lifetime), errors (code), translated bodies, signed
+    // answers (GW-15: verified, then signed again by the gateway).
+    let agent_sig = parts.headers.remove(h::A2A_SIGNATURE);
     let must_read = (step == Step::Negotiate && status.is_success())
         || status.as_u16() >= 400
-        || ctx.translation.as_ref().is_some_and(|t| t.renames_fields());
+        || ctx.translation.as_ref().is_some_and(|t| t.renames_fields())
+        || agent_sig.is_some();
     if !must_read {
+        let stream = step == Step::Result
+            && status == StatusCode::OK
+            && parts.headers.get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        if stream && let Some(caller) = ctx.sender.clone() {
+            // GW-15 for streams (STR-7): the `result` event's signature is verified and replaced as it passes.
+            let signing = crate::sse_sign::StreamSigning {
+                agent_did: fwd.as_ref().map_or_else(String::new, |f| f.agent_did.to_owned()),
+                as_did: fwd.as_ref().map_or_else(String::new, |f| f.as_did.to_owned()),
+                agent_target: fwd.as_ref().map_or_else(String::new, |f| f.target.to_owned()),
+                caller,
+                caller_target: caller_target.to_owned(),
+                execution_id: hv(&parts.headers, h::A2A_EXECUTION_ID)
+                    .or_else(|| ctx.execution_id.clone())
+                    .unwrap_or_default(),
+                sign: ctx.translation.is_none(),
+            };
+            let body = Body::from_stream(crate::sse_sign::resign(gw.clone(), incoming, signing));
+            return finish(gw, ctx, agent, info, parts, body).await;
+        }
         return finish(gw, ctx, agent, info, parts, Body::new(incoming)).await;
     }
     let collected = tokio::time::timeout(
@@ -635,6 +685,29 @@ async fn answer(
             return Err(A2aError::with_message(ErrorCode::AGENT_UNAVAILABLE, "the agent's answer was cut short").into());
         }
     };
+    // GW-15: an agent's signature is verified as the caller the gateway was, before anything of the answer is used;
+    // one that does not verify makes the whole answer the agent's failure.
+    if let Some(sig) = &agent_sig {
+        let verdict = match &fwd {
+            Some(fwd) => gw.edge.verify_answer(sig, fwd, status.as_u16(), &parts.headers, &bytes).await,
+            None => Err(A2aError::with_message(ErrorCode::AGENT_UNAVAILABLE, "the agent's DID is unknown")),
+        };
+        if let Err(e) = verdict {
+            gw.metrics.upstream_error("response_signature");
+            tracing::warn!(agent = %agent.label, endpoint = %agent.endpoint.url, error = %e, step = step.as_str(),
+                "the agent's answer signature does not verify; answer withheld");
+            return Err(A2aError::with_message(
+                ErrorCode::AGENT_UNAVAILABLE,
+                format!("the agent's answer is signed but its signature does not verify: {}", e.message),
+            )
+            .details(json!({
+                "reason": "response_signature",
+                "signature_error": e.code.as_str(),
+                "signature_details": e.details,
+            }))
+            .into());
+        }
+    }
     if status.as_u16() >= 400 {
         if let Ok(e) = serde_json::from_slice::<ErrorAnswer>(&bytes) {
             ctx.code = Some(e.error.code.clone());
@@ -678,15 +751,17 @@ async fn answer(
         if let Some(b) = crate::bridge::set_bridge_to(&bytes, ctx.bridge_to.as_ref()) {
             bytes = b;
             parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
-            // An agent's signature of its answer covers the bytes it sent, not these.
-            parts.headers.remove(h::A2A_SIGNATURE);
         }
     }
     if let Some(t) = &ctx.translation {
         bytes = t.response_body(bytes);
         parts.headers.remove(header::CONTENT_LENGTH);
     }
-    finish(gw, ctx, agent, info, parts, Body::from(bytes)).await
+    let resp = finish(gw, ctx, agent, info, parts, Body::from(bytes.clone())).await?;
+    if agent_sig.is_some() {
+        ctx.resign = Some(bytes);
+    }
+    Ok(resp)
 }
 
 async fn finish(

@@ -17,5 +17,7 @@ mod routing;
 mod security;
 #[path = "it/shared.rs"]
 mod shared;
+#[path = "it/signing.rs"]
+mod signing;
 #[path = "it/upstream.rs"]
 mod upstream;

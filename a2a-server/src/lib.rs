@@ -53,6 +53,7 @@ pub mod limits;
 pub mod metrics;
 pub mod registry;
 mod response_signing;
+pub use response_signing::{RESPONSE_SIGNATURE_LIFETIME_S, response_signature};
 mod router;
 pub mod serve;
 pub mod sessions;

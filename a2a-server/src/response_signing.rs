@@ -43,20 +43,16 @@ pub(crate) async fn sign(signer: &ResponseSigner, agent_did: &str, answered: Ans
             return Response::from_parts(parts, Body::empty());
         }
     };
-    let coverage = if bytes.is_empty() { Coverage::HeaderOnly } else { Coverage::FullPayload };
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-    let sig = {
-        let headers: Vec<(&str, &str)> =
-            parts.headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
-        let mp = MessageParts {
-            method: &answered.method,
-            target: &answered.target,
-            headers: &headers,
-            body: &bytes,
-            status: Some(parts.status.as_u16()),
-        };
-        integrity::sign(&signer.key, &signer.key_id, agent_did, &aud, coverage, &mp, now, 60)
-    };
+    let sig = response_signature(
+        &signer.key,
+        &signer.key_id,
+        agent_did,
+        &aud,
+        (&answered.method, &answered.target),
+        parts.status.as_u16(),
+        &parts.headers,
+        &bytes,
+    );
     match sig.map(|s| HeaderValue::from_str(&s)) {
         Ok(Ok(v)) => {
             parts.headers.insert(HeaderName::from_static(h::A2A_SIGNATURE), v);
@@ -66,3 +62,30 @@ pub(crate) async fn sign(signer: &ResponseSigner, agent_did: &str, answered: Ans
     }
     Response::from_parts(parts, Body::from(bytes))
 }
+
+/// The INT-10 `A2A-Signature` value of a response, signed by `signer_did` for the requester `aud`: `htm`/`htu` of the
+/// request it answers (`answered`: method and target as on its request line), `sts` = `status`, the covered headers
+/// picked from `headers` (every A2A header must already be set), `full_payload` coverage of `body` when it is not
+/// empty, `header_only` otherwise; valid for 60 s. The one signing of responses, shared by agents and gateways
+/// (GW-15).
+#[allow(clippy::too_many_arguments)]
+pub fn response_signature(
+    key: &SigningKey,
+    key_id: &str,
+    signer_did: &str,
+    aud: &str,
+    answered: (&str, &str),
+    status: u16,
+    headers: &axum::http::HeaderMap,
+    body: &[u8],
+) -> Result<String, integrity::IntegrityError> {
+    let coverage = if body.is_empty() { Coverage::HeaderOnly } else { Coverage::FullPayload };
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let headers: Vec<(&str, &str)> =
+        headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
+    let mp = MessageParts { method: answered.0, target: answered.1, headers: &headers, body, status: Some(status) };
+    integrity::sign(key, key_id, signer_did, aud, coverage, &mp, now, RESPONSE_SIGNATURE_LIFETIME_S)
+}
+
+/// The lifetime of a response signature, in seconds (`exp` - `iat`).
+pub const RESPONSE_SIGNATURE_LIFETIME_S: u32 = 60;

@@ -28,7 +28,11 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     ("BR-23", "the A2A 1.x bridge at a gateway (§20.10); checked by a2a-gateway's integration tests (bridge)"),
     ("BR-24", "the A2A 1.x bridge at a gateway (§20.10); checked by a2a-gateway's integration tests (bridge)"),
     ("BR-25", "the A2A 1.x bridge at a gateway (§20.10); checked by a2a-gateway's integration tests (bridge)"),
-    ("GW-14", "streaming RESULT through a gateway; checked by a2a-gateway's integration tests (bridge)"),
+    ("GW-14", "streaming RESULT through a gateway; checked by a2a-gateway's integration tests (bridge, signing)"),
+    (
+        "GW-15",
+        "a gateway's verification of its agents' signed answers needs an agent behind it that signs wrongly; checked by a2a-gateway's integration tests (signing); with --gateway, responses/signatures checks the gateway's own signatures",
+    ),
     (
         "SES-12",
         "observable only by shutting down one process of an agent that shares a store with others; a2a-server's multi-process tests cover it",

@@ -95,6 +95,16 @@ pub struct TestAgent {
 impl TestAgent {
     /// Starts an agent whose capabilities each echo `{"agent": <did>, "payload": ...}`.
     pub fn start(name: &str, caps: Vec<CapabilityDeclaration>, world: &World) -> TestAgent {
+        Self::start_with(name, caps, world, |b| b)
+    }
+
+    /// As [`TestAgent::start`], with the builder adjusted by `configure` (e.g. `sign_responses`).
+    pub fn start_with(
+        name: &str,
+        caps: Vec<CapabilityDeclaration>,
+        world: &World,
+        configure: impl FnOnce(AgentBuilder) -> AgentBuilder + Send + 'static,
+    ) -> TestAgent {
         let did = format!("did:web:{name}.example.com");
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
@@ -117,7 +127,7 @@ impl TestAgent {
                         async move { Ok(json!({"agent": d, "execution": ctx.execution_id, "payload": payload})) }
                     });
                 }
-                let agent = b.build().expect("agent");
+                let agent = configure(b).build().expect("agent");
                 let app = agent.router().merge(agent.metrics_router());
                 let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
                 let limits = agent.engine().limits().clone();
@@ -173,6 +183,12 @@ pub struct TestGateway {
 impl TestGateway {
     /// A gateway in front of `agents`, configured by `extra` TOML (sections after `[gateway]` and the agents).
     pub async fn start(agents: &[&TestAgent], world: &World, extra: &str) -> TestGateway {
+        Self::start_keyed(agents, world, extra, true).await
+    }
+
+    /// As [`TestGateway::start`]; without a key (`keyed = false`) the gateway cannot re-sign, so `extra` must set
+    /// `edge.verify_signatures = false`.
+    pub async fn start_keyed(agents: &[&TestAgent], world: &World, extra: &str, keyed: bool) -> TestGateway {
         let dir = TempDir::new("gw");
         let mut text = format!("[gateway]\ndid = \"{GATEWAY}\"\nkey_id = \"{KEY_ID}\"\n");
         for a in agents {
@@ -185,15 +201,15 @@ impl TestGateway {
         // file, so the tests write one too.
         let pem = world.gateway_key.to_pkcs8_pem().expect("pem");
         std::fs::write(dir.0.join("gateway.pem"), pem.as_bytes()).expect("write key");
-        let text = text.replacen("[gateway]\n", "[gateway]\nkey_file = \"gateway.pem\"\n", 1);
+        let text =
+            if keyed { text.replacen("[gateway]\n", "[gateway]\nkey_file = \"gateway.pem\"\n", 1) } else { text };
         std::fs::write(&path, &text).expect("write config");
         let cfg = a2a_gateway::config::Config::parse(&text, &path).expect("config");
-        let gateway = Gateway::from_config(
-            &cfg,
-            &dir.0,
-            a2a_gateway::Options::default().with_resolver(world.resolver.clone()).with_key(world.gateway_key.clone()),
-        )
-        .expect("gateway");
+        let mut opts = a2a_gateway::Options::default().with_resolver(world.resolver.clone());
+        if keyed {
+            opts = opts.with_key(world.gateway_key.clone());
+        }
+        let gateway = Gateway::from_config(&cfg, &dir.0, opts).expect("gateway");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();

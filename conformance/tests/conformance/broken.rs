@@ -639,7 +639,7 @@ pub async fn start(fault: Fault) -> Broken {
         // An agent whose only capability counts its runs, so that the test sees the work run twice.
         let echo = counting_echo(runs.clone());
         work = Some(Arc::new(echo.clone()));
-        common::demo_parts_with(port, move |b| {
+        common::demo_parts_with(port, move |b, _| {
             let decl = a2a_core::capability::CapabilityDeclaration {
                 name: "echo_message".into(),
                 description: "Returns the payload it is given, counting its runs.".into(),

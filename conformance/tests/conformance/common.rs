@@ -37,18 +37,21 @@ pub struct DemoParts {
 
 /// The demo agent (`a2a-server --demo`) for a listener on `port`.
 pub fn demo_parts(port: u16) -> DemoParts {
-    demo_parts_with(port, a2a_server::demo::capabilities)
+    demo_parts_with(port, |b, _| a2a_server::demo::capabilities(b))
 }
 
 /// An agent like the demo (DID, key, document, resolver, store) with the capabilities `caps` adds.
-pub fn demo_parts_with(port: u16, caps: impl FnOnce(AgentBuilder) -> AgentBuilder) -> DemoParts {
+pub fn demo_parts_with(
+    port: u16,
+    caps: impl FnOnce(AgentBuilder, &a2a_core::keys::SigningKey) -> AgentBuilder,
+) -> DemoParts {
     let did = Did::for_host_port("localhost", Some(port), &[]).expect("did");
     let key = a2a_core::keys::SigningKey::generate().expect("key");
     let doc = DidDocument::generate(&did, &[("key-1".to_owned(), key.verifying_key().to_jwk())]);
     let store = Arc::new(MemoryStore::new(MemoryLimits::default()));
     let resolver =
         a2a_core::resolver::HttpResolver::new(a2a_core::resolver::ResolverOptions::loopback()).expect("resolver");
-    let agent = caps(AgentBuilder::new(did.to_string()).name("A2A demo agent"))
+    let agent = caps(AgentBuilder::new(did.to_string()).name("A2A demo agent"), &key)
         .store(store.clone())
         .resolver(Arc::new(resolver))
         .sessions(a2a_server::app::demo_sessions(&key))

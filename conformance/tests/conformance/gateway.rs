@@ -26,8 +26,11 @@ pub async fn gateway_with_demos() -> (RunningGateway, Vec<Running>) {
     for _ in 0..2 {
         let (l, port) = common::listener().await;
         let trusted = gw_did.clone();
-        let parts =
-            common::demo_parts_with(port, move |b| a2a_server::demo::capabilities(b).trusted_gateways(vec![trusted]));
+        // The agents sign their responses (INT-10): the gateway verifies those signatures and signs for its callers
+        // instead (GW-15), so that responses/signatures runs against the gateway's DID.
+        let parts = common::demo_parts_with(port, move |b, key| {
+            a2a_server::demo::capabilities(b).trusted_gateways(vec![trusted]).sign_responses("key-1", key.clone())
+        });
         // The gateway serves the A2A 1.x bridge, so its agents serve it too (BR-25).
         let app = common::bridged(&parts, parts.key.clone().expect("the agent's key"));
         agents.push(common::serve(l, port, parts, app));
@@ -71,7 +74,6 @@ async fn gateway_in_front_of_two_demo_agents_passes_every_check_that_applies() {
             "auth/oauth2",
             "auth/oauth2-algorithms",
             "execute/confirm-window-elapses",
-            "responses/signatures",
             // The gateway does not route the sessions endpoints (§17) yet: the suite finds no `sessions` feature there.
             "sessions/announce",
             "sessions/attachment-bounds",
@@ -108,6 +110,8 @@ async fn gateway_in_front_of_two_demo_agents_passes_every_check_that_applies() {
         "did-auth/handshake",
         // BR-26: the gateway's bridge_to names the gateway, though its agents add their own.
         "bridge/bridge-to",
+        // GW-15: the agents' signed answers reach the suite signed by the gateway for the suite.
+        "responses/signatures",
     ] {
         let c = report.checks.iter().find(|c| c.id == id).expect("check present");
         assert_eq!(c.status, Status::Pass, "{id}");
