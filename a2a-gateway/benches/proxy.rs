@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: a2a_server::ShippedAllocator = a2a_server::ShippedAllocator;
 
 const CLIENT: &str = "did:web:bench-client.example.com";
 const AGENT: &str = "did:web:bench-agent.example.com";

@@ -10,10 +10,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// The allocator of the `a2a-gateway` binary (feature `mimalloc`, on by default); the proxy bench uses it too.
+/// The allocator of the `a2a-gateway` binary, the one `a2a-server` ships (feature `mimalloc`, on by default); the proxy
+/// bench uses it too.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: a2a_server::ShippedAllocator = a2a_server::ShippedAllocator;
 
 /// Serve an A2A 0.3 gateway.
 #[derive(Parser, Debug)]
