@@ -49,6 +49,17 @@ async fn raw(
     (status, headers, resp.bytes().await.expect("body").to_vec())
 }
 
+/// A raw NEGOTIATE of `file_report` (with a `title` schema) at `base`, with `extra` headers.
+async fn negotiate(
+    http: &reqwest::Client,
+    base: &str,
+    extra: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
+    let schema = json!({"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]});
+    let body = json!({"target_capability": "file_report", "proposed_schema": schema});
+    raw(http, base, "POST", "/a2a/negotiate", extra, Some(&body)).await
+}
+
 /// Verifies the one `A2A-Signature` of an answer as a caller does (CLI-10): `iss` the gateway, `aud` the client,
 /// `htm`/`htu` of the client's request, `sts` its status, with the gateway's key. Returns the verified claims.
 fn verify_as_client(
@@ -94,16 +105,7 @@ async fn every_forwarded_answer_is_signed_by_the_gateway_for_the_callers_request
     let agent = signing_agent("signer", &world, &agent_key, &agent_key);
     let gw = TestGateway::start(&[&agent], &world, "").await;
     let http = reqwest::Client::new();
-    let schema = json!({"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]});
-    let n = raw(
-        &http,
-        &gw.base,
-        "POST",
-        "/a2a/negotiate",
-        &[],
-        Some(&json!({"target_capability": "file_report", "proposed_schema": schema})),
-    )
-    .await;
+    let n = negotiate(&http, &gw.base, &[]).await;
     assert_eq!(n.0, 200);
     let claims = verify_as_client(&world, "POST", "/a2a/negotiate", &n).expect("NEGOTIATE answer verifies");
     assert_eq!((claims.iss.as_str(), claims.aud.as_str(), claims.sts), (GATEWAY, CLIENT, Some(200)));
@@ -193,16 +195,7 @@ async fn a_gateway_without_a_key_verifies_and_answers_unsigned() {
     let agent = signing_agent("signer", &world, &agent_key, &agent_key);
     let gw = TestGateway::start_keyed(&[&agent], &world, "[edge]\nverify_signatures = false\n", false).await;
     let http = reqwest::Client::new();
-    let schema = json!({"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]});
-    let n = raw(
-        &http,
-        &gw.base,
-        "POST",
-        "/a2a/negotiate",
-        &[],
-        Some(&json!({"target_capability": "file_report", "proposed_schema": schema})),
-    )
-    .await;
+    let n = negotiate(&http, &gw.base, &[]).await;
     assert_eq!(n.0, 200, "{}", String::from_utf8_lossy(&n.2));
     assert!(n.1.get("a2a-signature").is_none(), "unsigned: {:?}", n.1);
     let client = Client::builder(Identity::unsigned(CLIENT).expect("did"))
@@ -214,16 +207,9 @@ async fn a_gateway_without_a_key_verifies_and_answers_unsigned() {
     let (signing, published) = (SigningKey::generate().expect("key"), SigningKey::generate().expect("key"));
     let forger = signing_agent("forger", &world, &signing, &published);
     let gw2 = TestGateway::start_keyed(&[&forger], &world, "[edge]\nverify_signatures = false\n", false).await;
-    let f = Caller::new(&gw2.base)
-        .send(
-            "POST",
-            "/a2a/negotiate",
-            &[],
-            Some(&json!({"target_capability": "file_report", "proposed_schema": schema})),
-            Sign::No,
-        )
-        .await;
-    assert_eq!((f.status, f.code()), (502, "agent_unavailable"), "{}", f.body);
+    let f = negotiate(&http, &gw2.base, &[]).await;
+    let body: Value = serde_json::from_slice(&f.2).expect("json");
+    assert_eq!((f.0, body["error"]["code"].as_str()), (502, Some("agent_unavailable")), "{body}");
 }
 
 /// A streaming agent that signs its responses (STR-7), its key published; a terminal execution through `gw`; the
