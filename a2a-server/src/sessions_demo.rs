@@ -310,7 +310,7 @@ pub async fn start_cast(log: &Log) -> Result<Cast, String> {
     .await?;
     let sessions = finance.agent.sessions().ok_or("the finance assistant has no sessions")?;
     let ledger = format!("{}#finance", finance.did);
-    let keep = sessions.settings().max_transcript_messages;
+    let keep = sessions.settings().limits.max_transcript_messages;
     for (role, text) in [
         (Role::User, "Yesterday I spent 2000 yuan on clothes."),
         (Role::Assistant, "Noted: clothes, 2000 yuan. Spent this month so far: 2000 yuan."),

@@ -18,7 +18,7 @@ impl Sessions {
     /// Publishes an event about `session` to the channel (ANN-3).
     /// Also queues it for the webhooks (ANN-5), without waiting for them.
     pub(crate) async fn publish(&self, event: &str, session: &str, data: Value) -> Result<Event, StoreError> {
-        let e = self.store.publish(event, session, data, self.settings.event_buffer).await?;
+        let e = self.store.publish(event, session, data, self.settings.limits.event_buffer).await?;
         if let Some(w) = &self.webhooks {
             w.enqueue(&e);
         }

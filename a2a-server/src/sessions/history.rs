@@ -34,12 +34,12 @@ impl HistoryQuery {
         max_bytes: Option<usize>,
         include_tools: bool,
     ) -> Result<Self, A2aError> {
-        let max_limit = settings.history_max_limit.min(s::HISTORY_MAX_LIMIT);
-        let limit = limit.unwrap_or(settings.history_default_limit.min(max_limit));
+        let max_limit = settings.limits.history_max_limit.min(s::HISTORY_MAX_LIMIT);
+        let limit = limit.unwrap_or(settings.limits.history_default_limit.min(max_limit));
         if !(1..=max_limit).contains(&limit) {
             return Err(invalid("limit", format!("limit is 1 to {max_limit} (got {limit})")));
         }
-        let cap = settings.history_max_bytes.min(s::HISTORY_MAX_BYTES);
+        let cap = settings.limits.history_max_bytes.min(s::HISTORY_MAX_BYTES);
         let max_bytes = max_bytes.unwrap_or(cap);
         if max_bytes == 0 {
             return Err(invalid("max_bytes", "max_bytes must be at least 1".into()));

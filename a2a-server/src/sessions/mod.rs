@@ -213,7 +213,7 @@ impl SessionsBuilder {
             });
         }
         let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_millis(self.settings.max_wait_ms.saturating_add(5_000)))
+            .timeout(std::time::Duration::from_millis(self.settings.limits.max_wait_ms.saturating_add(5_000)))
             .build()
             .map_err(|e| e.to_string())?;
         let stop = tokio_util::sync::CancellationToken::new();

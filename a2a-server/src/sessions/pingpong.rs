@@ -166,7 +166,7 @@ impl Sessions {
                 from_endpoint: self.endpoint(),
                 reply: Some(true),
                 announce: Some(false),
-                wait_ms: Some(budget.min(self.settings.max_wait_ms)),
+                wait_ms: Some(budget.min(self.settings.limits.max_wait_ms)),
                 run_timeout_ms: Some(budget),
                 max_turns: Some(0),
                 attachments: Vec::new(),

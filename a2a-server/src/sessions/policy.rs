@@ -96,7 +96,7 @@ impl Sessions {
         let Some(key) = &requester.session else { return false };
         let ancestor = requester.address();
         let mut parent = rec.session.parent.clone();
-        for _ in 0..=self.settings.max_spawn_depth {
+        for _ in 0..=self.settings.limits.max_spawn_depth {
             let Some(p) = parent else { return false };
             if p == ancestor {
                 return true;
@@ -119,15 +119,15 @@ impl Sessions {
                     .details(json!({"header": s::HOP_HEADER}))
             })?,
         };
-        if hop > self.settings.max_hops {
+        if hop > self.settings.limits.max_hops {
             return Err(error(
                 ErrorCode::HOP_LIMIT,
                 format!(
                     "this send is hop {hop} of a chain of sends; this agent accepts at most {} (POL-4)",
-                    self.settings.max_hops
+                    self.settings.limits.max_hops
                 ),
             )
-            .details(json!({"hop": hop, "max_hops": self.settings.max_hops})));
+            .details(json!({"hop": hop, "max_hops": self.settings.limits.max_hops})));
         }
         Ok(hop)
     }

@@ -93,13 +93,16 @@ impl Sessions {
             _ => None,
         };
         let fresh = created.is_none();
-        let live = self.store.list_sessions(self.settings.max_sessions + 1).await.map_err(store_error)?;
-        if fresh && live.iter().filter(|r| self.is_live(r)).count() >= self.settings.max_sessions {
+        let live = self.store.list_sessions(self.settings.limits.max_sessions + 1).await.map_err(store_error)?;
+        if fresh && live.iter().filter(|r| self.is_live(r)).count() >= self.settings.limits.max_sessions {
             return Err(error(
                 ErrorCode::OVERLOADED,
-                format!("this agent holds its maximum of {} sessions; end some first", self.settings.max_sessions),
+                format!(
+                    "this agent holds its maximum of {} sessions; end some first",
+                    self.settings.limits.max_sessions
+                ),
             )
-            .details(json!({"limit": "max_sessions", "max": self.settings.max_sessions})));
+            .details(json!({"limit": "max_sessions", "max": self.settings.limits.max_sessions})));
         }
         let session = Session {
             address,
@@ -135,7 +138,7 @@ impl Sessions {
 
     /// SES-3, SES-8: the sessions `requester` may see, filtered, newest first, within 64 KiB.
     pub async fn list(&self, requester: &Requester, q: &ListQuery) -> Result<SessionList, A2aError> {
-        let mut all = self.store.list_sessions(self.settings.max_sessions * 2).await.map_err(store_error)?;
+        let mut all = self.store.list_sessions(self.settings.limits.max_sessions * 2).await.map_err(store_error)?;
         for h in &self.hosted {
             if !all.iter().any(|r| r.session.address == h.session.address) {
                 all.push(self.declared(&h.session.session_key).unwrap_or_else(|| h.clone()));

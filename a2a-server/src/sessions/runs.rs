@@ -90,22 +90,24 @@ impl Sessions {
             return Err(invalid("run_timeout_ms", "run_timeout_ms must be greater than 0".into()));
         }
         req.run_timeout_ms = Some(
-            req.run_timeout_ms.unwrap_or(self.settings.default_run_timeout_ms).min(self.settings.max_run_timeout_ms),
+            req.run_timeout_ms
+                .unwrap_or(self.settings.limits.default_run_timeout_ms)
+                .min(self.settings.limits.max_run_timeout_ms),
         );
-        req.wait_ms = Some(req.wait_ms.unwrap_or(0).min(self.settings.max_wait_ms));
+        req.wait_ms = Some(req.wait_ms.unwrap_or(0).min(self.settings.limits.max_wait_ms));
         if let Some(m) = req.max_turns
             && m > s::MAX_TURNS_CAP
         {
             return Err(invalid("max_turns", format!("max_turns is 0 to {} (got {m})", s::MAX_TURNS_CAP)));
         }
-        let max_attachments = self.settings.max_attachments.min(s::MAX_ATTACHMENTS);
+        let max_attachments = self.settings.limits.max_attachments.min(s::MAX_ATTACHMENTS);
         if req.attachments.len() > max_attachments {
             return Err(error(
                 ErrorCode::PAYLOAD_TOO_LARGE,
                 format!("a send carries at most {max_attachments} attachments (got {})", req.attachments.len()),
             )
             .details(json!({"member": "attachments", "limit": "max_attachments", "max": max_attachments,
-                            "limit_bytes": self.settings.max_attachment_bytes})));
+                            "limit_bytes": self.settings.limits.max_attachment_bytes})));
         }
         for (i, a) in req.attachments.iter().enumerate() {
             let member = format!("attachments[{i}]");
@@ -122,18 +124,18 @@ impl Sessions {
             let bytes = base64::engine::general_purpose::STANDARD.decode(a.data.as_bytes()).map_err(|e| {
                 invalid(&format!("{member}.data"), format!("attachment {:?}: data is not valid base64: {e}", a.name))
             })?;
-            if bytes.len() > self.settings.max_attachment_bytes {
+            if bytes.len() > self.settings.limits.max_attachment_bytes {
                 return Err(error(
                     ErrorCode::PAYLOAD_TOO_LARGE,
                     format!(
                         "attachment {:?} is {} bytes; the limit is {} bytes each",
                         a.name,
                         bytes.len(),
-                        self.settings.max_attachment_bytes
+                        self.settings.limits.max_attachment_bytes
                     ),
                 )
                 .details(
-                    json!({"member": format!("{member}.data"), "limit_bytes": self.settings.max_attachment_bytes}),
+                    json!({"member": format!("{member}.data"), "limit_bytes": self.settings.limits.max_attachment_bytes}),
                 ));
             }
         }
@@ -171,7 +173,7 @@ impl Sessions {
             return self.live_session(key).await;
         }
         let label = req.target_label.clone().unwrap_or_default();
-        let all = self.store.list_sessions(self.settings.max_sessions * 2).await.map_err(store_error)?;
+        let all = self.store.list_sessions(self.settings.limits.max_sessions * 2).await.map_err(store_error)?;
         let mut found = Vec::new();
         for rec in all.into_iter().chain(self.hosted_declared()) {
             if rec.session.agent == self.did
@@ -310,7 +312,7 @@ impl Sessions {
 
     /// Stores a run.
     pub(crate) async fn save(&self, rec: &RunRecord) -> Result<(), A2aError> {
-        self.store.put_run(rec, self.settings.run_retention.as_millis() as u64).await.map_err(store_error)
+        self.store.put_run(rec, self.settings.limits.run_retention_ms).await.map_err(store_error)
     }
 
     /// Saves a run, logging a failure (the driver has nobody to answer).
@@ -355,7 +357,7 @@ impl Sessions {
         if rec.sender != reader && rec.target_owner != reader {
             return Err(not_found());
         }
-        let wait = wait.min(Duration::from_millis(self.settings.max_wait_ms));
+        let wait = wait.min(Duration::from_millis(self.settings.limits.max_wait_ms));
         match self.await_run(run_id, wait, until).await? {
             Some(r) => Ok(r.run),
             None => Ok(self.store.get_run(run_id).await.map_err(store_error)?.map_or(rec.run, |r| r.run)),
@@ -458,7 +460,7 @@ impl Sessions {
         deadline_ms: u64,
     ) -> Result<String, Undelivered> {
         let address = target.session.address.to_string();
-        let keep = self.settings.max_transcript_messages;
+        let keep = self.settings.limits.max_transcript_messages;
         let msg = StoredMessage {
             role: Role::InterSession,
             text: delivery.text.clone(),
@@ -663,11 +665,11 @@ impl Sessions {
         }
         self.touch(&session).await;
         let address = session.session.address.to_string();
-        let deadline = tokio::time::Instant::now() + wait.min(Duration::from_millis(self.settings.max_wait_ms));
+        let deadline = tokio::time::Instant::now() + wait.min(Duration::from_millis(self.settings.limits.max_wait_ms));
         let mut changes = self.store.changes();
         loop {
             changes.borrow_and_update();
-            let items = self.store.inbox(&address, self.settings.inbox_batch).await.map_err(store_error)?;
+            let items = self.store.inbox(&address, self.settings.limits.inbox_batch).await.map_err(store_error)?;
             if !items.is_empty() {
                 return Ok(items.into_iter().map(|i| i.delivery).collect());
             }

@@ -54,48 +54,51 @@ impl Sessions {
         let limit = |name: &str, max: u64, message: String| {
             error(ErrorCode::SPAWN_LIMIT, message).details(json!({"limit": name, "max": max}))
         };
-        if depth > self.settings.max_spawn_depth {
+        if depth > self.settings.limits.max_spawn_depth {
             return Err(limit(
                 "depth",
-                u64::from(self.settings.max_spawn_depth),
+                u64::from(self.settings.limits.max_spawn_depth),
                 format!(
                     "a worker of {} would be at depth {depth}; the limit is {}",
-                    parent.session.address, self.settings.max_spawn_depth
+                    parent.session.address, self.settings.limits.max_spawn_depth
                 ),
             ));
         }
         let parent_address = parent.session.address.to_string();
-        let all = self.store.list_sessions(self.settings.max_sessions * 2).await.map_err(store_error)?;
+        let all = self.store.list_sessions(self.settings.limits.max_sessions * 2).await.map_err(store_error)?;
         let children = all
             .iter()
             .filter(|r| r.session.parent.as_deref() == Some(parent_address.as_str()) && self.is_live(r))
             .count();
-        if children >= self.settings.max_children {
+        if children >= self.settings.limits.max_children {
             return Err(limit(
                 "children",
-                self.settings.max_children as u64,
-                format!("{parent_address} has {children} live workers; the limit is {}", self.settings.max_children),
+                self.settings.limits.max_children as u64,
+                format!(
+                    "{parent_address} has {children} live workers; the limit is {}",
+                    self.settings.limits.max_children
+                ),
             ));
         }
         // In progress at the agent: the live workers of this agent in the store, which every process of the agent
         // shares (a worker ends when its run is done, and counts no longer than the longest worker time, so that a
         // process that died mid-run does not hold a slot), and this process's own count, which also covers spawns
         // racing here.
-        let horizon = now_ms().saturating_sub(self.settings.max_spawn_timeout_ms);
+        let horizon = now_ms().saturating_sub(self.settings.limits.max_spawn_timeout_ms);
         let shared = all
             .iter()
             .filter(|r| r.spawn.is_some() && r.session.agent == self.did && self.is_live(r) && r.updated_ms >= horizon)
             .count();
         let local = self.spawned_in_progress.fetch_add(1, Ordering::SeqCst);
         let in_progress = local.max(shared);
-        if in_progress >= self.settings.max_spawn_concurrency {
+        if in_progress >= self.settings.limits.max_spawn_concurrency {
             self.spawned_in_progress.fetch_sub(1, Ordering::SeqCst);
             return Err(limit(
                 "concurrency",
-                self.settings.max_spawn_concurrency as u64,
+                self.settings.limits.max_spawn_concurrency as u64,
                 format!(
                     "this agent runs {in_progress} spawned workers; the limit is {}",
-                    self.settings.max_spawn_concurrency
+                    self.settings.limits.max_spawn_concurrency
                 ),
             ));
         }
@@ -122,9 +125,9 @@ impl Sessions {
         let address = self.address(&key)?;
         let now = now_ms();
         let timeout = match req.run_timeout_ms {
-            None => self.settings.default_spawn_timeout_ms,
-            Some(0) => self.settings.max_spawn_timeout_ms,
-            Some(t) => t.min(self.settings.max_spawn_timeout_ms),
+            None => self.settings.limits.default_spawn_timeout_ms,
+            Some(0) => self.settings.limits.max_spawn_timeout_ms,
+            Some(t) => t.min(self.settings.limits.max_spawn_timeout_ms),
         };
         let rec = SessionRecord {
             session: Session {
@@ -216,7 +219,8 @@ impl Sessions {
                 run_id: Some(rec.run.run_id.clone()),
                 provenance: Some(provenance),
             };
-            if let Err(e) = self.store.append_message(&parent, &msg, self.settings.max_transcript_messages).await {
+            if let Err(e) = self.store.append_message(&parent, &msg, self.settings.limits.max_transcript_messages).await
+            {
                 tracing::warn!(error = %e, "cannot deliver a worker's announce-back");
             }
             let data = json!({"parent": parent, "child": worker.session.address.to_string(), "run_id": rec.run.run_id,

@@ -606,7 +606,10 @@ handler = { type = "command", argv = ["python3", "price.py"] }
     assert_eq!((c.timeout_ms, c.max_output_bytes, c.max_concurrency), (5000, 1024 * 1024, 4));
     assert_eq!(s.session("ledger").expect("ledger").kind, a2a_core::sessions::SessionKind::Other);
     let settings = a2a_server::sessions::SessionSettings::from_config(&s);
-    assert_eq!((settings.default_max_turns, settings.max_turns_cap, settings.max_spawn_depth), (3, 10, 2));
+    assert_eq!(
+        (settings.limits.default_max_turns, settings.limits.max_turns_cap, settings.limits.max_spawn_depth),
+        (3, 10, 2)
+    );
     assert_eq!(settings.visibility, Visibility::Tree);
     assert_eq!(settings.auth_requirement, a2a_core::capability::AuthRequirement::ApiKey);
     assert_eq!(s.spawn_template(None).expect("default template").name, "price-check");

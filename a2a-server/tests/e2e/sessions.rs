@@ -311,7 +311,7 @@ async fn sessions_a_wait_that_ends_first_is_accepted_never_timeout_and_the_late_
 #[tokio::test]
 async fn sessions_invalid_sends_are_refused_with_the_member() {
     let mut settings = open_settings();
-    settings.max_attachment_bytes = 16;
+    settings.limits.max_attachment_bytes = 16;
     let a = Ses::start(|_| SessionsBuilder::new().settings(settings).session(desk("echo"), echo())).await;
     for (body, member) in [
         (json!({"text": "x"}), "target"),
@@ -649,7 +649,7 @@ async fn sessions_the_four_modes_and_the_announce_channel() {
 #[tokio::test]
 async fn sessions_event_buffer_gap_is_reported() {
     let mut settings = open_settings();
-    settings.event_buffer = 2;
+    settings.limits.event_buffer = 2;
     let a = Ses::start(|_| SessionsBuilder::new().settings(settings).session(desk("echo"), echo())).await;
     for i in 0..3 {
         let s = a.send(json!({"target": "echo", "text": format!("m{i}"), "announce": false})).await;
@@ -703,7 +703,7 @@ async fn sessions_history_is_bounded_flagged_and_redacted() {
 #[tokio::test]
 async fn sessions_history_keeps_at_most_the_configured_messages_and_tools_are_optional() {
     let mut settings = open_settings();
-    settings.max_transcript_messages = 3;
+    settings.limits.max_transcript_messages = 3;
     let store = Arc::new(MemorySessionStore::new());
     let a =
         Ses::start(|_| SessionsBuilder::new().settings(settings).store(store.clone()).session(desk("echo"), echo()))
@@ -732,9 +732,9 @@ async fn sessions_history_keeps_at_most_the_configured_messages_and_tools_are_op
 #[tokio::test]
 async fn sessions_spawn_runs_a_worker_announces_back_and_keeps_its_limits() {
     let mut settings = open_settings();
-    settings.max_children = 2;
-    settings.max_spawn_concurrency = 3;
-    settings.max_spawn_depth = 1;
+    settings.limits.max_children = 2;
+    settings.limits.max_spawn_concurrency = 3;
+    settings.limits.max_spawn_depth = 1;
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let g = gate.clone();
     let a = Ses::start(move |_| {
