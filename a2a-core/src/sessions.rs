@@ -629,6 +629,119 @@ pub enum SessionKind {
     Other,
 }
 
+/// The most sessions one `GET /a2a/sessions` answers when the query names no `limit` (SES-8).
+pub const LIST_DEFAULT_LIMIT: u32 = 100;
+/// The largest `limit` of `GET /a2a/sessions` (SES-8).
+pub const LIST_MAX_LIMIT: u32 = 200;
+
+/// The filters of `GET /a2a/sessions` (SES-8), as a caller writes them ([`ListQuery::to_query`]) and an agent reads
+/// them ([`ListQuery::parse`]); every one is optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Only these kinds (`kind=main,spawn`).
+    pub kinds: Vec<SessionKind>,
+    /// Only sessions with exactly this label.
+    pub label: Option<String>,
+    /// Only sessions of this agent (a DID).
+    pub agent: Option<String>,
+    /// Only sessions updated within this many minutes.
+    pub active_minutes: Option<u64>,
+    /// A case-insensitive substring of label, summary or key (an empty one is no filter).
+    pub search: Option<String>,
+    /// At most this many (1 to [`LIST_MAX_LIMIT`]; absent: [`LIST_DEFAULT_LIMIT`]).
+    pub limit: Option<u32>,
+    /// Skip this many (absent: 0).
+    pub offset: Option<u32>,
+    /// Also list the requester's own sessions.
+    pub include_self: bool,
+    /// Also list ended sessions (SPN-4).
+    pub include_ended: bool,
+}
+
+/// A `GET /a2a/sessions` query parameter that is not valid (the agent answers `400 invalid_request` naming it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ListQueryError {
+    /// The parameter.
+    pub parameter: &'static str,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl ListQuery {
+    /// The query string (`kind=main,spawn&label=...`), empty when no filter is set.
+    pub fn to_query(&self) -> String {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        if !self.kinds.is_empty() {
+            q.append_pair("kind", &self.kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(","));
+        }
+        for (name, value) in [("label", &self.label), ("agent", &self.agent)] {
+            if let Some(v) = value {
+                q.append_pair(name, v);
+            }
+        }
+        if let Some(m) = self.active_minutes {
+            q.append_pair("active_minutes", &m.to_string());
+        }
+        if let Some(s) = &self.search {
+            q.append_pair("search", s);
+        }
+        for (name, value) in [("limit", self.limit), ("offset", self.offset)] {
+            if let Some(v) = value {
+                q.append_pair(name, &v.to_string());
+            }
+        }
+        for (name, set) in [("include_self", self.include_self), ("include_ended", self.include_ended)] {
+            if set {
+                q.append_pair(name, "true");
+            }
+        }
+        q.finish()
+    }
+
+    /// Reads the filters from decoded query pairs (the first of a repeated name counts; unknown names are ignored).
+    /// Flags are `true` (or empty) and `false`; numbers are non-negative decimal integers.
+    pub fn parse(pairs: &[(String, String)]) -> Result<ListQuery, ListQueryError> {
+        let get = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+        let bad = |parameter: &'static str, message: String| ListQueryError { parameter, message };
+        fn num<T: FromStr>(v: Option<&str>, name: &'static str) -> Result<Option<T>, ListQueryError> {
+            v.map(|v| {
+                v.parse().map_err(|_| ListQueryError {
+                    parameter: name,
+                    message: format!("{name} must be a non-negative decimal integer, got {v:?}"),
+                })
+            })
+            .transpose()
+        }
+        let flag = |name: &'static str| match get(name) {
+            None | Some("false") => Ok(false),
+            Some("true" | "") => Ok(true),
+            Some(v) => Err(bad(name, format!("{name} must be true or false, got {v:?}"))),
+        };
+        let mut kinds = Vec::new();
+        for name in get("kind").unwrap_or("").split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let kind: SessionKind = serde_json::from_value(Value::String(name.to_owned()))
+                .map_err(|_| bad("kind", format!("unknown session kind {name:?}")))?;
+            kinds.push(kind);
+        }
+        let limit: Option<u32> = num(get("limit"), "limit")?;
+        if let Some(l) = limit.filter(|l| !(1..=LIST_MAX_LIMIT).contains(l)) {
+            return Err(bad("limit", format!("limit is 1 to {LIST_MAX_LIMIT} (got {l})")));
+        }
+        Ok(ListQuery {
+            kinds,
+            label: get("label").map(str::to_owned),
+            agent: get("agent").map(str::to_owned),
+            active_minutes: num(get("active_minutes"), "active_minutes")?,
+            search: get("search").filter(|s| !s.is_empty()).map(str::to_owned),
+            limit,
+            offset: num(get("offset"), "offset")?,
+            include_self: flag("include_self")?,
+            include_ended: flag("include_ended")?,
+        })
+    }
+}
+
 impl SessionKind {
     /// The wire name.
     pub fn as_str(self) -> &'static str {
@@ -1182,6 +1295,55 @@ pub struct WebhookEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn list_queries_carry_every_filter_encoded() {
+        let q = ListQuery {
+            kinds: vec![SessionKind::Main, SessionKind::Spawn],
+            label: Some("work assistant".into()),
+            agent: Some("did:web:work.example.com".into()),
+            active_minutes: Some(30),
+            search: Some("bonus&pay".into()),
+            limit: Some(10),
+            offset: Some(20),
+            include_self: true,
+            include_ended: true,
+        };
+        assert_eq!(
+            q.to_query(),
+            "kind=main%2Cspawn&label=work+assistant&agent=did%3Aweb%3Awork.example.com&active_minutes=30&\
+             search=bonus%26pay&limit=10&offset=20&include_self=true&include_ended=true"
+        );
+        assert_eq!(ListQuery::default().to_query(), "");
+    }
+
+    #[test]
+    fn a_list_query_reads_back_what_it_writes_and_refuses_bad_parameters() {
+        let q = ListQuery {
+            kinds: vec![SessionKind::Group, SessionKind::Other],
+            label: Some("a b&c".into()),
+            agent: Some("did:web:a.example.com".into()),
+            active_minutes: Some(5),
+            search: Some("ünï".into()),
+            limit: Some(200),
+            offset: Some(3),
+            include_self: true,
+            include_ended: false,
+        };
+        let pairs: Vec<(String, String)> = url::form_urlencoded::parse(q.to_query().as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        assert_eq!(ListQuery::parse(&pairs), Ok(q));
+        assert_eq!(ListQuery::parse(&[]), Ok(ListQuery::default()));
+        let one = |k: &str, v: &str| ListQuery::parse(&[(k.to_owned(), v.to_owned())]);
+        assert_eq!(one("search", "").map(|q| q.search), Ok(None), "an empty search is no filter");
+        assert_eq!(one("include_self", "").map(|q| q.include_self), Ok(true));
+        for (k, v) in
+            [("limit", "0"), ("limit", "201"), ("offset", "-1"), ("kind", "main,nope"), ("include_ended", "yes")]
+        {
+            let e = one(k, v).expect_err(v);
+            assert_eq!(e.parameter, k, "{e}");
+        }
+    }
     use proptest::prop_oneof;
 
     #[test]

@@ -65,63 +65,8 @@ pub fn ask_wait(wait: Option<Duration>) -> Duration {
     wait.unwrap_or(Duration::from_millis(a2a_core::sessions::DEFAULT_ASK_WAIT_MS)).min(max)
 }
 
-/// Filters of `GET /a2a/sessions` (SES-8); every one is optional.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ListQuery {
-    /// Only these kinds.
-    pub kinds: Vec<SessionKind>,
-    /// Only sessions with exactly this label.
-    pub label: Option<String>,
-    /// Only sessions of this agent (a DID).
-    pub agent: Option<String>,
-    /// Only sessions updated within this many minutes.
-    pub active_minutes: Option<u64>,
-    /// A case-insensitive substring of label, summary or key.
-    pub search: Option<String>,
-    /// At most this many (1–200; the agent's default is 100).
-    pub limit: Option<u32>,
-    /// Skip this many.
-    pub offset: Option<u32>,
-    /// Also list the requester's own sessions.
-    pub include_self: bool,
-    /// Also list ended sessions (SPN-4).
-    pub include_ended: bool,
-}
-
-impl ListQuery {
-    /// The query string (`kind=main,spawn&label=...`), empty when no filter is set.
-    pub fn to_query(&self) -> String {
-        let mut q = url::form_urlencoded::Serializer::new(String::new());
-        if !self.kinds.is_empty() {
-            q.append_pair("kind", &self.kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(","));
-        }
-        if let Some(l) = &self.label {
-            q.append_pair("label", l);
-        }
-        if let Some(a) = &self.agent {
-            q.append_pair("agent", a);
-        }
-        if let Some(m) = self.active_minutes {
-            q.append_pair("active_minutes", &m.to_string());
-        }
-        if let Some(s) = &self.search {
-            q.append_pair("search", s);
-        }
-        if let Some(l) = self.limit {
-            q.append_pair("limit", &l.to_string());
-        }
-        if let Some(o) = self.offset {
-            q.append_pair("offset", &o.to_string());
-        }
-        if self.include_self {
-            q.append_pair("include_self", "true");
-        }
-        if self.include_ended {
-            q.append_pair("include_ended", "true");
-        }
-        q.finish()
-    }
-}
+/// Filters of `GET /a2a/sessions` (SES-8): the one wire type of a2a-core, which the agent parses.
+pub use a2a_core::sessions::ListQuery;
 
 /// Bounds of `GET /a2a/sessions/{key}/history` (HIS-2, HIS-3).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -513,27 +458,6 @@ fn forbidden_outcome(e: ClientError, request: &SendRequest) -> Result<SendRespon
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn list_queries_carry_every_filter_encoded() {
-        let q = ListQuery {
-            kinds: vec![SessionKind::Main, SessionKind::Spawn],
-            label: Some("work assistant".into()),
-            agent: Some("did:web:work.example.com".into()),
-            active_minutes: Some(30),
-            search: Some("bonus&pay".into()),
-            limit: Some(10),
-            offset: Some(20),
-            include_self: true,
-            include_ended: true,
-        };
-        assert_eq!(
-            q.to_query(),
-            "kind=main%2Cspawn&label=work+assistant&agent=did%3Aweb%3Awork.example.com&active_minutes=30&\
-             search=bonus%26pay&limit=10&offset=20&include_self=true&include_ended=true"
-        );
-        assert_eq!(ListQuery::default().to_query(), "");
-    }
 
     #[test]
     fn history_queries_carry_their_bounds() {

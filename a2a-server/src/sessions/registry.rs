@@ -10,28 +10,8 @@ use super::store::SessionRecord;
 use super::{Sessions, error, store_error};
 use crate::store::{now_ms, timestamp};
 
-/// The filters of `GET /a2a/sessions` (SES-8).
-#[derive(Debug, Clone, Default)]
-pub struct ListQuery {
-    /// Kinds to keep (empty: all).
-    pub kinds: Vec<SessionKind>,
-    /// Exact label.
-    pub label: Option<String>,
-    /// Hosting agent.
-    pub agent: Option<String>,
-    /// Updated within this many minutes.
-    pub active_minutes: Option<u64>,
-    /// Case-insensitive substring of label, summary or key.
-    pub search: Option<String>,
-    /// 1–200 (default 100).
-    pub limit: usize,
-    /// Default 0.
-    pub offset: usize,
-    /// Keep the requester's own sessions.
-    pub include_self: bool,
-    /// Keep ended sessions (SPN-4).
-    pub include_ended: bool,
-}
+/// The filters of `GET /a2a/sessions` (SES-8): the wire type the client writes.
+pub use a2a_core::sessions::ListQuery;
 
 /// The largest `GET /a2a/sessions` body (SES-8).
 pub const MAX_LIST_BYTES: usize = 64 * 1024;
@@ -178,7 +158,9 @@ impl Sessions {
         let mut out = Vec::new();
         let mut bytes = 64usize;
         let mut truncated = false;
-        for rec in kept.into_iter().skip(q.offset).take(q.limit) {
+        let (offset, limit) =
+            (q.offset.unwrap_or(0) as usize, q.limit.unwrap_or(a2a_core::sessions::LIST_DEFAULT_LIMIT) as usize);
+        for rec in kept.into_iter().skip(offset).take(limit) {
             let len = serde_json::to_vec(&rec.session).map_or(0, |v| v.len()) + 1;
             if bytes + len > MAX_LIST_BYTES {
                 truncated = true;
@@ -187,7 +169,7 @@ impl Sessions {
             bytes += len;
             out.push(rec.session);
         }
-        truncated |= q.offset.saturating_add(out.len()) < total;
+        truncated |= offset.saturating_add(out.len()) < total;
         Ok(SessionList { sessions: out, total, truncated })
     }
 

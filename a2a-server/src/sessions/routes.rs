@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_core::error::{A2aError, ErrorCode};
-use a2a_core::sessions::{
-    self as s, RunReply, SendRequest, SendStatus, SessionKind, SessionRegistration, SpawnRequest, WaitChain,
-};
+use a2a_core::sessions::{self as s, RunReply, SendRequest, SendStatus, SessionRegistration, SpawnRequest, WaitChain};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{OriginalUri, State};
@@ -175,29 +173,7 @@ async fn register(State(state): State<Arc<AppState>>, uri: OriginalUri, headers:
 async fn list(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap) -> ApiResult {
     let (sessions, caller) = authenticate(&state, "GET", &uri, &headers, None).await?;
     let q = query(&uri);
-    let mut kinds = Vec::new();
-    if let Some(k) = param(&q, "kind") {
-        for name in k.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            let kind: SessionKind = serde_json::from_value(json!(name))
-                .map_err(|_| bad_param("kind", format!("unknown session kind {name:?}")))?;
-            kinds.push(kind);
-        }
-    }
-    let limit = num::<usize>(&q, "limit")?.unwrap_or(100);
-    if !(1..=200).contains(&limit) {
-        return Err(bad_param("limit", format!("limit is 1 to 200 (got {limit})")).into());
-    }
-    let lq = ListQuery {
-        kinds,
-        label: param(&q, "label").map(str::to_owned),
-        agent: param(&q, "agent").map(str::to_owned),
-        active_minutes: num(&q, "active_minutes")?,
-        search: param(&q, "search").filter(|s| !s.is_empty()).map(str::to_owned),
-        limit,
-        offset: num(&q, "offset")?.unwrap_or(0),
-        include_self: flag(&q, "include_self")?,
-        include_ended: flag(&q, "include_ended")?,
-    };
+    let lq = ListQuery::parse(&q).map_err(|e| bad_param(e.parameter, e.message))?;
     let who = requester(&caller, param(&q, "from"))?;
     Ok(json_response(StatusCode::OK, &sessions.list(&who, &lq).await?))
 }
