@@ -76,12 +76,7 @@ impl SessionSettings {
         SessionSettings {
             auth_requirement: c.auth_requirement,
             allow_list: c.allow.clone(),
-            visibility: match c.visibility {
-                super::config::Visibility::Own => Visibility::Own,
-                super::config::Visibility::Tree => Visibility::Tree,
-                super::config::Visibility::Agent => Visibility::Agent,
-                super::config::Visibility::All => Visibility::All,
-            },
+            visibility: c.visibility,
             limits: c.limits.clone(),
             webhooks: c.webhooks.clone(),
             ..SessionSettings::default()
