@@ -360,6 +360,11 @@ impl Edge {
         Ok(())
     }
 
+    /// Whether the gateway has a key (and so signs its answers, GW-15).
+    pub fn has_key(&self) -> bool {
+        self.identity.key.is_some()
+    }
+
     /// GW-15: the gateway's own INT-10 signature of its answer to `caller` (its `A2A-Sender-ID`), for the caller's
     /// request (`method`, `target`), once every header of the answer is set. `None` without a key, when the caller
     /// is not a valid DID (no audience), or when signing fails (logged).

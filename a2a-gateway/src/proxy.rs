@@ -221,10 +221,14 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
     // The caller's request line, for the signature of an answer the gateway signs (GW-15).
     let method = req.method().clone();
     let target = req.uri().path_and_query().map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
+    // The audience of the gateway's signature: the caller's `A2A-Sender-ID`, also on steps that do not check it.
+    let requester = req.headers().get(h::A2A_SENDER_ID).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned());
     let mut ctx = Ctx::default();
+    let mut refused = false;
     let mut resp = match process(&gw, &mut ctx, req).await {
         Ok(r) => r,
         Err(refusal) => {
+            refused = true;
             ctx.code = Some(refusal.err.code.as_str().to_owned());
             if !ctx.forwarded {
                 gw.metrics.rejected(refusal.err.code.as_str());
@@ -250,9 +254,18 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
         hs.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
         hs.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(h::CORS_EXPOSE_HEADERS));
     }
+    // The gateway's own answers (DISCOVER, capabilities, FALLBACK, its refusals) are signed as an agent signs its
+    // answers (GW-15); they are in memory, so reading them whole costs nothing. An agent's unsigned answer stays so.
+    let own = !ctx.admin && ctx.resign.is_none() && (refused || !ctx.forwarded);
+    if own && gw.edge.has_key() && requester.as_deref().is_some_and(|r| a2a_core::did::Did::parse(r).is_ok()) {
+        let (parts, body) = resp.into_parts();
+        let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+        resp = Response::from_parts(parts, Body::from(bytes.clone()));
+        ctx.resign = Some(bytes);
+    }
     // The one place that signs an answer (GW-15), last, over its final headers and body: an agent's signature was
     // verified and removed in `answer`; the gateway signs for its caller, or the answer goes unsigned.
-    if let (Some(body), Some(caller)) = (ctx.resign.take(), ctx.sender.as_deref()) {
+    if let (Some(body), Some(caller)) = (ctx.resign.take(), ctx.sender.as_deref().or(requester.as_deref())) {
         let status = resp.status().as_u16();
         if let Some(sig) = gw.edge.sign_answer(caller, method.as_str(), &target, status, resp.headers(), &body) {
             resp.headers_mut().insert(HeaderName::from_static(h::A2A_SIGNATURE), sig);

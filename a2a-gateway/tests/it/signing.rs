@@ -2,7 +2,7 @@
 //! forwarded as; the gateway verifies that signature as the caller it is, never passes it on, and signs the answer
 //! itself for its caller (or answers unsigned without a key). An answer whose signature does not verify is `502`.
 
-use a2a_client::{Client, ClientConfig, Identity};
+use a2a_client::{Client, ClientConfig, Identity, ResponseVerification};
 use a2a_core::capability::AuthRequirement;
 use a2a_core::did::{Did, DidDocument};
 use a2a_core::integrity::{self, MessageParts};
@@ -98,6 +98,46 @@ async fn the_sdk_with_default_verification_completes_a_handshake_through_the_gat
     assert_eq!(gw.metric("a2a_gateway_upstream_errors_total", &[("reason", "response_signature")]), 0.0);
 }
 
+/// A request the gateway answers itself: method, target, extra headers, body, the status it answers.
+type OwnAnswer = (&'static str, &'static str, &'static [(&'static str, &'static str)], Option<Value>, u16);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateways_own_answers_are_signed_so_a_client_that_requires_signatures_gets_through() {
+    let world = World::new();
+    let agent_key = SigningKey::generate().expect("key");
+    let agent = signing_agent("signer", &world, &agent_key, &agent_key);
+    let gw = TestGateway::start(&[&agent], &world, "").await;
+    let http = reqwest::Client::new();
+    // DISCOVER (no body: header_only), the capabilities document, and refusals the gateway makes itself: a step
+    // naming an unknown negotiation, an unknown path, a wrong method.
+    let cases: [OwnAnswer; 5] = [
+        ("OPTIONS", "/a2a", &[], None, 204),
+        ("GET", "/a2a/capabilities", &[], None, 200),
+        ("POST", "/a2a/execute", &[("a2a-negotiation-id", "nope")], Some(json!({"title": "t"})), 404),
+        ("GET", "/a2a/nothing-here", &[], None, 404),
+        ("DELETE", "/a2a/negotiate", &[], None, 405),
+    ];
+    for (method, target, extra, body, status) in cases {
+        let answer = raw(&http, &gw.base, method, target, extra, body.as_ref()).await;
+        assert_eq!(answer.0, status, "{method} {target}: {}", String::from_utf8_lossy(&answer.2));
+        let claims = verify_as_client(&world, method, target, &answer).expect("the gateway's answer verifies");
+        assert_eq!((claims.iss.as_str(), claims.aud.as_str(), claims.sts), (GATEWAY, CLIENT, Some(status)));
+    }
+    // A request naming no DID has no audience: unsigned, as an agent answers it (INT-10).
+    let anonymous = http.request(reqwest::Method::OPTIONS, format!("{}/a2a", gw.base)).send().await.expect("send");
+    assert!(anonymous.headers().get("a2a-signature").is_none());
+    // So a client that refuses unsigned answers completes the handshake through the gateway.
+    let mut config = ClientConfig::default();
+    config.response_verification = ResponseVerification::Required;
+    let client = Client::builder(Identity::unsigned(CLIENT).expect("did"))
+        .config(config)
+        .resolver(world.resolver.clone())
+        .build()
+        .expect("client");
+    let o = client.call(&format!("{}/a2a", gw.base), "file_report", json!({"title": "t"})).await.expect("handshake");
+    assert_eq!(o.agent, GATEWAY);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_forwarded_answer_is_signed_by_the_gateway_for_the_callers_request_and_the_agents_never_passes() {
     let world = World::new();
@@ -171,8 +211,12 @@ async fn an_answer_whose_signature_does_not_verify_is_a_502_and_nothing_of_it_pa
     assert_eq!(n.body["error"]["details"]["reason"], json!("response_signature"), "{}", n.body);
     assert_eq!(n.body["error"]["details"]["signature_error"], json!("signature_invalid"), "{}", n.body);
     assert!(n.body.get("negotiation_id").is_none() && n.header("a2a-negotiation-id").is_none(), "{}", n.body);
-    assert!(n.header("a2a-signature").is_none(), "the agent's signature never reaches the caller");
     assert_eq!(gw.metric("a2a_gateway_upstream_errors_total", &[("reason", "response_signature")]), 1.0);
+    // The refusal is the gateway's own answer, signed by the gateway (never by the agent).
+    let again = negotiate(&reqwest::Client::new(), &gw.base, &[]).await;
+    assert_eq!(again.0, 502);
+    let claims = verify_as_client(&world, "POST", "/a2a/negotiate", &again).expect("the gateway's refusal verifies");
+    assert_eq!((claims.iss.as_str(), claims.sts), (GATEWAY, Some(502)));
     let honest_key = SigningKey::generate().expect("key");
     let honest = signing_agent("honest", &world, &honest_key, &honest_key);
     let gw2 = TestGateway::start(&[&honest], &world, "").await;
