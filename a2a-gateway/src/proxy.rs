@@ -219,10 +219,12 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
     let started = Instant::now();
     let origin = req.headers().get(header::ORIGIN).cloned();
     // The caller's request line, for the signature of an answer the gateway signs (GW-15).
+    // (Shared handles, no copies: they are read only when an answer is signed.)
     let method = req.method().clone();
-    let target = req.uri().path_and_query().map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned());
+    let uri = req.uri().clone();
     // The audience of the gateway's signature: the caller's `A2A-Sender-ID`, also on steps that do not check it.
-    let requester = req.headers().get(h::A2A_SENDER_ID).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned());
+    let requester_header = req.headers().get(h::A2A_SENDER_ID).cloned();
+    let requester = requester_header.as_ref().and_then(|v| v.to_str().ok()).map(str::trim);
     let mut ctx = Ctx::default();
     let mut refused = false;
     let mut resp = match process(&gw, &mut ctx, req).await {
@@ -257,7 +259,7 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
     // The gateway's own answers (DISCOVER, capabilities, FALLBACK, its refusals) are signed as an agent signs its
     // answers (GW-15); they are in memory, so reading them whole costs nothing. An agent's unsigned answer stays so.
     let own = !ctx.admin && ctx.resign.is_none() && (refused || !ctx.forwarded);
-    if own && gw.edge.has_key() && requester.as_deref().is_some_and(|r| a2a_core::did::Did::parse(r).is_ok()) {
+    if own && gw.edge.has_key() && requester.is_some_and(|r| a2a_core::did::Did::parse(r).is_ok()) {
         let (parts, body) = resp.into_parts();
         let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
         resp = Response::from_parts(parts, Body::from(bytes.clone()));
@@ -265,9 +267,10 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
     }
     // The one place that signs an answer (GW-15), last, over its final headers and body: an agent's signature was
     // verified and removed in `answer`; the gateway signs for its caller, or the answer goes unsigned.
-    if let (Some(body), Some(caller)) = (ctx.resign.take(), ctx.sender.as_deref().or(requester.as_deref())) {
+    if let (Some(body), Some(caller)) = (ctx.resign.take(), ctx.sender.as_deref().or(requester)) {
         let status = resp.status().as_u16();
-        if let Some(sig) = gw.edge.sign_answer(caller, method.as_str(), &target, status, resp.headers(), &body) {
+        let target = uri.path_and_query().map_or_else(|| uri.path(), |p| p.as_str());
+        if let Some(sig) = gw.edge.sign_answer(caller, method.as_str(), target, status, resp.headers(), &body) {
             resp.headers_mut().insert(HeaderName::from_static(h::A2A_SIGNATURE), sig);
         }
     }

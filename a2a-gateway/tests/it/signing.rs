@@ -55,9 +55,13 @@ async fn negotiate(
     base: &str,
     extra: &[(&str, &str)],
 ) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
+    raw(http, base, "POST", "/a2a/negotiate", extra, Some(&file_report_negotiation())).await
+}
+
+/// The NEGOTIATE body of `file_report` with a `title` schema.
+fn file_report_negotiation() -> Value {
     let schema = json!({"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]});
-    let body = json!({"target_capability": "file_report", "proposed_schema": schema});
-    raw(http, base, "POST", "/a2a/negotiate", extra, Some(&body)).await
+    json!({"target_capability": "file_report", "proposed_schema": schema})
 }
 
 /// Verifies the one `A2A-Signature` of an answer as a caller does (CLI-10): `iss` the gateway, `aud` the client,
@@ -197,16 +201,7 @@ async fn an_answer_whose_signature_does_not_verify_is_a_502_and_nothing_of_it_pa
     let forger = signing_agent("forger", &world, &signing, &published);
     let gw = TestGateway::start(&[&forger], &world, "").await;
     let caller = Caller::new(&gw.base);
-    let schema = json!({"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]});
-    let n = caller
-        .send(
-            "POST",
-            "/a2a/negotiate",
-            &[],
-            Some(&json!({"target_capability": "file_report", "proposed_schema": schema})),
-            Sign::No,
-        )
-        .await;
+    let n = caller.send("POST", "/a2a/negotiate", &[], Some(&file_report_negotiation()), Sign::No).await;
     assert_eq!((n.status, n.code()), (502, "agent_unavailable"), "{}", n.body);
     assert_eq!(n.body["error"]["details"]["reason"], json!("response_signature"), "{}", n.body);
     assert_eq!(n.body["error"]["details"]["signature_error"], json!("signature_invalid"), "{}", n.body);
@@ -220,15 +215,8 @@ async fn an_answer_whose_signature_does_not_verify_is_a_502_and_nothing_of_it_pa
     let honest_key = SigningKey::generate().expect("key");
     let honest = signing_agent("honest", &world, &honest_key, &honest_key);
     let gw2 = TestGateway::start(&[&honest], &world, "").await;
-    let ok = Caller::new(&gw2.base)
-        .send(
-            "POST",
-            "/a2a/negotiate",
-            &[],
-            Some(&json!({"target_capability": "file_report", "proposed_schema": schema})),
-            Sign::No,
-        )
-        .await;
+    let ok =
+        Caller::new(&gw2.base).send("POST", "/a2a/negotiate", &[], Some(&file_report_negotiation()), Sign::No).await;
     assert_eq!(ok.status, 200, "the same request to an honest agent passes: {}", ok.body);
 }
 
