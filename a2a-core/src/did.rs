@@ -225,6 +225,19 @@ impl ResolveOptions {
 impl Did {
     /// Parses and validates a did:web DID (`spec/PROTOCOL.md` §9.1.1, DID-1 to DID-8).
     pub fn parse(s: &str) -> Result<Did, DidError> {
+        let (host, port, segments) = Self::split(s)?;
+        let path = segments.map(|p| p.split(':').map(str::to_owned).collect()).unwrap_or_default();
+        Ok(Did { s: s.to_owned(), host: host.to_owned(), port, path })
+    }
+
+    /// Checks that `s` is a valid did:web DID, with the errors of [`Did::parse`], without building a [`Did`] (no
+    /// allocation: for a hot path that only needs the verdict, e.g. a sender id checked on every request).
+    pub fn check(s: &str) -> Result<(), DidError> {
+        Self::split(s).map(|_| ())
+    }
+
+    /// Validates `s`: its host, port and path segments (`None` without any), borrowed from `s`.
+    fn split(s: &str) -> Result<(&str, Option<u16>, Option<&str>), DidError> {
         use DidErrorKind as K;
         if s.len() > MAX_DID_LEN {
             return Err(DidError::new(
@@ -262,8 +275,10 @@ impl Did {
                 format!("DID method `{method}` is not supported: A2A 0.3 identifies agents with did:web DIDs only"),
             ));
         }
-        let mut parts = msid.split(':');
-        let authority = parts.next().unwrap_or_default();
+        let (authority, segments) = match msid.split_once(':') {
+            None => (msid, None),
+            Some((a, rest)) => (a, Some(rest)),
+        };
         let (host, port) = match authority.split_once('%') {
             None => (authority, None),
             Some((host, escaped)) => (host, Some(escaped)),
@@ -274,12 +289,10 @@ impl Did {
             Some(escaped) => Some(parse_port(escaped)?),
         };
         check_host(host)?;
-        let mut path = Vec::new();
-        for seg in parts {
+        for seg in segments.into_iter().flat_map(|p| p.split(':')) {
             check_path_segment(seg)?;
-            path.push(seg.to_owned());
         }
-        Ok(Did { s: s.to_owned(), host: host.to_owned(), port, path })
+        Ok((host, port, segments))
     }
 
     /// Builds the DID of an agent listening on `host` and `port` (e.g. `localhost`, `Some(8080)` gives
@@ -352,7 +365,41 @@ impl Did {
     }
 }
 
+/// Whether `host` passes every check of [`check_host`], decided in one pass over its bytes: at most `MAX_HOST_LEN`
+/// bytes of lower-case letters, digits, `-` and `.`; two labels or more (or `localhost`), none empty, longer than
+/// `MAX_LABEL_LEN` or starting or ending with `-`; the last one starting with a letter. A punycode (`xn--`) label, or
+/// anything else, takes the long way ([`check_host_in_full`], which also says what is wrong).
+fn plainly_valid_host(host: &str) -> bool {
+    let b = host.as_bytes();
+    if b.is_empty() || b.len() > MAX_HOST_LEN {
+        return false;
+    }
+    let mut labels = 0;
+    for label in b.split(|&c| c == b'.') {
+        labels += 1;
+        let (Some(&first), Some(&last)) = (label.first(), label.last()) else { return false };
+        if label.len() > MAX_LABEL_LEN
+            || first == b'-'
+            || last == b'-'
+            || label.starts_with(b"xn--")
+            || !label.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        {
+            return false;
+        }
+    }
+    let last_label_starts_with_digit =
+        b.rsplit(|&c| c == b'.').next().and_then(|l| l.first()).is_some_and(u8::is_ascii_digit);
+    !last_label_starts_with_digit && (labels >= 2 || host == "localhost")
+}
+
 fn check_host(host: &str) -> Result<(), DidError> {
+    if plainly_valid_host(host) {
+        return Ok(());
+    }
+    check_host_in_full(host)
+}
+
+fn check_host_in_full(host: &str) -> Result<(), DidError> {
     use DidErrorKind as K;
     if host.is_empty() {
         return Err(DidError::new(
@@ -1106,6 +1153,27 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
 
 #[cfg(test)]
 mod tests {
+    proptest::proptest! {
+        /// The one-pass check of a host never accepts what the full check refuses, and accepts the plain hosts.
+        #[test]
+        fn the_fast_host_check_agrees_with_the_full_one(host in "[a-z0-9.-]{0,40}|[a-zA-Z0-9.%_ -]{0,20}|xn--[a-z0-9-]{0,10}\\.[a-z]{2,3}") {
+            if super::plainly_valid_host(&host) {
+                proptest::prop_assert!(super::check_host_in_full(&host).is_ok(), "{host:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn plain_hosts_take_the_fast_check() {
+        for h in ["agent.example.com", "localhost", "a-b.c1.example", "x.y"] {
+            assert!(super::plainly_valid_host(h), "{h}");
+            assert!(super::check_host_in_full(h).is_ok(), "{h}");
+        }
+        for h in ["", "example", "1.2.3.4", "a..b", "-a.b", "a-.b", "A.b", "xn--abc.com", "a.1b", "a_b.c"] {
+            assert!(!super::plainly_valid_host(h), "{h}");
+        }
+    }
+
     use super::*;
 
     fn reason(s: &str) -> &'static str {

@@ -9,7 +9,11 @@
 //! - `nginx`: client → nginx → agent;
 //! - `gateway`: client → gateway → agent, routing on, signature checks off (`edge.verify_signatures = false`);
 //! - `direct_signed` / `gateway_signed`: every request signed by the client (the gateway verifies it as the
-//!   audience, re-signs for the agent, the agent verifies the gateway's signature).
+//!   audience, re-signs for the agent, the agent verifies the gateway's signature);
+//! - `hyper_floor`: a proxy with no protocol logic on the gateway's HTTP machinery (hyper's HTTP/1.1 server, the
+//!   gateway's [`a2a_gateway::upstream::Upstream`]): the cost of that machinery alone;
+//! - `tokio_floor`: a proxy with no HTTP library at all (httparse over Tokio sockets, bytes forwarded as received):
+//!   the floor of any proxy on Tokio on this machine.
 //!
 //! One iteration is EXECUTE + CONFIRM + RESULT (long-poll) under a negotiation made once through the same path:
 //! three requests, each routed by the gateway (negotiation header, execution id in the body, in the path).
@@ -145,6 +149,64 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p) as usize].as_secs_f64() * 1e6
 }
 
+/// `tokio_floor`: the floor of any proxy on Tokio, to compare the others with. It parses the head with httparse,
+/// forwards head and body as received, parses the answer's head and forwards it as received: Content-Length bodies
+/// only, one agent, one agent connection per caller connection, no protocol logic, no header rewriting.
+async fn floor_conn(mut down: tokio::net::TcpStream, agent: std::net::SocketAddr) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = down.set_nodelay(true);
+    let mut up = tokio::net::TcpStream::connect(agent).await.expect("agent");
+    let _ = up.set_nodelay(true);
+    let mut buf = bytes::BytesMut::with_capacity(16 * 1024);
+    let mut ubuf = bytes::BytesMut::with_capacity(16 * 1024);
+    fn content_length(hs: &[httparse::Header<'_>]) -> usize {
+        hs.iter()
+            .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+            .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
+            .unwrap_or(0)
+    }
+    loop {
+        let total = loop {
+            let mut hs = [httparse::EMPTY_HEADER; 64];
+            let mut req = httparse::Request::new(&mut hs);
+            if let Ok(httparse::Status::Complete(n)) = req.parse(&buf) {
+                break n + content_length(req.headers);
+            }
+            if down.read_buf(&mut buf).await.unwrap_or(0) == 0 {
+                return;
+            }
+        };
+        while buf.len() < total {
+            if down.read_buf(&mut buf).await.unwrap_or(0) == 0 {
+                return;
+            }
+        }
+        let req = buf.split_to(total);
+        if up.write_all(&req).await.is_err() {
+            return;
+        }
+        let total = loop {
+            let mut hs = [httparse::EMPTY_HEADER; 64];
+            let mut resp = httparse::Response::new(&mut hs);
+            if let Ok(httparse::Status::Complete(n)) = resp.parse(&ubuf) {
+                break n + content_length(resp.headers);
+            }
+            if up.read_buf(&mut ubuf).await.unwrap_or(0) == 0 {
+                return;
+            }
+        };
+        while ubuf.len() < total {
+            if up.read_buf(&mut ubuf).await.unwrap_or(0) == 0 {
+                return;
+            }
+        }
+        let resp = ubuf.split_to(total);
+        if down.write_all(&resp).await.is_err() {
+            return;
+        }
+    }
+}
+
 fn main() {
     let iterations = arg("--iterations", 2000) as usize;
     let concurrency = arg("--concurrency", 32) as usize;
@@ -230,6 +292,53 @@ fn main() {
         })
     };
     let gw_plain = start_gateway(false);
+    // The two floors, on the gateway's runtime (so that their CPU is counted as the gateway's).
+    let hyper_addr = gw_rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let up = a2a_gateway::upstream::Upstream::new(Duration::from_secs(1), Duration::from_secs(10), 64);
+        tokio::spawn(async move {
+            while let Ok((s, _)) = listener.accept().await {
+                let _ = s.set_nodelay(true);
+                let up = up.clone();
+                let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let up = up.clone();
+                    async move {
+                        use http_body_util::BodyExt;
+                        let (parts, body) = req.into_parts();
+                        let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+                        let mut hm = parts.headers.clone();
+                        hm.remove("host");
+                        let uri: http::Uri =
+                            format!("http://{agent_addr}{}", parts.uri.path_and_query().map_or("/", |p| p.as_str()))
+                                .parse()
+                                .expect("uri");
+                        let mut r = http::Request::new(http_body_util::Full::new(body));
+                        *r.method_mut() = parts.method;
+                        *r.uri_mut() = uri;
+                        *r.headers_mut() = hm;
+                        up.send(r).await.map_err(|e| e.to_string())
+                    }
+                });
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
+                        .await;
+                });
+            }
+        });
+        addr
+    });
+    let floor_addr = gw_rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((s, _)) = listener.accept().await {
+                tokio::spawn(floor_conn(s, agent_addr));
+            }
+        });
+        addr
+    });
     let gw_signed = start_gateway(true);
 
     let client_rt = runtime("client", 1);
@@ -242,6 +351,16 @@ fn main() {
             "echo_message",
         ),
         ("gateway", Client { http: http.clone(), origin: format!("http://{gw_plain}"), key: None }, "echo_message"),
+        (
+            "hyper_floor",
+            Client { http: http.clone(), origin: format!("http://{hyper_addr}"), key: None },
+            "echo_message",
+        ),
+        (
+            "tokio_floor",
+            Client { http: http.clone(), origin: format!("http://{floor_addr}"), key: None },
+            "echo_message",
+        ),
         (
             "direct_signed",
             Client {
@@ -280,7 +399,7 @@ fn main() {
     let proxy_cpu = move |name: &str| -> Option<u64> {
         match name {
             "nginx" => Some(nginx_cpu_ns(nginx_pid)),
-            "gateway" | "gateway_signed" => Some(cpu_ns(me, Some("gateway"))),
+            "gateway" | "gateway_signed" | "tokio_floor" | "hyper_floor" => Some(cpu_ns(me, Some("gateway"))),
             _ => None,
         }
     };

@@ -50,6 +50,7 @@ mod sse_sign;
 pub mod upstream;
 pub mod version;
 
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -269,6 +270,33 @@ impl Gateway {
         })
     }
 
+    /// The service [`Gateway::serve`] runs: the A2A 1.x bridge's paths (when served) go to its router, every other
+    /// request straight to the proxy, with no router in between (the proxy classifies paths itself).
+    fn service(
+        &self,
+    ) -> impl tower::Service<
+        Request<Body>,
+        Response = http::Response<Body>,
+        Error = std::convert::Infallible,
+        Future = impl Future<Output = Result<http::Response<Body>, std::convert::Infallible>> + Send + 'static,
+    > + Clone
+    + Send
+    + 'static {
+        let inner = self.inner.clone();
+        // (The whole router, so that a bridge path it does not match still ends at the proxy, as in `router`.)
+        let bridge = inner.bridge.then(|| self.router());
+        tower::service_fn(move |req: Request<Body>| {
+            let inner = inner.clone();
+            let bridge = bridge.clone().filter(|_| crate::bridge::serves(req.uri().path()));
+            async move {
+                Ok(match bridge {
+                    Some(b) => tower::ServiceExt::oneshot(b, req).await?,
+                    None => proxy::handle(inner, req).await,
+                })
+            }
+        })
+    }
+
     /// The connection-level limits handed to [`a2a_server::serve::serve`].
     pub fn serve_limits(&self) -> a2a_server::Limits {
         let mut l = a2a_server::Limits::default();
@@ -287,7 +315,8 @@ impl Gateway {
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> std::io::Result<()> {
         let grace = Duration::from_millis(self.inner.limits.shutdown_grace_ms);
-        a2a_server::serve::serve(listener, self.router(), &self.serve_limits(), shutdown, grace).await
+        let service = self.service();
+        a2a_server::serve::serve_with(listener, move |_| service.clone(), &self.serve_limits(), shutdown, grace).await
     }
 
     /// The gateway's DID.

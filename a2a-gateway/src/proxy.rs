@@ -153,12 +153,12 @@ fn classify(method: &Method, path: &str, headers: &HeaderMap) -> Result<Step, Op
     }
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, A2aError> {
+fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, A2aError> {
     match headers.get(name) {
         None => Ok(None),
         Some(v) => v.to_str().map(Some).map_err(|_| {
             A2aError::with_message(ErrorCode::INVALID_HEADER, format!("header {name} is not visible ASCII"))
-                .details(json!({"header": name}))
+                .details(json!({"header": name.as_str()}))
         }),
     }
 }
@@ -180,7 +180,7 @@ struct ErrorCodeOnly {
 }
 
 async fn read_body(gw: &Inner, headers: &HeaderMap, body: Body) -> Result<Bytes, A2aError> {
-    let ct = header_str(headers, "content-type")?.unwrap_or("");
+    let ct = header_str(headers, &header::CONTENT_TYPE)?.unwrap_or("");
     let mime = ct.split(';').next().unwrap_or("").trim();
     if !mime.eq_ignore_ascii_case("application/json") {
         return Err(A2aError::with_message(
@@ -195,22 +195,56 @@ async fn read_body(gw: &Inner, headers: &HeaderMap, body: Body) -> Result<Bytes,
 }
 
 /// Headers that belong to one connection, never forwarded (and `host`, `content-length`, which the gateway sets).
-pub(crate) const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
+pub(crate) const HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::HOST,
+    header::CONTENT_LENGTH,
 ];
 
-/// Removes [`HOP_BY_HOP`] headers.
+/// Header names the request path looks up or removes, as values (a lookup by `&str` parses the name every time).
+pub(crate) mod names {
+    use a2a_core::headers as h;
+    use http::HeaderName;
+
+    /// `A2A-Signature`.
+    pub(crate) const A2A_SIGNATURE: HeaderName = HeaderName::from_static(h::A2A_SIGNATURE);
+    /// `A2A-Forwarded-Sender`.
+    pub(crate) const A2A_FORWARDED_SENDER: HeaderName = HeaderName::from_static(h::A2A_FORWARDED_SENDER);
+    /// `A2A-Forwarded-Verified`.
+    pub(crate) const A2A_FORWARDED_VERIFIED: HeaderName = HeaderName::from_static(h::A2A_FORWARDED_VERIFIED);
+    /// `A2A-Sender-ID`.
+    pub(crate) const A2A_SENDER_ID: HeaderName = HeaderName::from_static(h::A2A_SENDER_ID);
+    /// `A2A-Version`.
+    pub(crate) const A2A_VERSION: HeaderName = HeaderName::from_static(h::A2A_VERSION);
+    /// `A2A-Negotiation-ID`.
+    pub(crate) const A2A_NEGOTIATION_ID: HeaderName = HeaderName::from_static(h::A2A_NEGOTIATION_ID);
+    /// `A2A-Region`.
+    pub(crate) const A2A_REGION: HeaderName = HeaderName::from_static(h::A2A_REGION);
+    /// `Idempotency-Key`.
+    pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static(h::IDEMPOTENCY_KEY);
+    /// `A2A-Execution-ID`.
+    pub(crate) const A2A_EXECUTION_ID: HeaderName = HeaderName::from_static(h::A2A_EXECUTION_ID);
+}
+
+/// Removes [`HOP_BY_HOP`] headers: most messages carry one or two of them, so those present are found in one pass
+/// over the names and only they are removed.
 pub(crate) fn strip_hop_by_hop(hm: &mut HeaderMap) {
-    for n in HOP_BY_HOP {
-        hm.remove(n);
+    let mut present = [false; 9];
+    for k in hm.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|n| n == k) {
+            present[i] = true;
+        }
+    }
+    for (n, p) in HOP_BY_HOP.iter().zip(present) {
+        if p {
+            hm.remove(n);
+        }
     }
 }
 
@@ -223,7 +257,7 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
     let method = req.method().clone();
     let uri = req.uri().clone();
     // The audience of the gateway's signature: the caller's `A2A-Sender-ID`, also on steps that do not check it.
-    let requester_header = req.headers().get(h::A2A_SENDER_ID).cloned();
+    let requester_header = req.headers().get(names::A2A_SENDER_ID).cloned();
     let requester = requester_header.as_ref().and_then(|v| v.to_str().ok()).map(str::trim);
     let mut ctx = Ctx::default();
     let mut refused = false;
@@ -245,11 +279,11 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
         }
     };
     let hs = resp.headers_mut();
-    hs.insert(HeaderName::from_static(h::A2A_SENDER_ID), gw.did_header.clone());
+    hs.insert(names::A2A_SENDER_ID, gw.did_header.clone());
     match &ctx.translation {
         Some(t) => t.response_headers(hs),
         None => {
-            hs.insert(HeaderName::from_static(h::A2A_VERSION), HeaderValue::from_static(a2a_core::PROTOCOL_VERSION));
+            hs.insert(names::A2A_VERSION, HeaderValue::from_static(a2a_core::PROTOCOL_VERSION));
         }
     }
     if origin.is_some() && !hs.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN) {
@@ -259,7 +293,7 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
     // The gateway's own answers (DISCOVER, capabilities, FALLBACK, its refusals) are signed as an agent signs its
     // answers (GW-15); they are in memory, so reading them whole costs nothing. An agent's unsigned answer stays so.
     let own = !ctx.admin && ctx.resign.is_none() && (refused || !ctx.forwarded);
-    if own && gw.edge.has_key() && requester.is_some_and(|r| a2a_core::did::Did::parse(r).is_ok()) {
+    if own && gw.edge.has_key() && requester.is_some_and(|r| a2a_core::did::Did::check(r).is_ok()) {
         let (parts, body) = resp.into_parts();
         let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
         resp = Response::from_parts(parts, Body::from(bytes.clone()));
@@ -271,7 +305,7 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
         let status = resp.status().as_u16();
         let target = uri.path_and_query().map_or_else(|| uri.path(), |p| p.as_str());
         if let Some(sig) = gw.edge.sign_answer(caller, method.as_str(), target, status, resp.headers(), &body) {
-            resp.headers_mut().insert(HeaderName::from_static(h::A2A_SIGNATURE), sig);
+            resp.headers_mut().insert(names::A2A_SIGNATURE, sig);
         }
     }
     if ctx.admin {
@@ -413,7 +447,7 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
             ctx.bridge_to = crate::bridge::negotiate_offer(gw, &parts.headers, &cap).await;
         }
         Step::Execute => {
-            let id = header_str(&parts.headers, h::A2A_NEGOTIATION_ID)?
+            let id = header_str(&parts.headers, &names::A2A_NEGOTIATION_ID)?
                 .ok_or_else(|| A2aError::new(ErrorCode::NEGOTIATION_REQUIRED))?;
             let id = h::parse_token("A2A-Negotiation-ID", id).map_err(|e| {
                 A2aError::with_message(ErrorCode::INVALID_HEADER, e.to_string())
@@ -466,11 +500,16 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
         gw.edge.check_date(&parts.headers)?;
     }
     ctx.verified = matches!(signed, Signed::Verified(_));
+    // The routed agent's DISCOVER answer, read once: for its requirement here and for the forward below.
+    let routed_info = match &routed {
+        Some((agent, _)) => Some(gw.agents.info(agent).await),
+        None => None,
+    };
     let requirement: Option<AuthRequirement> = match (&routed, candidates.first()) {
-        (Some((agent, r)), _) => match gw.agents.info(agent).await {
-            Ok(info) => info.capability(&r.capability).map(|d| d.auth_requirement),
+        (Some((_, r)), _) => match &routed_info {
+            Some(Ok(info)) => info.capability(&r.capability).map(|d| d.auth_requirement),
             // The agent cannot be asked what it requires: demand the most, so nothing unauthenticated gets through.
-            Err(_) => Some(AuthRequirement::DidAuth).filter(|_| gw.edge.cfg.verify_signatures),
+            _ => Some(AuthRequirement::DidAuth).filter(|_| gw.edge.cfg.verify_signatures),
         },
         (None, Some((_, info))) => {
             ctx.capability.as_deref().and_then(|c| info.capability(c)).map(|d| d.auth_requirement)
@@ -496,12 +535,9 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
     let mut tried: Vec<Arc<Agent>> = Vec::new();
     loop {
         let (agent, info) = match &routed {
-            Some((agent, _)) => {
-                let info = gw.agents.info(agent).await.ok();
-                (agent.clone(), info)
-            }
+            Some((agent, _)) => (agent.clone(), routed_info.clone().and_then(Result::ok)),
             None => {
-                let region = header_str(&parts.headers, h::A2A_REGION).ok().flatten().map(str::trim);
+                let region = header_str(&parts.headers, &names::A2A_REGION).ok().flatten().map(str::trim);
                 let cap = ctx.capability.as_deref().unwrap_or("");
                 let Some((a, i)) = gw.agents.choose(&candidates, cap, region, &tried) else {
                     return Err(A2aError::with_message(
@@ -514,7 +550,11 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
             }
         };
         ctx.agent = Some(agent.clone());
-        let upstream_req = build_request(gw, &agent, info.as_deref(), &parts, &target, &sender, signed, body.clone())?;
+        // The caller's headers move into the forwarded request; NEGOTIATE, which may be sent again to another agent,
+        // forwards a copy.
+        let headers = if step == Step::Negotiate { parts.headers.clone() } else { std::mem::take(&mut parts.headers) };
+        let upstream_req =
+            build_request(gw, &agent, info.as_deref(), &parts.method, headers, &target, &sender, signed, body.clone())?;
         ctx.forwarded = true;
         let guard = agent.start(&gw.metrics);
         let sent = gw.upstream.send(upstream_req).await;
@@ -568,7 +608,7 @@ fn unavailable(e: a2a_server::store::StoreError) -> Refusal {
 
 /// EXECUTE's `Idempotency-Key`, when it has a valid one (an invalid one is for the agent to refuse).
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, A2aError> {
-    Ok(header_str(headers, h::IDEMPOTENCY_KEY)?.and_then(|k| h::parse_token("Idempotency-Key", k).ok()))
+    Ok(header_str(headers, &names::IDEMPOTENCY_KEY)?.and_then(|k| h::parse_token("Idempotency-Key", k).ok()))
 }
 
 /// The route id of an idempotency key: keys are scoped to the sender (EXE-7).
@@ -610,16 +650,16 @@ fn build_request(
     gw: &Inner,
     agent: &Agent,
     info: Option<&AgentInfo>,
-    parts: &http::request::Parts,
+    method: &Method,
+    mut hm: HeaderMap,
     target: &str,
     sender: &str,
     signed: Signed,
     body: Bytes,
 ) -> Result<Request<Full<Bytes>>, Refusal> {
-    let mut hm = parts.headers.clone();
     strip_hop_by_hop(&mut hm);
-    hm.remove(h::A2A_FORWARDED_SENDER);
-    hm.remove(h::A2A_FORWARDED_VERIFIED);
+    hm.remove(names::A2A_FORWARDED_SENDER);
+    hm.remove(names::A2A_FORWARDED_VERIFIED);
     if !body.is_empty() {
         hm.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
     }
@@ -631,14 +671,14 @@ fn build_request(
             )
             .into());
         };
-        gw.edge.resign(&mut hm, sender, &info.did, parts.method.as_str(), &agent.endpoint.target(target), &body)?;
+        gw.edge.resign(&mut hm, sender, &info.did, method.as_str(), &agent.endpoint.target(target), &body)?;
     }
     let uri = agent
         .endpoint
         .uri(target)
         .map_err(|e| A2aError::with_message(ErrorCode::INTERNAL_ERROR, format!("bad upstream URI: {e}")))?;
     let mut req = Request::new(Full::new(body));
-    *req.method_mut() = parts.method.clone();
+    *req.method_mut() = method.clone();
     *req.uri_mut() = uri;
     *req.headers_mut() = hm;
     Ok(req)
@@ -659,10 +699,10 @@ async fn answer(
     strip_hop_by_hop(&mut parts.headers);
     let status = parts.status;
     let step = ctx.step.unwrap_or(Step::Other);
-    let hv = |hm: &HeaderMap, n: &str| hm.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let hv = |hm: &HeaderMap, n: &HeaderName| hm.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
     // Answers the gateway reads whole: NEGOTIATE successes (lifetime), errors (code), translated bodies, signed
     // answers (GW-15: verified, then signed again by the gateway).
-    let agent_sig = parts.headers.remove(h::A2A_SIGNATURE);
+    let agent_sig = parts.headers.remove(names::A2A_SIGNATURE);
     let must_read = (step == Step::Negotiate && status.is_success())
         || status.as_u16() >= 400
         || ctx.translation.as_ref().is_some_and(|t| t.renames_fields())
@@ -679,7 +719,7 @@ async fn answer(
                 agent_target: fwd.as_ref().map_or_else(String::new, |f| f.target.to_owned()),
                 caller,
                 caller_target: caller_target.to_owned(),
-                execution_id: hv(&parts.headers, h::A2A_EXECUTION_ID)
+                execution_id: hv(&parts.headers, &names::A2A_EXECUTION_ID)
                     .or_else(|| ctx.execution_id.clone())
                     .unwrap_or_default(),
                 sign: ctx.translation.is_none(),
@@ -744,7 +784,7 @@ async fn answer(
         }
     }
     if step == Step::Negotiate && status.is_success() {
-        let id = hv(&parts.headers, h::A2A_NEGOTIATION_ID).ok_or_else(|| {
+        let id = hv(&parts.headers, &names::A2A_NEGOTIATION_ID).ok_or_else(|| {
             Refusal::from(A2aError::with_message(
                 ErrorCode::AGENT_UNAVAILABLE,
                 "the agent's NEGOTIATE answer has no A2A-Negotiation-ID",
@@ -790,7 +830,7 @@ async fn finish(
 ) -> Result<Response<Body>, Refusal> {
     if ctx.step == Some(Step::Execute)
         && parts.status.is_success()
-        && let Some(id) = parts.headers.get(h::A2A_EXECUTION_ID).and_then(|v| v.to_str().ok())
+        && let Some(id) = parts.headers.get(names::A2A_EXECUTION_ID).and_then(|v| v.to_str().ok())
     {
         let ttl = info.map_or(Duration::from_millis(gw.limits.execution_route_ttl_ms), |i| {
             i.execution_lifetime(gw.limits.result_retention_ms, gw.limits.execution_route_ttl_ms)

@@ -396,7 +396,7 @@ pub fn sender_id(headers: &HeaderMap) -> Result<&str, A2aError> {
         })?,
     };
     let sender = sender.trim();
-    Did::parse(sender).map_err(|e| {
+    Did::check(sender).map_err(|e| {
         A2aError::with_message(
             ErrorCode::INVALID_SENDER,
             format!("A2A-Sender-ID {sender:?} is not a valid did:web DID: {e}"),

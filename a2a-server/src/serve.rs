@@ -5,6 +5,7 @@
 //! client that connects and sends nothing, or stalls in the middle of its first bytes, is disconnected when the
 //! timeout passes. After that hyper's own `header_read_timeout` bounds every request head.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -13,11 +14,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
+use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tower::ServiceExt;
+use tower::{Service, ServiceExt};
 
 use crate::limits::Limits;
 
@@ -90,7 +93,8 @@ async fn sniff(stream: &mut TcpStream, limit: Duration) -> Option<(Vec<u8>, bool
 }
 
 /// Serves `app` on `listener` until `shutdown` completes, then stops accepting connections and waits up to `grace`
-/// for open connections to finish their requests.
+/// for open connections to finish their requests. Handlers can extract the peer's address as
+/// `axum::extract::ConnectInfo<SocketAddr>`.
 ///
 /// Headers above the router's JSON-answered limits but below twice `max_header_bytes` still reach the router (which
 /// answers `431` as JSON); anything larger is refused by the HTTP layer itself, so memory stays bounded.
@@ -101,6 +105,31 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
     grace: Duration,
 ) -> std::io::Result<()> {
+    let per_connection = move |peer: SocketAddr| {
+        let app = app.clone();
+        tower::service_fn(move |mut req: Request<Body>| {
+            req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+            app.clone().oneshot(req)
+        })
+    };
+    serve_with(listener, per_connection, limits, shutdown, grace).await
+}
+
+/// [`serve`] for any service (one made per connection by `per_connection`, given the peer's address): the same
+/// connection limits, HTTP/1.1 and HTTP/2, graceful shutdown, without a router in between (the gateway's proxy path
+/// uses it).
+pub async fn serve_with<M, S>(
+    listener: TcpListener,
+    per_connection: M,
+    limits: &Limits,
+    shutdown: impl Future<Output = ()> + Send,
+    grace: Duration,
+) -> std::io::Result<()>
+where
+    M: Fn(SocketAddr) -> S,
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
     let mut http1 = hyper::server::conn::http1::Builder::new();
     http1
         .timer(TokioTimer::new())
@@ -126,12 +155,9 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let app = app.clone();
-        let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-            let mut req = req.map(axum::body::Body::new);
-            req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
-            app.clone().oneshot(req)
-        });
+        let svc = per_connection(peer);
+        let service =
+            hyper::service::service_fn(move |req: hyper::Request<Incoming>| svc.clone().oneshot(req.map(Body::new)));
         let (http1, http2) = (http1.clone(), http2.clone());
         let watcher = graceful.watcher();
         tokio::spawn(async move {

@@ -221,7 +221,7 @@ fn check_bridge(agent: &Agent, resp: &Response<UpstreamBody>) -> Result<(), Brid
 fn head(resp: &Response<UpstreamBody>) -> http::response::Builder {
     let mut b = Response::builder().status(resp.status());
     for (k, v) in resp.headers() {
-        if !HOP_BY_HOP.contains(&k.as_str()) {
+        if !HOP_BY_HOP.contains(k) {
             b = b.header(k, v);
         }
     }

@@ -41,6 +41,11 @@ pub(crate) struct Bridge {
     cards: card::Cards,
 }
 
+/// Whether `path` is one of the bridge's: those of [`router`].
+pub(crate) fn serves(path: &str) -> bool {
+    path == a2a_core::a2a1x::AGENT_CARD_PATH || path == "/a2a1x" || path.starts_with("/a2a1x/")
+}
+
 /// The card and the 1.x endpoints of the gateway (BR-20), to mount before the gateway's own fallback.
 pub(crate) fn router(gw: Arc<Inner>) -> axum::Router {
     let b = Arc::new(Bridge { gw, cards: card::Cards::default() });
