@@ -385,7 +385,9 @@ pub async fn queued_work_is_claimed_once_across_processes_and_released_when_done
 }
 
 pub async fn work_of_a_lost_worker_is_taken_over_after_the_visibility_timeout(b: Backend) {
-    let vis = Duration::from_millis(600);
+    // The visibility timeout is 15 touches long, so that a loaded machine (the whole suite runs in parallel on two
+    // vCPUs) stalling the toucher for a moment does not let the touched work go idle.
+    let vis = Duration::from_millis(1500);
     let st = stores(b, "takeover", vis, 1000);
     let caps = vec!["submit_report".to_owned()];
     st.a.prepare_queue(&caps).await.expect("prepare");
@@ -397,7 +399,8 @@ pub async fn work_of_a_lost_worker_is_taken_over_after_the_visibility_timeout(b:
     let held = claim_all(&*st.a, 2, Duration::from_secs(5)).await;
     assert_eq!(held.len(), 2);
     let alive_item = held.iter().find(|i| i.execution_id == alive.id).expect("alive item").clone();
-    // `a` keeps touching one item and abandons the other; `b` keeps claiming.
+    // `a` keeps touching one item (a first time before `b` starts claiming) and abandons the other; `b` keeps claiming.
+    st.a.touch_work(std::slice::from_ref(&alive_item)).await.expect("touch");
     let touching = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let toucher = {
         let (a, touching) = (st.a.clone(), touching.clone());
@@ -417,7 +420,7 @@ pub async fn work_of_a_lost_worker_is_taken_over_after_the_visibility_timeout(b:
     }
     // Keep claiming a little longer: the touched work must still not be taken over (the lost one, untouched by
     // `b`, is taken over again: that is right).
-    let more: Vec<WorkItem> = claim_all(&*st.b, 2, Duration::from_millis(1500))
+    let more: Vec<WorkItem> = claim_all(&*st.b, 2, vis + Duration::from_millis(500))
         .await
         .into_iter()
         .filter(|i| i.execution_id == alive.id)
