@@ -149,62 +149,71 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p) as usize].as_secs_f64() * 1e6
 }
 
+/// The length of the message at the start of `buf` (head + Content-Length body), once its head is complete.
+type MessageLength = fn(&[u8]) -> Option<usize>;
+
+fn content_length(hs: &[httparse::Header<'_>]) -> usize {
+    hs.iter()
+        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+        .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn request_length(buf: &[u8]) -> Option<usize> {
+    let mut hs = [httparse::EMPTY_HEADER; 64];
+    let mut req = httparse::Request::new(&mut hs);
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => Some(n + content_length(req.headers)),
+        _ => None,
+    }
+}
+
+fn response_length(buf: &[u8]) -> Option<usize> {
+    let mut hs = [httparse::EMPTY_HEADER; 64];
+    let mut resp = httparse::Response::new(&mut hs);
+    match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => Some(n + content_length(resp.headers)),
+        _ => None,
+    }
+}
+
+/// Reads one whole message from `from` into `buf` and writes it, as received, to `to`. `false` when either ends.
+async fn pass_one(
+    from: &mut tokio::net::TcpStream,
+    buf: &mut bytes::BytesMut,
+    length: MessageLength,
+    to: &mut tokio::net::TcpStream,
+) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let total = loop {
+        if let Some(n) = length(buf) {
+            break n;
+        }
+        if from.read_buf(buf).await.unwrap_or(0) == 0 {
+            return false;
+        }
+    };
+    while buf.len() < total {
+        if from.read_buf(buf).await.unwrap_or(0) == 0 {
+            return false;
+        }
+    }
+    let message = buf.split_to(total);
+    to.write_all(&message).await.is_ok()
+}
+
 /// `tokio_floor`: the floor of any proxy on Tokio, to compare the others with. It parses the head with httparse,
 /// forwards head and body as received, parses the answer's head and forwards it as received: Content-Length bodies
 /// only, one agent, one agent connection per caller connection, no protocol logic, no header rewriting.
 async fn floor_conn(mut down: tokio::net::TcpStream, agent: std::net::SocketAddr) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let _ = down.set_nodelay(true);
     let mut up = tokio::net::TcpStream::connect(agent).await.expect("agent");
     let _ = up.set_nodelay(true);
     let mut buf = bytes::BytesMut::with_capacity(16 * 1024);
     let mut ubuf = bytes::BytesMut::with_capacity(16 * 1024);
-    fn content_length(hs: &[httparse::Header<'_>]) -> usize {
-        hs.iter()
-            .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-            .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
-            .unwrap_or(0)
-    }
-    loop {
-        let total = loop {
-            let mut hs = [httparse::EMPTY_HEADER; 64];
-            let mut req = httparse::Request::new(&mut hs);
-            if let Ok(httparse::Status::Complete(n)) = req.parse(&buf) {
-                break n + content_length(req.headers);
-            }
-            if down.read_buf(&mut buf).await.unwrap_or(0) == 0 {
-                return;
-            }
-        };
-        while buf.len() < total {
-            if down.read_buf(&mut buf).await.unwrap_or(0) == 0 {
-                return;
-            }
-        }
-        let req = buf.split_to(total);
-        if up.write_all(&req).await.is_err() {
-            return;
-        }
-        let total = loop {
-            let mut hs = [httparse::EMPTY_HEADER; 64];
-            let mut resp = httparse::Response::new(&mut hs);
-            if let Ok(httparse::Status::Complete(n)) = resp.parse(&ubuf) {
-                break n + content_length(resp.headers);
-            }
-            if up.read_buf(&mut ubuf).await.unwrap_or(0) == 0 {
-                return;
-            }
-        };
-        while ubuf.len() < total {
-            if up.read_buf(&mut ubuf).await.unwrap_or(0) == 0 {
-                return;
-            }
-        }
-        let resp = ubuf.split_to(total);
-        if down.write_all(&resp).await.is_err() {
-            return;
-        }
-    }
+    while pass_one(&mut down, &mut buf, request_length, &mut up).await
+        && pass_one(&mut up, &mut ubuf, response_length, &mut down).await
+    {}
 }
 
 fn main() {
