@@ -287,7 +287,7 @@ impl Gateway {
         let bridge = inner.bridge.then(|| self.router());
         tower::service_fn(move |req: Request<Body>| {
             let inner = inner.clone();
-            let bridge = bridge.clone().filter(|_| crate::bridge::serves(req.uri().path()));
+            let bridge = bridge.as_ref().filter(|_| crate::bridge::serves(req.uri().path())).cloned();
             async move {
                 Ok(match bridge {
                     Some(b) => tower::ServiceExt::oneshot(b, req).await?,

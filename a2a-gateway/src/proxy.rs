@@ -194,8 +194,11 @@ async fn read_body(gw: &Inner, headers: &HeaderMap, body: Body) -> Result<Bytes,
         .map_err(a2a_server::body::BodyError::into_a2a)
 }
 
+/// How many [`HOP_BY_HOP`] names there are.
+const HOP_BY_HOP_COUNT: usize = 9;
+
 /// Headers that belong to one connection, never forwarded (and `host`, `content-length`, which the gateway sets).
-pub(crate) const HOP_BY_HOP: [HeaderName; 9] = [
+pub(crate) const HOP_BY_HOP: [HeaderName; HOP_BY_HOP_COUNT] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -235,7 +238,7 @@ pub(crate) mod names {
 /// Removes [`HOP_BY_HOP`] headers: most messages carry one or two of them, so those present are found in one pass
 /// over the names and only they are removed.
 pub(crate) fn strip_hop_by_hop(hm: &mut HeaderMap) {
-    let mut present = [false; 9];
+    let mut present = [false; HOP_BY_HOP_COUNT];
     for k in hm.keys() {
         if let Some(i) = HOP_BY_HOP.iter().position(|n| n == k) {
             present[i] = true;
