@@ -61,6 +61,11 @@ impl Endpoint {
         Ok(Uri::try_from(s)?)
     }
 
+    /// `host:port` of the agent, as written in `Host` and used to connect.
+    pub fn authority(&self) -> &str {
+        self.origin.strip_prefix("http://").unwrap_or(&self.origin)
+    }
+
     /// The request target the agent sees for `path_and_query` (for signatures, `htu`).
     pub fn target(&self, path_and_query: &str) -> String {
         format!("{}{path_and_query}", self.prefix)

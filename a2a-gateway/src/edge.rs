@@ -24,10 +24,12 @@ use a2a_core::integrity::{self, Coverage, MessageParts};
 use a2a_core::keys::SigningKey;
 use a2a_core::resolver::DidResolver;
 use a2a_server::store::Store;
-use http::{HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+use http::HeaderValue;
 use serde_json::json;
 
 use crate::config::EdgeSection;
+use crate::h1::head::{Fields, Headers};
 use crate::metrics::Metrics;
 
 /// The gateway's own signing identity.
@@ -140,8 +142,8 @@ impl Edge {
     }
 
     /// GW-4 for unsigned requests: a `Date` header, when present, is within the bound.
-    pub fn check_date(&self, headers: &HeaderMap) -> Result<(), A2aError> {
-        let Some(date) = headers.get(http::header::DATE).and_then(|v| v.to_str().ok()) else { return Ok(()) };
+    pub fn check_date(&self, headers: &impl Fields) -> Result<(), A2aError> {
+        let Some(date) = headers.field_str("date").and_then(Result::ok) else { return Ok(()) };
         let Some(t) = parse_http_date(date) else {
             return Err(refuse(ErrorCode::INVALID_HEADER, format!("Date {date:?} is not an HTTP date (RFC 9110)"))
                 .details(json!({"header": "Date"})));
@@ -155,10 +157,10 @@ impl Edge {
         &self,
         method: &str,
         target: &str,
-        headers: &HeaderMap,
+        headers: &impl Fields,
         body: &[u8],
     ) -> Result<Signed, A2aError> {
-        let Some(sig) = headers.get(h::A2A_SIGNATURE) else { return Ok(Signed::No) };
+        let Some(sig) = headers.field(h::A2A_SIGNATURE) else { return Ok(Signed::No) };
         if !self.cfg.verify_signatures {
             return Ok(Signed::Unchecked);
         }
@@ -171,16 +173,15 @@ impl Edge {
 
     async fn verify_inner(
         &self,
-        sig: &HeaderValue,
+        sig: &[u8],
         method: &str,
         target: &str,
-        headers: &HeaderMap,
+        headers: &impl Fields,
         body: &[u8],
     ) -> Result<Signed, A2aError> {
-        let sig =
-            sig.to_str().map_err(|_| refuse(ErrorCode::SIGNATURE_MALFORMED, "A2A-Signature is not visible ASCII"))?;
-        let list: Vec<(&str, &str)> =
-            headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
+        let sig = crate::h1::head::visible_ascii(sig)
+            .ok_or_else(|| refuse(ErrorCode::SIGNATURE_MALFORMED, "A2A-Signature is not visible ASCII"))?;
+        let list = headers.text_pairs();
         let parts = MessageParts { method, target, headers: &list, body, status: None };
         let now = unix_now();
         let pending = integrity::prepare(sig, &parts, &self.identity.did, now)
@@ -216,7 +217,7 @@ impl Edge {
         sender: &str,
         signed: Signed,
         requirement: Option<AuthRequirement>,
-        headers: &HeaderMap,
+        headers: &impl Fields,
         has_body: bool,
     ) -> Result<(), A2aError> {
         let verified = matches!(signed, Signed::Verified(_));
@@ -232,15 +233,15 @@ impl Edge {
         }
         match requirement {
             None | Some(AuthRequirement::None) => Ok(()),
-            Some(AuthRequirement::ApiKey) if headers.contains_key(h::A2A_API_KEY) => Ok(()),
+            Some(AuthRequirement::ApiKey) if headers.field(h::A2A_API_KEY).is_some() => Ok(()),
             Some(AuthRequirement::ApiKey) => {
                 Err(refuse(ErrorCode::AUTH_REQUIRED, "this capability requires an API key in the A2A-Api-Key header")
                     .details(json!({"auth_requirement": "api_key"})))
             }
             Some(AuthRequirement::Oauth2) => {
                 let bearer = headers
-                    .get(http::header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
+                    .field_str("authorization")
+                    .and_then(Result::ok)
                     .is_some_and(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case("bearer "));
                 if bearer {
                     Ok(())
@@ -275,7 +276,7 @@ impl Edge {
     /// (`aud` = the agent's DID) with `full_payload` coverage when there is a body, `header_only` otherwise.
     pub fn resign(
         &self,
-        headers: &mut HeaderMap,
+        headers: &mut Headers,
         sender: &str,
         agent_did: &str,
         method: &str,
@@ -287,17 +288,10 @@ impl Edge {
         };
         let bad = |e: &dyn std::fmt::Display| refuse(ErrorCode::INTERNAL_ERROR, format!("cannot re-sign: {e}"));
         headers.remove(h::A2A_SIGNATURE);
-        headers.insert(
-            HeaderName::from_static(h::A2A_FORWARDED_SENDER),
-            HeaderValue::from_str(sender).map_err(|e| bad(&e))?,
-        );
-        headers.insert(HeaderName::from_static(h::A2A_FORWARDED_VERIFIED), HeaderValue::from_static("true"));
-        headers.insert(
-            HeaderName::from_static(h::A2A_SENDER_ID),
-            HeaderValue::from_str(&self.identity.did).map_err(|e| bad(&e))?,
-        );
-        let list: Vec<(&str, &str)> =
-            headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
+        headers.insert(h::A2A_FORWARDED_SENDER, Bytes::copy_from_slice(sender.as_bytes()));
+        headers.insert(h::A2A_FORWARDED_VERIFIED, Bytes::from_static(b"true"));
+        headers.insert(h::A2A_SENDER_ID, Bytes::copy_from_slice(self.identity.did.as_bytes()));
+        let list = headers.text_pairs();
         let parts = MessageParts { method, target, headers: &list, body, status: None };
         let coverage = if body.is_empty() { Coverage::HeaderOnly } else { Coverage::FullPayload };
         let token = integrity::sign(
@@ -311,7 +305,8 @@ impl Edge {
             self.cfg.resign_lifetime_s,
         )
         .map_err(|e| bad(&e))?;
-        headers.insert(HeaderName::from_static(h::A2A_SIGNATURE), HeaderValue::from_str(&token).map_err(|e| bad(&e))?);
+        drop(list);
+        headers.insert(h::A2A_SIGNATURE, Bytes::from(token));
         Ok(())
     }
 }
@@ -335,16 +330,15 @@ impl Edge {
     /// with a key of the agent's DID document. The error is the integrity or resolution error, for the 502's details.
     pub async fn verify_answer(
         &self,
-        sig: &HeaderValue,
+        sig: &[u8],
         fwd: &Forwarded<'_>,
         status: u16,
-        headers: &HeaderMap,
+        headers: &impl Fields,
         body: &[u8],
     ) -> Result<(), A2aError> {
-        let sig =
-            sig.to_str().map_err(|_| refuse(ErrorCode::SIGNATURE_MALFORMED, "A2A-Signature is not visible ASCII"))?;
-        let list: Vec<(&str, &str)> =
-            headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
+        let sig = crate::h1::head::visible_ascii(sig)
+            .ok_or_else(|| refuse(ErrorCode::SIGNATURE_MALFORMED, "A2A-Signature is not visible ASCII"))?;
+        let list = headers.text_pairs();
         let parts = MessageParts { method: fwd.method, target: fwd.target, headers: &list, body, status: Some(status) };
         let integrity =
             |e: integrity::IntegrityError| A2aError::with_message(e.code(), e.to_string()).details(e.details());
@@ -374,19 +368,19 @@ impl Edge {
         method: &str,
         target: &str,
         status: u16,
-        headers: &HeaderMap,
+        headers: &impl Fields,
         body: &[u8],
     ) -> Option<HeaderValue> {
         let key = self.identity.key.as_ref()?;
         Did::parse(caller).ok()?;
-        let sig = a2a_server::response_signature(
+        let sig = a2a_server::response_signature_of(
             key,
             &self.identity.key_id,
             &self.identity.did,
             caller,
             (method, target),
             status,
-            headers,
+            &headers.text_pairs(),
             body,
         );
         match sig.map(|s| HeaderValue::from_str(&s)) {

@@ -43,6 +43,7 @@ mod bridge;
 pub mod config;
 pub mod discover;
 pub mod edge;
+pub mod h1;
 pub mod metrics;
 mod proxy;
 pub mod routes;
@@ -50,7 +51,7 @@ mod sse_sign;
 pub mod upstream;
 pub mod version;
 
-use std::future::Future;
+use std::convert::Infallible;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -98,6 +99,9 @@ impl Options {
         self
     }
 }
+
+/// The gateway's HTTP service (http types in and out), boxed.
+pub(crate) type HttpService = tower::util::BoxCloneSyncService<Request<Body>, http::Response<Body>, Infallible>;
 
 /// The shared state of the request path.
 pub(crate) struct Inner {
@@ -266,35 +270,26 @@ impl Gateway {
         let router = if inner.bridge { crate::bridge::router(inner.clone()) } else { axum::Router::new() };
         router.fallback(move |req: Request<Body>| {
             let inner = inner.clone();
-            async move { proxy::handle(inner, req).await }
+            async move { proxy::handle_http(inner, req).await }
         })
     }
 
-    /// The service [`Gateway::serve`] runs: the A2A 1.x bridge's paths (when served) go to its router, every other
-    /// request straight to the proxy, with no router in between (the proxy classifies paths itself).
-    fn service(
-        &self,
-    ) -> impl tower::Service<
-        Request<Body>,
-        Response = http::Response<Body>,
-        Error = std::convert::Infallible,
-        Future = impl Future<Output = Result<http::Response<Body>, std::convert::Infallible>> + Send + 'static,
-    > + Clone
-    + Send
-    + 'static {
+    /// The gateway's HTTP service, for what its own HTTP/1.1 does not serve natively (HTTP/2, the A2A 1.x bridge's
+    /// paths when served, the admin paths): the bridge's paths go to its router, every other request to the proxy.
+    fn http_service(&self) -> HttpService {
         let inner = self.inner.clone();
         // (The whole router, so that a bridge path it does not match still ends at the proxy, as in `router`.)
         let bridge = inner.bridge.then(|| self.router());
-        tower::service_fn(move |req: Request<Body>| {
+        h1::server::boxed(tower::service_fn(move |req: Request<Body>| {
             let inner = inner.clone();
             let bridge = bridge.as_ref().filter(|_| crate::bridge::serves(req.uri().path())).cloned();
             async move {
-                Ok(match bridge {
+                Ok::<_, Infallible>(match bridge {
                     Some(b) => tower::ServiceExt::oneshot(b, req).await?,
-                    None => proxy::handle(inner, req).await,
+                    None => proxy::handle_http(inner, req).await,
                 })
             }
-        })
+        }))
     }
 
     /// The connection-level limits handed to [`a2a_server::serve::serve`].
@@ -309,14 +304,15 @@ impl Gateway {
     }
 
     /// Serves on `listener` until `shutdown` completes, then lets requests in flight finish (`shutdown_grace_ms`).
+    /// HTTP/1.1 is served by the gateway's own connection loop ([`h1`]), HTTP/2 by hyper.
     pub async fn serve(
         &self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> std::io::Result<()> {
         let grace = Duration::from_millis(self.inner.limits.shutdown_grace_ms);
-        let service = self.service();
-        a2a_server::serve::serve_with(listener, move |_| service.clone(), &self.serve_limits(), shutdown, grace).await
+        let served = h1::server::Served { gw: self.inner.clone(), http: self.http_service() };
+        h1::server::serve(listener, served, shutdown, grace).await
     }
 
     /// The gateway's DID.

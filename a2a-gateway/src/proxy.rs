@@ -1,14 +1,20 @@
 //! The request path: one linear pipeline per request — classify, limits, version, sender, rate, body, route, edge
 //! security, forward, learn routes, answer — then metrics and the audit record.
 //!
+//! It works on requests as the gateway's own HTTP/1.1 reads them ([`crate::h1`]): the head's fields in place in the
+//! buffer they arrived in, looked up by name, the forwarded request written as bytes (the caller's fields copied
+//! through, minus the connection's own, plus what the gateway sets). HTTP/2 requests and requests mounted through
+//! [`crate::Gateway::router`] are converted to that form at the edge ([`handle_http`]); there is one request path.
+//!
 //! The gateway reads only what it routes on: the bodies of NEGOTIATE, CONFIRM, CANCEL and FALLBACK (parsed strictly,
 //! as an agent parses them, so that a malformed message is refused at the edge with the agent's code and
-//! `details.member`), EXECUTE's `A2A-Negotiation-ID` and `Idempotency-Key` headers, RESULT's path. Request bodies are forwarded as the bytes received (never
-//! re-serialised) and answers stream back from the agent, except those the gateway must read (NEGOTIATE's answer,
-//! for the negotiation's lifetime and its `bridge_to`, which is the gateway's own, BR-26; error answers, for their
-//! code; translated answers; signed answers, GW-15: the agent's `A2A-Signature` is verified as the caller the gateway
-//! was, removed, and the gateway signs the answer for its caller in [`handle`], last, after every other change). A
-//! streaming RESULT passes line by line, its `result` event's signature verified and replaced ([`crate::sse_sign`]).
+//! `details.member`), EXECUTE's `A2A-Negotiation-ID` and `Idempotency-Key` headers, RESULT's path. Request bodies are
+//! forwarded as the bytes received (never re-serialised) and answers stream back from the agent, except those the
+//! gateway must read (NEGOTIATE's answer, for the negotiation's lifetime and its `bridge_to`, which is the gateway's
+//! own, BR-26; error answers, for their code; translated answers; signed answers, GW-15: the agent's `A2A-Signature`
+//! is verified as the caller the gateway was, removed, and the gateway signs the answer for its caller in [`handle`],
+//! last, after every other change). A streaming RESULT passes line by line, its `result` event's signature verified
+//! and replaced ([`crate::sse_sign`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,11 +24,11 @@ use a2a_core::error::{A2aError, ErrorCode};
 use a2a_core::execution_id::ExecutionId;
 use a2a_core::headers as h;
 use a2a_core::wire::{ExecutionRef, FallbackRequest, FallbackResponse, NegotiateRequest};
+use a2a_server::body::BodyError;
 use a2a_server::parse_json;
 use axum::body::Body;
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full};
+use http::{HeaderMap, Method, Request, Response};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -30,6 +36,8 @@ use crate::Inner;
 use crate::agents::{Agent, AgentInfo};
 use crate::audit::AuditRecord;
 use crate::edge::{Forwarded, Signed};
+use crate::h1::head::{Headers, RequestHead};
+use crate::h1::server::{Incoming, Reply, ReplyBody};
 use crate::metrics::Step;
 use crate::routes::{Kind, Route};
 use crate::upstream::UpstreamError;
@@ -50,8 +58,6 @@ struct Ctx {
     code: Option<String>,
     /// Whether the request reached an agent.
     forwarded: bool,
-    /// An admin endpoint (neither audited nor counted as protocol traffic).
-    admin: bool,
     /// EXECUTE's idempotency route id (sender and `Idempotency-Key`), recorded when the execution is created.
     idempotency: Option<String>,
     /// NEGOTIATE's `bridge_to`, the gateway's own (BR-26): set in the answer in place of the agent's, if any.
@@ -77,29 +83,32 @@ impl From<A2aError> for Refusal {
     }
 }
 
-fn json_response(status: StatusCode, body: Vec<u8>) -> Response<Body> {
-    let mut r = Response::new(Body::from(body));
-    *r.status_mut() = status;
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    r
+const JSON: Bytes = Bytes::from_static(b"application/json");
+
+fn json_reply(status: u16, body: Vec<u8>) -> Reply {
+    let mut headers = Headers::new();
+    headers.append("content-type", JSON);
+    Reply { status, headers, body: ReplyBody::Full(Bytes::from(body)) }
+}
+
+fn empty_reply(status: u16, headers: Headers) -> Reply {
+    Reply { status, headers, body: ReplyBody::Empty }
 }
 
 impl Refusal {
-    fn into_response(self) -> Response<Body> {
-        let status = StatusCode::from_u16(self.err.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    fn into_reply(self) -> Reply {
+        let status = self.err.http_status();
         let body = serde_json::to_vec(&self.err.to_body()).unwrap_or_else(|_| b"{}".to_vec());
-        let mut r = json_response(status, body);
+        let mut r = json_reply(status, body);
         let retry = self.err.details.as_ref().and_then(|d| d.get("retry_after_s")).and_then(|v| v.as_u64());
-        if let Some(s) =
-            retry.or(matches!(status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE).then_some(1))
-        {
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(s));
+        if let Some(s) = retry.or(matches!(status, 429 | 503).then_some(1)) {
+            r.headers.append("retry-after", Bytes::from(s.to_string()));
         }
         if let Some(a) = self.allow {
-            r.headers_mut().insert(header::ALLOW, HeaderValue::from_static(a));
+            r.headers.append("allow", Bytes::from_static(a.as_bytes()));
         }
         if let Some(w) = self.www_authenticate {
-            r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(w));
+            r.headers.append("www-authenticate", Bytes::from_static(w.as_bytes()));
         }
         r
     }
@@ -114,7 +123,7 @@ fn method_not_allowed(allow: &'static str) -> Refusal {
 }
 
 /// The steps, by method and path. `Err` for unknown paths (`None`) and wrong methods (`Some(allow)`).
-fn classify(method: &Method, path: &str, headers: &HeaderMap) -> Result<Step, Option<&'static str>> {
+fn classify(method: &Method, path: &str, headers: &Headers) -> Result<Step, Option<&'static str>> {
     let post = |s| match *method {
         Method::POST => Ok(s),
         Method::OPTIONS => Ok(Step::Preflight),
@@ -145,7 +154,7 @@ fn classify(method: &Method, path: &str, headers: &HeaderMap) -> Result<Step, Op
         },
         p if p.starts_with("/a2a/")
             && *method == Method::OPTIONS
-            && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD) =>
+            && headers.contains("access-control-request-method") =>
         {
             Ok(Step::Preflight)
         }
@@ -153,13 +162,16 @@ fn classify(method: &Method, path: &str, headers: &HeaderMap) -> Result<Step, Op
     }
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, A2aError> {
-    match headers.get(name) {
+/// A field as text; `invalid_header` when it is not visible ASCII.
+fn header_str<'a>(headers: &'a Headers, name: &'static str) -> Result<Option<&'a str>, A2aError> {
+    match headers.get_str(name) {
         None => Ok(None),
-        Some(v) => v.to_str().map(Some).map_err(|_| {
-            A2aError::with_message(ErrorCode::INVALID_HEADER, format!("header {name} is not visible ASCII"))
-                .details(json!({"header": name.as_str()}))
-        }),
+        Some(Ok(v)) => Ok(Some(v)),
+        Some(Err(())) => Err(A2aError::with_message(
+            ErrorCode::INVALID_HEADER,
+            format!("header {name} is not visible ASCII"),
+        )
+        .details(json!({"header": name}))),
     }
 }
 
@@ -179,8 +191,9 @@ struct ErrorCodeOnly {
     code: String,
 }
 
-async fn read_body(gw: &Inner, headers: &HeaderMap, body: Body) -> Result<Bytes, A2aError> {
-    let ct = header_str(headers, &header::CONTENT_TYPE)?.unwrap_or("");
+/// A POST's body as the connection read it, once its `Content-Type` is JSON.
+fn json_body(headers: &Headers, body: Result<Bytes, BodyError>) -> Result<Bytes, A2aError> {
+    let ct = header_str(headers, "content-type")?.unwrap_or("");
     let mime = ct.split(';').next().unwrap_or("").trim();
     if !mime.eq_ignore_ascii_case("application/json") {
         return Err(A2aError::with_message(
@@ -188,83 +201,55 @@ async fn read_body(gw: &Inner, headers: &HeaderMap, body: Body) -> Result<Bytes,
             format!("the body must be sent with `Content-Type: application/json` (got {ct:?})"),
         ));
     }
-    let timeout = Duration::from_millis(gw.limits.body_read_timeout_ms);
-    a2a_server::body::read_limited(headers, body, gw.limits.max_body_bytes, timeout)
-        .await
-        .map_err(a2a_server::body::BodyError::into_a2a)
+    body.map_err(BodyError::into_a2a)
 }
 
-/// How many [`HOP_BY_HOP`] names there are.
-const HOP_BY_HOP_COUNT: usize = 9;
-
-/// Headers that belong to one connection, never forwarded (and `host`, `content-length`, which the gateway sets).
-pub(crate) const HOP_BY_HOP: [HeaderName; HOP_BY_HOP_COUNT] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-    header::HOST,
-    header::CONTENT_LENGTH,
-];
-
-/// Header names the request path looks up or removes, as values (a lookup by `&str` parses the name every time).
-pub(crate) mod names {
-    use a2a_core::headers as h;
-    use http::HeaderName;
-
-    /// `A2A-Signature`.
-    pub(crate) const A2A_SIGNATURE: HeaderName = HeaderName::from_static(h::A2A_SIGNATURE);
-    /// `A2A-Forwarded-Sender`.
-    pub(crate) const A2A_FORWARDED_SENDER: HeaderName = HeaderName::from_static(h::A2A_FORWARDED_SENDER);
-    /// `A2A-Forwarded-Verified`.
-    pub(crate) const A2A_FORWARDED_VERIFIED: HeaderName = HeaderName::from_static(h::A2A_FORWARDED_VERIFIED);
-    /// `A2A-Sender-ID`.
-    pub(crate) const A2A_SENDER_ID: HeaderName = HeaderName::from_static(h::A2A_SENDER_ID);
-    /// `A2A-Version`.
-    pub(crate) const A2A_VERSION: HeaderName = HeaderName::from_static(h::A2A_VERSION);
-    /// `A2A-Negotiation-ID`.
-    pub(crate) const A2A_NEGOTIATION_ID: HeaderName = HeaderName::from_static(h::A2A_NEGOTIATION_ID);
-    /// `A2A-Region`.
-    pub(crate) const A2A_REGION: HeaderName = HeaderName::from_static(h::A2A_REGION);
-    /// `Idempotency-Key`.
-    pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static(h::IDEMPOTENCY_KEY);
-    /// `A2A-Execution-ID`.
-    pub(crate) const A2A_EXECUTION_ID: HeaderName = HeaderName::from_static(h::A2A_EXECUTION_ID);
-}
-
-/// Removes [`HOP_BY_HOP`] headers: most messages carry one or two of them, so those present are found in one pass
-/// over the names and only they are removed.
+/// Removes the fields of one connection from a `HeaderMap` ([`crate::h1::HOP_BY_HOP`] and those `Connection` names),
+/// for the A2A 1.x bridge, which forwards with http types.
 pub(crate) fn strip_hop_by_hop(hm: &mut HeaderMap) {
-    let mut present = [false; HOP_BY_HOP_COUNT];
-    for k in hm.keys() {
-        if let Some(i) = HOP_BY_HOP.iter().position(|n| n == k) {
-            present[i] = true;
-        }
+    let named: Vec<http::HeaderName> = hm
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| http::HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .collect();
+    for n in crate::h1::HOP_BY_HOP {
+        hm.remove(n);
     }
-    for (n, p) in HOP_BY_HOP.iter().zip(present) {
-        if p {
-            hm.remove(n);
-        }
+    for n in named {
+        hm.remove(n);
     }
+}
+
+/// Serves one request that arrived as http types (HTTP/2, [`crate::Gateway::router`], paths the HTTP/1.1 loop does
+/// not serve natively): the admin endpoints, or the request path after converting the request to its form.
+pub(crate) async fn handle_http(gw: Arc<Inner>, req: Request<Body>) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    if let Some(r) = crate::admin::handle(&gw, &parts).await {
+        return r;
+    }
+    let target = parts.uri.path_and_query().map_or_else(|| parts.uri.path(), |p| p.as_str());
+    let head = RequestHead::new(parts.method.clone(), target, Headers::from_header_map(&parts.headers));
+    let timeout = Duration::from_millis(gw.limits.body_read_timeout_ms);
+    let body = a2a_server::body::read_limited(&parts.headers, body, gw.limits.max_body_bytes, timeout).await;
+    handle(gw, Incoming { head, body }).await.into_response()
 }
 
 /// Serves one request.
-pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body> {
+pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
     let started = Instant::now();
-    let origin = req.headers().get(header::ORIGIN).cloned();
-    // The caller's request line, for the signature of an answer the gateway signs (GW-15).
-    // (Shared handles, no copies: they are read only when an answer is signed.)
-    let method = req.method().clone();
-    let uri = req.uri().clone();
-    // The audience of the gateway's signature: the caller's `A2A-Sender-ID`, also on steps that do not check it.
-    let requester_header = req.headers().get(names::A2A_SENDER_ID).cloned();
-    let requester = requester_header.as_ref().and_then(|v| v.to_str().ok()).map(str::trim);
+    let Incoming { head, body } = req;
+    let origin = head.headers.contains("origin");
+    // What signing the gateway's answer needs of the request (GW-15): its request line and the caller's
+    // `A2A-Sender-ID` (the audience, also on steps that do not check it). Kept only when the gateway signs.
+    let signing = gw.edge.has_key().then(|| {
+        let requester = head.headers.get_str(h::A2A_SENDER_ID).and_then(Result::ok).map(|s| s.trim().to_owned());
+        (head.method.clone(), head.target().to_owned(), requester)
+    });
     let mut ctx = Ctx::default();
     let mut refused = false;
-    let mut resp = match process(&gw, &mut ctx, req).await {
+    let mut reply = match process(&gw, &mut ctx, head, body).await {
         Ok(r) => r,
         Err(refusal) => {
             refused = true;
@@ -278,46 +263,43 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
             if refusal.err.fallback_options.is_some() {
                 gw.metrics.fallback(crate::metrics::bounded(refusal.err.code.as_str()));
             }
-            refusal.into_response()
+            refusal.into_reply()
         }
     };
-    let hs = resp.headers_mut();
-    hs.insert(names::A2A_SENDER_ID, gw.did_header.clone());
+    let hs = &mut reply.headers;
+    hs.insert_value(h::A2A_SENDER_ID, &gw.did_header);
     match &ctx.translation {
         Some(t) => t.response_headers(hs),
-        None => {
-            hs.insert(names::A2A_VERSION, HeaderValue::from_static(a2a_core::PROTOCOL_VERSION));
+        None => hs.insert(h::A2A_VERSION, Bytes::from_static(a2a_core::PROTOCOL_VERSION.as_bytes())),
+    }
+    if origin && !hs.contains("access-control-allow-origin") {
+        hs.append("access-control-allow-origin", Bytes::from_static(b"*"));
+        hs.append("access-control-expose-headers", Bytes::from_static(h::CORS_EXPOSE_HEADERS.as_bytes()));
+    }
+    if let Some((method, target, requester)) = signing {
+        // The gateway's own answers (DISCOVER, capabilities, FALLBACK, its refusals) are signed as an agent signs
+        // its answers (GW-15); they are in memory. An agent's unsigned answer stays so.
+        let own = ctx.resign.is_none() && (refused || !ctx.forwarded);
+        if own && requester.as_deref().is_some_and(|r| a2a_core::did::Did::check(r).is_ok()) {
+            ctx.resign = match &reply.body {
+                ReplyBody::Full(b) => Some(b.clone()),
+                ReplyBody::Empty => Some(Bytes::new()),
+                _ => None,
+            };
         }
-    }
-    if origin.is_some() && !hs.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN) {
-        hs.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
-        hs.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(h::CORS_EXPOSE_HEADERS));
-    }
-    // The gateway's own answers (DISCOVER, capabilities, FALLBACK, its refusals) are signed as an agent signs its
-    // answers (GW-15); they are in memory, so reading them whole costs nothing. An agent's unsigned answer stays so.
-    let own = !ctx.admin && ctx.resign.is_none() && (refused || !ctx.forwarded);
-    if own && gw.edge.has_key() && requester.is_some_and(|r| a2a_core::did::Did::check(r).is_ok()) {
-        let (parts, body) = resp.into_parts();
-        let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-        resp = Response::from_parts(parts, Body::from(bytes.clone()));
-        ctx.resign = Some(bytes);
-    }
-    // The one place that signs an answer (GW-15), last, over its final headers and body: an agent's signature was
-    // verified and removed in `answer`; the gateway signs for its caller, or the answer goes unsigned.
-    if let (Some(body), Some(caller)) = (ctx.resign.take(), ctx.sender.as_deref().or(requester)) {
-        let status = resp.status().as_u16();
-        let target = uri.path_and_query().map_or_else(|| uri.path(), |p| p.as_str());
-        if let Some(sig) = gw.edge.sign_answer(caller, method.as_str(), target, status, resp.headers(), &body) {
-            resp.headers_mut().insert(names::A2A_SIGNATURE, sig);
+        // The one place that signs an answer (GW-15), last, over its final headers and body: an agent's signature
+        // was verified and removed in `answer`; the gateway signs for its caller, or the answer goes unsigned.
+        if let (Some(body), Some(caller)) = (ctx.resign.take(), ctx.sender.as_deref().or(requester.as_deref())) {
+            if let Some(sig) = gw.edge.sign_answer(caller, method.as_str(), &target, reply.status, &reply.headers, &body)
+            {
+                reply.headers.insert_value(h::A2A_SIGNATURE, &sig);
+            }
         }
-    }
-    if ctx.admin {
-        return resp;
     }
     let step = ctx.step.unwrap_or(Step::Other);
     let agent_label = ctx.agent.as_ref().filter(|_| ctx.forwarded).map_or("none", |a| a.label.as_str());
     let outcome = match &ctx.code {
-        None if resp.status().is_success() => "ok",
+        None if (200..300).contains(&reply.status) => "ok",
         None => "other",
         Some(c) => crate::metrics::bounded(c),
     };
@@ -335,27 +317,27 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Request<Body>) -> Response<Body>
             outcome: ctx.code.unwrap_or_else(|| outcome.to_owned()),
             latency_us: elapsed.as_micros() as u64,
             verified: ctx.verified,
-            status: Some(resp.status().as_u16()),
+            status: Some(reply.status),
             gateway: Some(gw.instance.clone()),
         });
     }
-    resp
+    reply
 }
 
-async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<Response<Body>, Refusal> {
-    let (mut parts, body) = req.into_parts();
-    let path = parts.uri.path();
-    if let Some(r) = crate::admin::handle(gw, &parts).await {
-        ctx.admin = true;
-        return Ok(r);
-    }
-    let step = match classify(&parts.method, path, &parts.headers) {
+async fn process(
+    gw: &Arc<Inner>,
+    ctx: &mut Ctx,
+    mut head: RequestHead,
+    body: Result<Bytes, BodyError>,
+) -> Result<Reply, Refusal> {
+    let step = match classify(&head.method, head.path(), &head.headers) {
         Ok(s) => s,
         Err(Some(allow)) => return Err(method_not_allowed(allow)),
         Err(None) => {
+            let path = head.path();
             if path.starts_with("/a2a") {
                 gw.metrics.probe();
-                tracing::debug!(path = %path, method = %parts.method, "probe of an unknown A2A path answered at the edge");
+                tracing::debug!(path = %path, method = %head.method, "probe of an unknown A2A path answered at the edge");
             }
             return Err(A2aError::with_message(
                 ErrorCode::NOT_FOUND,
@@ -367,13 +349,13 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
         }
     };
     ctx.step = Some(step);
-    let header_bytes: usize = parts.headers.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
-    if parts.headers.len() > gw.limits.max_headers || header_bytes > gw.limits.max_header_bytes {
+    let header_bytes = head.headers.size();
+    if head.headers.len() > gw.limits.max_headers || header_bytes > gw.limits.max_header_bytes {
         return Err(A2aError::with_message(
             ErrorCode::HEADERS_TOO_LARGE,
             format!(
                 "the request has {} headers and {header_bytes} bytes of headers; the limits are {} headers and {} bytes",
-                parts.headers.len(),
+                head.headers.len(),
                 gw.limits.max_headers,
                 gw.limits.max_header_bytes
             ),
@@ -383,24 +365,20 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
     }
     match step {
         Step::Discover => {
-            ctx.translation = gw.versions.resolve(&parts.headers, false).ok().flatten();
+            ctx.translation = gw.versions.resolve(&head.headers, false).ok().flatten();
             let (decls, infos) = crate::discover::union(&gw.agents).await;
-            let mut r = Response::new(Body::empty());
-            *r.status_mut() = StatusCode::NO_CONTENT;
-            r.headers_mut().extend(crate::discover::discover_headers(&decls, &infos));
-            return Ok(r);
+            let hs = Headers::from_header_map(&crate::discover::discover_headers(&decls, &infos));
+            return Ok(empty_reply(204, hs));
         }
         Step::Preflight => {
-            let mut r = Response::new(Body::empty());
-            *r.status_mut() = StatusCode::NO_CONTENT;
-            let hs = r.headers_mut();
-            hs.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(h::CORS_ALLOW_METHODS));
-            hs.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(h::CORS_ALLOW_HEADERS));
-            hs.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("300"));
-            return Ok(r);
+            let mut hs = Headers::new();
+            hs.append("access-control-allow-methods", Bytes::from_static(h::CORS_ALLOW_METHODS.as_bytes()));
+            hs.append("access-control-allow-headers", Bytes::from_static(h::CORS_ALLOW_HEADERS.as_bytes()));
+            hs.append("access-control-max-age", Bytes::from_static(b"300"));
+            return Ok(empty_reply(204, hs));
         }
         Step::Capabilities => {
-            ctx.translation = gw.versions.resolve(&parts.headers, false)?;
+            ctx.translation = gw.versions.resolve(&head.headers, false)?;
             let (decls, infos) = crate::discover::union(&gw.agents).await;
             let doc =
                 crate::discover::document(&gw.did, gw.name.clone(), decls, &infos, gw.limits.max_body_bytes as u64);
@@ -409,25 +387,25 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
                 Some(t) => t.response_body(Bytes::from(body)).to_vec(),
                 None => body,
             };
-            return Ok(json_response(StatusCode::OK, body));
+            return Ok(json_reply(200, body));
         }
         _ => {}
     }
     // Every other step names its sender and speaks a version the gateway accepts (HDR-3..HDR-6).
-    let translation = gw.versions.resolve(&parts.headers, true)?;
+    let translation = gw.versions.resolve(&head.headers, true)?;
     if let Some(t) = &translation {
-        t.request_headers(&mut parts.headers);
+        t.request_headers(&mut head.headers);
     }
     ctx.translation = translation.clone();
     // The sender, checked as an agent checks it (HDR-6, DID-11).
-    let sender = a2a_server::sender_id(&parts.headers)?.to_owned();
+    let sender = a2a_server::sender_id_value(head.headers.get(h::A2A_SENDER_ID))?.to_owned();
     ctx.sender = Some(sender.clone());
     gw.edge.rate_limit(&sender)?;
-    let mut body = if parts.method == Method::POST { read_body(gw, &parts.headers, body).await? } else { Bytes::new() };
+    let mut body = if head.method == Method::POST { json_body(&head.headers, body)? } else { Bytes::new() };
     if let Some(t) = translation.as_ref().filter(|t| t.renames_fields()) {
         body = t.request_body(body);
     }
-    let target = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
+    let target = head.target();
 
     // Where the request goes, and what it is about.
     let mut candidates: Vec<(Arc<Agent>, Arc<AgentInfo>)> = Vec::new();
@@ -447,10 +425,10 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
                 .fallback(options)
                 .into());
             }
-            ctx.bridge_to = crate::bridge::negotiate_offer(gw, &parts.headers, &cap).await;
+            ctx.bridge_to = crate::bridge::negotiate_offer(gw, &head.headers, &cap).await;
         }
         Step::Execute => {
-            let id = header_str(&parts.headers, &names::A2A_NEGOTIATION_ID)?
+            let id = header_str(&head.headers, h::A2A_NEGOTIATION_ID)?
                 .ok_or_else(|| A2aError::new(ErrorCode::NEGOTIATION_REQUIRED))?;
             let id = h::parse_token("A2A-Negotiation-ID", id).map_err(|e| {
                 A2aError::with_message(ErrorCode::INVALID_HEADER, e.to_string())
@@ -458,7 +436,7 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
             })?;
             ctx.negotiation_id = Some(id.to_owned());
             let (agent, r) = route(gw, Kind::Negotiation, id).await?;
-            if let Some(key) = idempotency_key(&parts.headers)? {
+            if let Some(key) = idempotency_key(&head.headers)? {
                 let key = idempotency_id(&sender, key);
                 let used = gw.routes.get(Kind::Idempotency, &key).await.map_err(unavailable)?;
                 ctx.idempotency = Some(key);
@@ -480,7 +458,7 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
             routed = Some(route(gw, Kind::Execution, &id).await?);
         }
         Step::Result => {
-            let segment = parts.uri.path().rsplit('/').next().unwrap_or("");
+            let segment = head.path().rsplit('/').next().unwrap_or("");
             let id = ExecutionId::from_path_segment(segment).map_err(|e| {
                 A2aError::with_message(ErrorCode::UNKNOWN_EXECUTION, format!("{segment:?} is not an execution id: {e}"))
             })?;
@@ -498,9 +476,9 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
     }
 
     // Edge security: signature and clock (GW-3, GW-4), replay, then the capability's requirement and the policy.
-    let signed = gw.edge.verify(parts.method.as_str(), &target, &parts.headers, &body).await?;
+    let signed = gw.edge.verify(head.method.as_str(), target, &head.headers, &body).await?;
     if signed == Signed::No {
-        gw.edge.check_date(&parts.headers)?;
+        gw.edge.check_date(&head.headers)?;
     }
     ctx.verified = matches!(signed, Signed::Verified(_));
     // The routed agent's DISCOVER answer, read once: for its requirement here and for the forward below.
@@ -519,7 +497,7 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
         }
         (None, None) => None,
     };
-    gw.edge.authorize(&sender, signed, requirement, &parts.headers, !body.is_empty())?;
+    gw.edge.authorize(&sender, signed, requirement, &head.headers, !body.is_empty())?;
 
     if step == Step::Fallback {
         let cap = ctx.capability.clone().unwrap_or_default();
@@ -531,7 +509,7 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
             Some(t) => t.response_body(body),
             None => body,
         };
-        return Ok(json_response(StatusCode::OK, body.to_vec()));
+        return Ok(json_reply(200, body.to_vec()));
     }
 
     // Forward. NEGOTIATE may be retried on another agent when no connection could be made (nothing was sent).
@@ -540,7 +518,7 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
         let (agent, info) = match &routed {
             Some((agent, _)) => (agent.clone(), routed_info.clone().and_then(Result::ok)),
             None => {
-                let region = header_str(&parts.headers, &names::A2A_REGION).ok().flatten().map(str::trim);
+                let region = header_str(&head.headers, h::A2A_REGION).ok().flatten().map(str::trim);
                 let cap = ctx.capability.as_deref().unwrap_or("");
                 let Some((a, i)) = gw.agents.choose(&candidates, cap, region, &tried) else {
                     return Err(A2aError::with_message(
@@ -553,18 +531,15 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
             }
         };
         ctx.agent = Some(agent.clone());
-        // The caller's headers move into the forwarded request; NEGOTIATE, which may be sent again to another agent,
-        // forwards a copy.
-        let headers = if step == Step::Negotiate { parts.headers.clone() } else { std::mem::take(&mut parts.headers) };
-        let upstream_req =
-            build_request(gw, &agent, info.as_deref(), &parts.method, headers, &target, &sender, signed, body.clone())?;
+        let agent_target = agent.endpoint.target(target);
+        let message = build_request(gw, &agent, info.as_deref(), &head, &agent_target, &sender, signed, &body)?;
         ctx.forwarded = true;
         let guard = agent.start(&gw.metrics);
-        let sent = gw.upstream.send(upstream_req).await;
+        let sent = gw.upstream.send_raw(agent.endpoint.authority(), &message, gw.upstream.timeout()).await;
         drop(guard);
         match sent {
-            Ok(resp) => {
-                let status = resp.status().as_u16();
+            Ok(answer) => {
+                let status = answer.head.status;
                 if matches!(status, 500 | 502 | 503 | 504) {
                     gw.agents.failure(&agent, "5xx answer");
                 } else {
@@ -572,14 +547,13 @@ async fn process(gw: &Arc<Inner>, ctx: &mut Ctx, req: Request<Body>) -> Result<R
                 }
                 // GW-15: the DID the request was forwarded as is the audience of the agent's signature.
                 let as_did = if matches!(signed, Signed::Verified(_)) { gw.did.as_str() } else { sender.as_str() };
-                let agent_target = agent.endpoint.target(&target);
                 let fwd = info.as_deref().map(|i| Forwarded {
                     agent_did: &i.did,
                     as_did,
-                    method: parts.method.as_str(),
+                    method: head.method.as_str(),
                     target: &agent_target,
                 });
-                return answer(gw, ctx, &agent, info.as_deref(), fwd, &target, resp).await;
+                return self::answer(gw, ctx, &agent, info.as_deref(), fwd, target, answer).await;
             }
             Err(e) => {
                 gw.metrics.upstream_error(e.reason());
@@ -610,8 +584,8 @@ fn unavailable(e: a2a_server::store::StoreError) -> Refusal {
 }
 
 /// EXECUTE's `Idempotency-Key`, when it has a valid one (an invalid one is for the agent to refuse).
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<&str>, A2aError> {
-    Ok(header_str(headers, &names::IDEMPOTENCY_KEY)?.and_then(|k| h::parse_token("Idempotency-Key", k).ok()))
+fn idempotency_key(headers: &Headers) -> Result<Option<&str>, A2aError> {
+    Ok(header_str(headers, h::IDEMPOTENCY_KEY)?.and_then(|k| h::parse_token("Idempotency-Key", k).ok()))
 }
 
 /// The route id of an idempotency key: keys are scoped to the sender (EXE-7).
@@ -648,43 +622,67 @@ async fn route(gw: &Inner, kind: Kind, id: &str) -> Result<(Arc<Agent>, Route), 
     Ok((agent, r))
 }
 
+/// Whether a caller's field is never forwarded: the connection's own and framing ([`crate::h1::HOP_BY_HOP`]), and
+/// the fields only the gateway may set (a caller cannot claim to be forwarded, GW-8).
+fn not_forwarded(name: &[u8]) -> bool {
+    crate::h1::is_framing_or_hop(name)
+        || name.eq_ignore_ascii_case(h::A2A_FORWARDED_SENDER.as_bytes())
+        || name.eq_ignore_ascii_case(h::A2A_FORWARDED_VERIFIED.as_bytes())
+}
+
+/// The request to the agent, as the bytes to write: the request line with the agent's target, `Host`, the caller's
+/// fields (minus those of its connection; re-signed for the agent when the caller's signature was verified, GW-8),
+/// the framing, the body as received.
 #[allow(clippy::too_many_arguments)]
 fn build_request(
     gw: &Inner,
     agent: &Agent,
     info: Option<&AgentInfo>,
-    method: &Method,
-    mut hm: HeaderMap,
-    target: &str,
+    head: &RequestHead,
+    agent_target: &str,
     sender: &str,
     signed: Signed,
-    body: Bytes,
-) -> Result<Request<Full<Bytes>>, Refusal> {
-    strip_hop_by_hop(&mut hm);
-    hm.remove(names::A2A_FORWARDED_SENDER);
-    hm.remove(names::A2A_FORWARDED_VERIFIED);
-    if !body.is_empty() {
-        hm.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    body: &Bytes,
+) -> Result<Vec<u8>, Refusal> {
+    let mut out = Vec::with_capacity(128 + head.headers.size() + body.len());
+    crate::h1::write_request_line(&mut out, head.method.as_str(), agent_target);
+    out.extend_from_slice(b"host: ");
+    out.extend_from_slice(agent.endpoint.authority().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    // A `Connection` that names other fields, or a request the gateway re-signs, is edited as a list; any other
+    // request's fields are copied through as they came, minus the connection's own.
+    let names_more = head.headers.contains("connection");
+    if names_more || matches!(signed, Signed::Verified(_)) {
+        let mut hs = head.headers.clone();
+        crate::h1::strip_hop_by_hop(&mut hs);
+        hs.remove(h::A2A_FORWARDED_SENDER);
+        hs.remove(h::A2A_FORWARDED_VERIFIED);
+        if let Signed::Verified(_) = signed {
+            let Some(info) = info else {
+                return Err(A2aError::with_message(
+                    ErrorCode::AGENT_UNAVAILABLE,
+                    "the agent's DID is unknown (its DISCOVER failed); cannot forward a verified request",
+                )
+                .into());
+            };
+            gw.edge.resign(&mut hs, sender, &info.did, head.method.as_str(), agent_target, body)?;
+        }
+        hs.write(&mut out);
+    } else {
+        for (n, v) in head.headers.iter() {
+            if not_forwarded(n) {
+                continue;
+            }
+            out.extend_from_slice(n);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(v);
+            out.extend_from_slice(b"\r\n");
+        }
     }
-    if let Signed::Verified(_) = signed {
-        let Some(info) = info else {
-            return Err(A2aError::with_message(
-                ErrorCode::AGENT_UNAVAILABLE,
-                "the agent's DID is unknown (its DISCOVER failed); cannot forward a verified request",
-            )
-            .into());
-        };
-        gw.edge.resign(&mut hm, sender, &info.did, method.as_str(), &agent.endpoint.target(target), &body)?;
-    }
-    let uri = agent
-        .endpoint
-        .uri(target)
-        .map_err(|e| A2aError::with_message(ErrorCode::INTERNAL_ERROR, format!("bad upstream URI: {e}")))?;
-    let mut req = Request::new(Full::new(body));
-    *req.method_mut() = method.clone();
-    *req.uri_mut() = uri;
-    *req.headers_mut() = hm;
-    Ok(req)
+    crate::h1::write_content_length(&mut out, body.len(), head.method != Method::POST);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    Ok(out)
 }
 
 /// Turns an agent's answer into the gateway's: learns routes, reads error codes, rewrites headers, translates.
@@ -696,24 +694,25 @@ async fn answer(
     info: Option<&AgentInfo>,
     fwd: Option<Forwarded<'_>>,
     caller_target: &str,
-    resp: Response<crate::upstream::UpstreamBody>,
-) -> Result<Response<Body>, Refusal> {
-    let (mut parts, incoming) = resp.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
-    let status = parts.status;
+    answer: crate::upstream::Answer,
+) -> Result<Reply, Refusal> {
+    let crate::upstream::Answer { head, body: incoming } = answer;
+    let status = head.status;
+    let mut headers = head.headers;
+    crate::h1::strip_hop_by_hop(&mut headers);
     let step = ctx.step.unwrap_or(Step::Other);
-    let hv = |hm: &HeaderMap, n: &HeaderName| hm.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let text = |hs: &Headers, n: &str| hs.get_str(n).and_then(Result::ok).map(str::to_owned);
     // Answers the gateway reads whole: NEGOTIATE successes (lifetime), errors (code), translated bodies, signed
     // answers (GW-15: verified, then signed again by the gateway).
-    let agent_sig = parts.headers.remove(names::A2A_SIGNATURE);
-    let must_read = (step == Step::Negotiate && status.is_success())
-        || status.as_u16() >= 400
+    let agent_sig = headers.take(h::A2A_SIGNATURE);
+    let must_read = (step == Step::Negotiate && (200..300).contains(&status))
+        || status >= 400
         || ctx.translation.as_ref().is_some_and(|t| t.renames_fields())
         || agent_sig.is_some();
     if !must_read {
         let stream = step == Step::Result
-            && status == StatusCode::OK
-            && parts.headers.get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+            && status == 200
+            && headers.get("content-type").is_some_and(|v| v.starts_with(b"text/event-stream"));
         if stream && let Some(caller) = ctx.sender.clone() {
             // GW-15 for streams (STR-7): the `result` event's signature is verified and replaced as it passes.
             let signing = crate::sse_sign::StreamSigning {
@@ -722,23 +721,21 @@ async fn answer(
                 agent_target: fwd.as_ref().map_or_else(String::new, |f| f.target.to_owned()),
                 caller,
                 caller_target: caller_target.to_owned(),
-                execution_id: hv(&parts.headers, &names::A2A_EXECUTION_ID)
+                execution_id: text(&headers, h::A2A_EXECUTION_ID)
                     .or_else(|| ctx.execution_id.clone())
                     .unwrap_or_default(),
                 sign: ctx.translation.is_none(),
             };
             let body = Body::from_stream(crate::sse_sign::resign(gw.clone(), incoming, signing));
-            return finish(gw, ctx, agent, info, parts, body).await;
+            return finish(gw, ctx, agent, info, status, headers, ReplyBody::Stream(body)).await;
         }
-        return finish(gw, ctx, agent, info, parts, Body::new(incoming)).await;
+        return finish(gw, ctx, agent, info, status, headers, ReplyBody::Upstream(incoming)).await;
     }
-    let collected = tokio::time::timeout(
-        Duration::from_millis(gw.limits.agent_timeout_ms),
-        http_body_util::Limited::new(incoming, 8 * 1024 * 1024).collect(),
-    )
-    .await;
+    let collected =
+        tokio::time::timeout(Duration::from_millis(gw.limits.agent_timeout_ms), incoming.read_whole(8 * 1024 * 1024))
+            .await;
     let mut bytes = match collected {
-        Ok(Ok(c)) => c.to_bytes(),
+        Ok(Ok(b)) => b,
         _ => {
             gw.agents.failure(agent, "answer body");
             return Err(A2aError::with_message(ErrorCode::AGENT_UNAVAILABLE, "the agent's answer was cut short").into());
@@ -748,7 +745,7 @@ async fn answer(
     // one that does not verify makes the whole answer the agent's failure.
     if let Some(sig) = &agent_sig {
         let verdict = match &fwd {
-            Some(fwd) => gw.edge.verify_answer(sig, fwd, status.as_u16(), &parts.headers, &bytes).await,
+            Some(fwd) => gw.edge.verify_answer(sig, fwd, status, &headers, &bytes).await,
             None => Err(A2aError::with_message(ErrorCode::AGENT_UNAVAILABLE, "the agent's DID is unknown")),
         };
         if let Err(e) = verdict {
@@ -767,7 +764,7 @@ async fn answer(
             .into());
         }
     }
-    if status.as_u16() >= 400 {
+    if status >= 400 {
         if let Ok(e) = serde_json::from_slice::<ErrorAnswer>(&bytes) {
             ctx.code = Some(e.error.code.clone());
             if step == Step::Negotiate {
@@ -780,14 +777,13 @@ async fn answer(
             if matches!(e.error.code.as_str(), "no_matching_capability" | "region_restricted" | "schema_incompatible") {
                 gw.metrics.fallback(crate::metrics::bounded(&e.error.code));
                 bytes = merge_fallback(gw, ctx, agent, bytes).await;
-                parts.headers.remove(header::CONTENT_LENGTH);
             }
         } else {
-            ctx.code = Some(format!("status_{}", status.as_u16()));
+            ctx.code = Some(format!("status_{status}"));
         }
     }
-    if step == Step::Negotiate && status.is_success() {
-        let id = hv(&parts.headers, &names::A2A_NEGOTIATION_ID).ok_or_else(|| {
+    if step == Step::Negotiate && (200..300).contains(&status) {
+        let id = text(&headers, h::A2A_NEGOTIATION_ID).ok_or_else(|| {
             Refusal::from(A2aError::with_message(
                 ErrorCode::AGENT_UNAVAILABLE,
                 "the agent's NEGOTIATE answer has no A2A-Negotiation-ID",
@@ -809,18 +805,16 @@ async fn answer(
         // none (BR-26). Before any translation, which renames the members of the agents' version.
         if let Some(b) = crate::bridge::set_bridge_to(&bytes, ctx.bridge_to.as_ref()) {
             bytes = b;
-            parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
         }
     }
     if let Some(t) = &ctx.translation {
         bytes = t.response_body(bytes);
-        parts.headers.remove(header::CONTENT_LENGTH);
     }
-    let resp = finish(gw, ctx, agent, info, parts, Body::from(bytes.clone())).await?;
+    let reply = finish(gw, ctx, agent, info, status, headers, ReplyBody::Full(bytes.clone())).await?;
     if agent_sig.is_some() {
         ctx.resign = Some(bytes);
     }
-    Ok(resp)
+    Ok(reply)
 }
 
 async fn finish(
@@ -828,12 +822,13 @@ async fn finish(
     ctx: &mut Ctx,
     agent: &Arc<Agent>,
     info: Option<&AgentInfo>,
-    mut parts: http::response::Parts,
-    body: Body,
-) -> Result<Response<Body>, Refusal> {
+    status: u16,
+    mut headers: Headers,
+    body: ReplyBody,
+) -> Result<Reply, Refusal> {
     if ctx.step == Some(Step::Execute)
-        && parts.status.is_success()
-        && let Some(id) = parts.headers.get(names::A2A_EXECUTION_ID).and_then(|v| v.to_str().ok())
+        && (200..300).contains(&status)
+        && let Some(Ok(id)) = headers.get_str(h::A2A_EXECUTION_ID)
     {
         let ttl = info.map_or(Duration::from_millis(gw.limits.execution_route_ttl_ms), |i| {
             i.execution_lifetime(gw.limits.result_retention_ms, gw.limits.execution_route_ttl_ms)
@@ -850,13 +845,13 @@ async fn finish(
     }
     // `Location` is relative to the agent's mount point; the gateway serves at the root.
     if !agent.endpoint.prefix.is_empty()
-        && let Some(loc) = parts.headers.get(header::LOCATION).and_then(|v| v.to_str().ok())
+        && let Some(Ok(loc)) = headers.get_str("location")
         && let Some(rest) = loc.strip_prefix(agent.endpoint.prefix.as_str())
-        && let Ok(v) = HeaderValue::from_str(rest)
     {
-        parts.headers.insert(header::LOCATION, v);
+        let rest = Bytes::copy_from_slice(rest.as_bytes());
+        headers.insert("location", rest);
     }
-    Ok(Response::from_parts(parts, body))
+    Ok(Reply { status, headers, body })
 }
 
 /// Adds the gateway-wide options to an agent's capability-mismatch error (FB-3), after the agent's own.

@@ -87,9 +87,8 @@ impl State {
             let data = data.strip_prefix(b" ").unwrap_or(data);
             let s = &self.signing;
             let fwd = Forwarded { agent_did: &s.agent_did, as_did: &s.as_did, method: "GET", target: &s.agent_target };
-            let sig = HeaderValue::from_str(&sig).map_err(|_| cut("the agent's event signature is not ASCII"))?;
             let agent = event_headers(a2a_core::PROTOCOL_VERSION, &s.agent_did, &s.execution_id);
-            if let Err(e) = self.gw.edge.verify_answer(&sig, &fwd, 200, &agent, data).await {
+            if let Err(e) = self.gw.edge.verify_answer(sig.as_bytes(), &fwd, 200, &agent, data).await {
                 self.gw.metrics.upstream_error("response_signature");
                 tracing::warn!(error = %e, "the agent's result event signature does not verify; stream cut");
                 return Err(cut(format!("the agent's result event signature does not verify: {}", e.message)));

@@ -1,38 +1,41 @@
-//! The connections to agents: a keep-alive pool of HTTP/1.1 connections per agent, bounded connect and answer times,
-//! and errors that say whether the request reached the agent at all (so that NEGOTIATE can be retried elsewhere).
+//! The connections to agents: HTTP/1.1 over a keep-alive pool of TCP connections per agent, written and read by the
+//! gateway itself (httparse for the answer's head, [`crate::h1::body`] for its framing), with bounded connect and
+//! answer times and errors that say whether the request reached the agent at all (so that NEGOTIATE can be retried
+//! elsewhere).
 //!
-//! A connection is driven by the request that uses it, in that request's task: sending the request and reading the
-//! answer's head polls the connection, and so does every poll of the answer's body ([`UpstreamBody`]) until its last
-//! byte, when the connection goes back to the pool. There is no connection task per agent connection and no channel
-//! hand-off between tasks for each request and body, which is what a proxy's per-request cost is made of on
-//! loopback (`docs/BENCHMARKS.md`, "a2a-gateway").
+//! A request goes out as one write of its head and body; the answer's head is parsed in the connection's buffer. An
+//! answer whose body is already in that buffer (the usual small JSON answer) is complete at once and its connection
+//! goes straight back to the pool; a longer or streamed one is read as it is polled ([`UpstreamBody`]), and its
+//! connection goes back after the last byte (a body dropped before its end closes the connection instead).
 //!
-//! An idle connection is not polled while it waits in the pool. One the agent closed meanwhile is found when it is
-//! taken out (polled once: it has ended, or is not ready for a request) and dropped; a request that a reused
-//! connection could not even send (it closed at that very moment) is sent again once on a new connection, which is
-//! safe since nothing reached the agent. At most `pool_max_idle` connections wait per agent, each at most 90 s.
+//! An idle connection is not read while it waits in the pool. One the agent closed meanwhile is found when it is
+//! taken out (readable with nothing to read: it ended) and dropped; a request that a reused connection could not
+//! write is written once more on a new connection, which is safe since nothing reached the agent. At most
+//! `pool_max_idle` connections wait per agent, each at most 90 s.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http::uri::{Authority, PathAndQuery};
-use http::{HeaderValue, Request, Response, Uri, header};
+use bytes::{Bytes, BytesMut};
+use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::client::conn::http1::{Connection, SendRequest};
-use hyper_util::rt::TokioIo;
+use hyper::body::{Body, Frame, SizeHint};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+
+use crate::h1::body::{Chunked, Decoded, Framing, response_framing};
+use crate::h1::head::{ResponseHead, parse_response};
 
 /// How long a connection may wait unused in the pool.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// TCP keep-alive probes on agent connections.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+/// Largest answer head read from an agent.
+const MAX_ANSWER_HEAD: usize = 64 * 1024;
 
 /// Why an agent could not be reached.
 #[derive(Debug, thiserror::Error)]
@@ -59,56 +62,52 @@ impl UpstreamError {
     }
 }
 
-/// One HTTP/1.1 connection to an agent: the half that sends requests and the half that does the I/O.
+/// One connection to an agent and the bytes read from it and not used yet.
 struct Conn {
-    sender: SendRequest<Full<Bytes>>,
-    io: Connection<TokioIo<TcpStream>, Full<Bytes>>,
-    /// The I/O half has completed (the connection ended); it is never polled again.
-    ended: bool,
+    stream: TcpStream,
+    buf: BytesMut,
 }
 
 impl Conn {
-    /// Does the connection's pending I/O. Errors reach the request or body waiting on them.
-    fn drive(&mut self, cx: &mut Context<'_>) {
-        if !self.ended && Pin::new(&mut self.io).poll(cx).is_ready() {
-            self.ended = true;
+    /// Whether the connection can take a request: the agent has not closed it and sent nothing unasked.
+    fn usable(&mut self) -> bool {
+        if !self.buf.is_empty() {
+            return false;
+        }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self.stream.poll_read_ready(&mut cx) {
+            // Nothing arrived since the last answer: open.
+            Poll::Pending => true,
+            // Readable: either stale readiness (nothing to read, open) or the agent's close (or stray bytes).
+            Poll::Ready(Ok(())) => {
+                let mut probe = [0u8; 1];
+                matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+            }
+            Poll::Ready(Err(_)) => false,
         }
     }
 
-    /// Whether another request can be sent now (after driving the connection once).
-    fn ready(&mut self, cx: &mut Context<'_>) -> bool {
-        self.drive(cx);
-        !self.ended && self.sender.is_ready()
-    }
-
-    /// Sends `req` and drives the connection until the answer's head is read. `Failed::NotSent`: the request was not
-    /// sent (the connection had closed), so it may be sent on another.
-    async fn send(&mut self, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, Failed> {
-        let mut answer = std::pin::pin!(self.sender.try_send_request(req));
-        std::future::poll_fn(|cx| {
-            self.drive(cx);
-            match answer.as_mut().poll(cx) {
-                Poll::Ready(Ok(resp)) => Poll::Ready(Ok(resp)),
-                Poll::Ready(Err(mut e)) => Poll::Ready(Err(match e.take_message() {
-                    Some(req) => Failed::NotSent(Box::new(req), a2a_core::error::with_causes(&e.into_error())),
-                    None => Failed::Sent(a2a_core::error::with_causes(&e.into_error())),
-                })),
-                Poll::Pending if self.ended => {
-                    Poll::Ready(Err(Failed::Sent("the connection to the agent ended before its answer".to_owned())))
-                }
-                Poll::Pending => Poll::Pending,
+    /// Reads more bytes into the buffer: `Ok(0)` when the agent closed the connection.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+        if self.buf.capacity() - self.buf.len() < 4096 {
+            self.buf.reserve(16 * 1024);
+        }
+        loop {
+            match self.stream.poll_read_ready(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) => {}
             }
-        })
-        .await
+            match self.stream.try_read_buf(&mut self.buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                other => return Poll::Ready(other),
+            }
+        }
     }
-}
 
-/// Why [`Conn::send`] failed.
-enum Failed {
-    /// Nothing was sent; the request is given back.
-    NotSent(Box<Request<Full<Bytes>>>, String),
-    /// The request (or part of it) was sent.
-    Sent(String),
+    async fn fill(&mut self) -> std::io::Result<usize> {
+        std::future::poll_fn(|cx| self.poll_fill(cx)).await
+    }
 }
 
 /// A connection waiting in the pool.
@@ -119,7 +118,7 @@ struct Idle {
 
 /// The idle connections, by agent (`host:port`).
 struct Pool {
-    idle: Mutex<HashMap<Authority, Vec<Idle>>>,
+    idle: Mutex<HashMap<Box<str>, Vec<Idle>>>,
     max_idle: usize,
     connect_timeout: Duration,
     /// Connections opened so far.
@@ -127,27 +126,30 @@ struct Pool {
 }
 
 impl Pool {
-    /// A ready idle connection to `authority` (the most recently used first), dropping those that ended or expired.
-    fn checkout(&self, authority: &Authority, cx: &mut Context<'_>) -> Option<Conn> {
+    /// A usable idle connection to `authority` (the most recently used first), dropping those that ended or expired.
+    fn checkout(&self, authority: &str) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let list = idle.get_mut(authority)?;
         let now = Instant::now();
         list.retain(|i| now.duration_since(i.since) < IDLE_TIMEOUT);
         while let Some(mut i) = list.pop() {
-            if i.conn.ready(cx) {
+            if i.conn.usable() {
                 return Some(i.conn);
             }
         }
         None
     }
 
-    /// Puts a connection whose last answer was read whole back, if it can take another request.
-    fn checkin(&self, authority: Authority, mut conn: Conn) {
-        if !conn.ready(&mut Context::from_waker(std::task::Waker::noop())) || self.max_idle == 0 {
+    /// Puts a connection whose last answer was read whole back.
+    fn checkin(&self, authority: &str, conn: Conn) {
+        if self.max_idle == 0 || !conn.buf.is_empty() {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let list = idle.entry(authority).or_default();
+        let list = match idle.get_mut(authority) {
+            Some(l) => l,
+            None => idle.entry(authority.into()).or_default(),
+        };
         if list.len() >= self.max_idle {
             list.remove(0);
         }
@@ -155,10 +157,8 @@ impl Pool {
     }
 
     /// A new connection to `authority`, within the connect timeout.
-    async fn connect(&self, authority: &Authority) -> Result<Conn, UpstreamError> {
-        let host = authority.host().trim_start_matches('[').trim_end_matches(']');
-        let port = authority.port_u16().unwrap_or(80);
-        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect((host, port)))
+    async fn connect(&self, authority: &str) -> Result<Conn, UpstreamError> {
+        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(host_port(authority)?))
             .await
             .map_err(|_| {
                 UpstreamError::Connect(format!(
@@ -170,13 +170,28 @@ impl Pool {
         let _ = stream.set_nodelay(true);
         let _ =
             socket2::SockRef::from(&stream).set_tcp_keepalive(&socket2::TcpKeepalive::new().with_time(TCP_KEEPALIVE));
-        let (sender, io) = hyper::client::conn::http1::Builder::new()
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| UpstreamError::Connect(a2a_core::error::with_causes(&e)))?;
         self.opened.fetch_add(1, Ordering::Relaxed);
-        Ok(Conn { sender, io, ended: false })
+        Ok(Conn { stream, buf: BytesMut::with_capacity(16 * 1024) })
     }
+}
+
+/// `host:port` (or `[v6]:port`) as `TcpStream::connect` takes it.
+fn host_port(authority: &str) -> Result<(&str, u16), UpstreamError> {
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !p.contains(']') => {
+            (h, p.parse::<u16>().map_err(|_| UpstreamError::Connect(format!("{authority}: invalid port")))?)
+        }
+        _ => (authority, 80),
+    };
+    Ok((host.trim_start_matches('[').trim_end_matches(']'), port))
+}
+
+/// An agent's answer: its head as received and its body.
+pub struct Answer {
+    /// Status and fields.
+    pub head: ResponseHead,
+    /// The body.
+    pub body: UpstreamBody,
 }
 
 /// A pooled HTTP/1.1 client to the agents.
@@ -203,6 +218,42 @@ impl Upstream {
         self.pool.opened.load(Ordering::Relaxed)
     }
 
+    /// The time an agent has to start answering.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Sends `message` (a whole HTTP/1.1 request: head with `Host` and framing, then body) to `authority`
+    /// (`host:port`) and reads the answer's head within `limit`; the body then streams.
+    pub async fn send_raw(&self, authority: &str, message: &[u8], limit: Duration) -> Result<Answer, UpstreamError> {
+        match tokio::time::timeout(limit, self.exchange(authority, message)).await {
+            Err(_) => Err(UpstreamError::Timeout(limit.as_millis() as u64)),
+            Ok(r) => r,
+        }
+    }
+
+    async fn exchange(&self, authority: &str, message: &[u8]) -> Result<Answer, UpstreamError> {
+        // A pooled connection first; one that could not even take the request is replaced by a new one, once.
+        let mut fresh = false;
+        loop {
+            let pooled = if fresh { None } else { self.pool.checkout(authority) };
+            let reused = pooled.is_some();
+            let mut conn = match pooled {
+                Some(c) => c,
+                // Boxed: a new connection is rare, and its state would otherwise be part of every request's future.
+                None => Box::pin(self.pool.connect(authority)).await?,
+            };
+            if let Err(e) = conn.stream.write_all(message).await {
+                if reused {
+                    fresh = true;
+                    continue;
+                }
+                return Err(UpstreamError::Protocol(format!("writing the request: {e}")));
+            }
+            return read_answer(conn, self.pool.clone(), authority).await;
+        }
+    }
+
     /// Sends a request (its URI absolute: `http://host:port/path`); the answer's head within the time limit (the body
     /// then streams).
     pub async fn send(&self, req: Request<Full<Bytes>>) -> Result<Response<UpstreamBody>, UpstreamError> {
@@ -215,41 +266,13 @@ impl Upstream {
         req: Request<Full<Bytes>>,
         limit: Duration,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
-        match tokio::time::timeout(limit, self.exchange(req)).await {
-            Err(_) => Err(UpstreamError::Timeout(limit.as_millis() as u64)),
-            Ok(r) => r,
-        }
-    }
-
-    async fn exchange(&self, mut req: Request<Full<Bytes>>) -> Result<Response<UpstreamBody>, UpstreamError> {
-        let authority = origin_form(&mut req)?;
-        // A pooled connection first; one that could not even send the request is replaced by a new one, once.
-        let mut fresh = false;
-        loop {
-            let pooled = if fresh {
-                None
-            } else {
-                std::future::poll_fn(|cx| Poll::Ready(self.pool.checkout(&authority, cx))).await
-            };
-            let reused = pooled.is_some();
-            let mut conn = match pooled {
-                Some(c) => c,
-                // Boxed: a new connection is rare, and its state would otherwise be part of every request's future.
-                None => Box::pin(self.pool.connect(&authority)).await?,
-            };
-            match conn.send(req).await {
-                Ok(resp) => {
-                    let pool = Some((self.pool.clone(), authority));
-                    return Ok(resp.map(|incoming| UpstreamBody { incoming, conn: Some(conn), pool, ended: false }));
-                }
-                Err(Failed::NotSent(r, _)) if reused => {
-                    req = *r;
-                    fresh = true;
-                }
-                Err(Failed::NotSent(_, e)) => return Err(UpstreamError::Connect(e)),
-                Err(Failed::Sent(e)) => return Err(UpstreamError::Protocol(e)),
-            }
-        }
+        let (authority, message) = serialize(req).await?;
+        let answer = self.send_raw(&authority, &message, limit).await?;
+        let mut resp = Response::new(answer.body);
+        *resp.status_mut() = http::StatusCode::from_u16(answer.head.status)
+            .map_err(|_| UpstreamError::Protocol(format!("status {} is not HTTP", answer.head.status)))?;
+        *resp.headers_mut() = answer.head.headers.to_header_map();
+        Ok(resp)
     }
 
     /// Sends a request and reads the whole answer (at most `max` bytes of body), for the gateway's own calls.
@@ -270,77 +293,295 @@ impl Upstream {
     }
 }
 
-/// Turns an absolute request URI into origin form (what HTTP/1.1 sends to an origin server), sets `Host`, and gives
-/// the authority the connection is for.
-fn origin_form(req: &mut Request<Full<Bytes>>) -> Result<Authority, UpstreamError> {
-    let uri = req.uri();
+/// Writes an `http::Request` with an absolute `http://` URI as an HTTP/1.1 message in origin form, with `Host`.
+async fn serialize(req: Request<Full<Bytes>>) -> Result<(String, Vec<u8>), UpstreamError> {
+    let (parts, body) = req.into_parts();
+    let uri = &parts.uri;
     if uri.scheme_str() != Some("http") {
         return Err(UpstreamError::Connect(format!("{uri}: agents are reached over http://")));
     }
-    let authority =
-        uri.authority().cloned().ok_or_else(|| UpstreamError::Connect(format!("{uri}: the URI names no host")))?;
-    let path = uri.path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
-    let host =
-        HeaderValue::from_str(authority.as_str()).map_err(|e| UpstreamError::Connect(format!("{authority}: {e}")))?;
-    req.headers_mut().insert(header::HOST, host);
-    *req.uri_mut() = Uri::from(path);
-    Ok(authority)
+    let authority = uri
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .ok_or_else(|| UpstreamError::Connect(format!("{uri}: the URI names no host")))?;
+    let target = uri.path_and_query().map_or("/", |p| p.as_str());
+    let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    let mut out = Vec::with_capacity(256 + body.len());
+    crate::h1::write_request_line(&mut out, parts.method.as_str(), target);
+    out.extend_from_slice(b"host: ");
+    out.extend_from_slice(authority.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (n, v) in &parts.headers {
+        if crate::h1::is_framing_or_hop(n.as_str().as_bytes()) {
+            continue;
+        }
+        out.extend_from_slice(n.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    crate::h1::write_content_length(&mut out, body.len(), parts.method == http::Method::GET);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&body);
+    Ok((authority, out))
 }
 
-/// An agent's answer body. Polling it drives the connection it arrives on; once it is read whole, the connection goes
+/// Reads the answer's head (skipping interim `1xx` answers) and sets up its body.
+async fn read_answer(mut conn: Conn, pool: Arc<Pool>, authority: &str) -> Result<Answer, UpstreamError> {
+    loop {
+        let parsed = loop {
+            if !conn.buf.is_empty() {
+                match parse_response(&conn.buf) {
+                    Ok(Some(p)) => break p,
+                    Ok(None) => {}
+                    Err(e) => return Err(UpstreamError::Protocol(format!("the answer is not HTTP/1.1: {e:?}"))),
+                }
+                if conn.buf.len() > MAX_ANSWER_HEAD {
+                    return Err(UpstreamError::Protocol("the answer's head is over 64 KiB".into()));
+                }
+            }
+            match conn.fill().await {
+                Ok(0) => {
+                    return Err(UpstreamError::Protocol(
+                        "the connection to the agent ended before its answer".to_owned(),
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => return Err(UpstreamError::Protocol(format!("reading the answer: {e}"))),
+            }
+        };
+        let (status, version, offsets, len) = parsed;
+        let head_bytes = conn.buf.split_to(len).freeze();
+        let head = ResponseHead::bind(status, version, offsets, head_bytes);
+        if (100..200).contains(&status) && status != 101 {
+            continue;
+        }
+        if status == 101 {
+            return Err(UpstreamError::Protocol("the agent switched protocols".into()));
+        }
+        let framing = response_framing(status, &head.headers)
+            .map_err(|e| UpstreamError::Protocol(format!("the answer's framing: {e:?}")))?;
+        // A connection the agent says it will close, or an HTTP/1.0 one, is not reused.
+        let keep = version == 1
+            && !head.headers.get_all("connection").any(|v| {
+                v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+            });
+        let pool = keep.then(|| (pool, Box::<str>::from(authority)));
+        let body = UpstreamBody::new(framing, conn, pool);
+        return Ok(Answer { head, body });
+    }
+}
+
+enum Kind {
+    /// The whole body, in hand (taken by the first poll).
+    Full(Option<Bytes>),
+    /// Bytes of a `Content-Length` body left to read.
+    Length(u64),
+    Chunked(Chunked),
+    /// Until the agent closes the connection.
+    Close,
+    Done,
+}
+
+/// An agent's answer body. Polling it reads the connection it arrives on; once it is read whole, the connection goes
 /// back to the pool (a body dropped before its end closes the connection instead).
 pub struct UpstreamBody {
-    incoming: Incoming,
+    kind: Kind,
     conn: Option<Conn>,
-    pool: Option<(Arc<Pool>, Authority)>,
-    /// The body has ended (its last frame was read).
-    ended: bool,
+    pool: Option<(Arc<Pool>, Box<str>)>,
+    /// The length announced by `Content-Length`, if any.
+    length: Option<u64>,
 }
 
 impl UpstreamBody {
-    /// Gives the connection back to the pool when the answer has been read whole.
-    fn release(&mut self) {
-        if (self.ended || self.incoming.is_end_stream())
-            && let (Some(conn), Some((pool, authority))) = (self.conn.take(), self.pool.take())
-        {
-            pool.checkin(authority, conn);
+    fn new(framing: Framing, mut conn: Conn, pool: Option<(Arc<Pool>, Box<str>)>) -> UpstreamBody {
+        let mut body = UpstreamBody { kind: Kind::Done, conn: None, pool, length: None };
+        match framing {
+            Framing::Empty => {
+                body.length = Some(0);
+                body.conn = Some(conn);
+                body.release();
+            }
+            Framing::Length(n) if conn.buf.len() as u64 >= n => {
+                body.length = Some(n);
+                body.kind = Kind::Full(Some(conn.buf.split_to(n as usize).freeze()));
+                body.conn = Some(conn);
+                body.release();
+            }
+            Framing::Length(n) => {
+                body.length = Some(n);
+                body.kind = Kind::Length(n);
+                body.conn = Some(conn);
+            }
+            Framing::Chunked => {
+                body.kind = Kind::Chunked(Chunked::default());
+                body.conn = Some(conn);
+            }
+            Framing::Close => {
+                body.pool = None;
+                body.kind = Kind::Close;
+                body.conn = Some(conn);
+            }
         }
+        body
+    }
+
+    /// A body that is already whole (an answer the gateway read and changed).
+    pub fn full(bytes: Bytes) -> UpstreamBody {
+        let length = Some(bytes.len() as u64);
+        UpstreamBody { kind: Kind::Full(Some(bytes)), conn: None, pool: None, length }
+    }
+
+    /// The whole body, when it is already in hand and not taken yet (no read needed).
+    pub fn whole(&self) -> Option<&Bytes> {
+        match &self.kind {
+            Kind::Full(Some(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Takes the whole body when it is in hand.
+    pub fn take_whole(&mut self) -> Option<Bytes> {
+        match &mut self.kind {
+            Kind::Full(b) => {
+                let b = b.take();
+                self.kind = Kind::Done;
+                b
+            }
+            Kind::Done => Some(Bytes::new()),
+            _ => None,
+        }
+    }
+
+    /// The body's length when the agent announced it.
+    pub fn length(&self) -> Option<u64> {
+        self.length
+    }
+
+    /// Gives the connection back to the pool (the answer was read whole).
+    fn release(&mut self) {
+        if let (Some(conn), Some((pool, authority))) = (self.conn.take(), self.pool.take()) {
+            pool.checkin(&authority, conn);
+        }
+    }
+
+    /// The next piece of the body; `None` at its end.
+    pub fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, std::io::Error>>> {
+        loop {
+            let Some(conn) = self.conn.as_mut() else {
+                return match &mut self.kind {
+                    Kind::Full(b) => {
+                        let b = b.take();
+                        self.kind = Kind::Done;
+                        Poll::Ready(b.filter(|b| !b.is_empty()).map(Ok))
+                    }
+                    _ => Poll::Ready(None),
+                };
+            };
+            match &mut self.kind {
+                Kind::Full(b) => {
+                    let b = b.take();
+                    self.kind = Kind::Done;
+                    return Poll::Ready(b.filter(|b| !b.is_empty()).map(Ok));
+                }
+                Kind::Done => return Poll::Ready(None),
+                Kind::Length(left) => {
+                    if !conn.buf.is_empty() {
+                        let n = (conn.buf.len() as u64).min(*left);
+                        *left -= n;
+                        let data = conn.buf.split_to(n as usize).freeze();
+                        if *left == 0 {
+                            self.kind = Kind::Done;
+                            self.release();
+                        }
+                        return Poll::Ready(Some(Ok(data)));
+                    }
+                }
+                Kind::Chunked(dec) => match dec.decode(&mut conn.buf) {
+                    Ok(Decoded::Data(d)) => return Poll::Ready(Some(Ok(d))),
+                    Ok(Decoded::End) => {
+                        self.kind = Kind::Done;
+                        self.release();
+                        return Poll::Ready(None);
+                    }
+                    Ok(Decoded::NeedMore) => {}
+                    Err(e) => {
+                        self.conn = None;
+                        self.kind = Kind::Done;
+                        return Poll::Ready(Some(Err(std::io::Error::other(format!("the agent's answer: {}", e.0)))));
+                    }
+                },
+                Kind::Close => {
+                    if !conn.buf.is_empty() {
+                        let data = conn.buf.split().freeze();
+                        return Poll::Ready(Some(Ok(data)));
+                    }
+                }
+            }
+            match conn.poll_fill(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(0)) => {
+                    let close = matches!(self.kind, Kind::Close);
+                    self.conn = None;
+                    self.kind = Kind::Done;
+                    if close {
+                        return Poll::Ready(None);
+                    }
+                    return Poll::Ready(Some(Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the agent's answer was cut short",
+                    ))));
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(e)) => {
+                    self.conn = None;
+                    self.kind = Kind::Done;
+                    return Poll::Ready(Some(Err(e)));
+                }
+            }
+        }
+    }
+
+    /// [`UpstreamBody::poll_data`] as a future.
+    pub async fn data(&mut self) -> Option<Result<Bytes, std::io::Error>> {
+        std::future::poll_fn(|cx| self.poll_data(cx)).await
+    }
+
+    /// Reads the whole body, at most `max` bytes.
+    pub async fn read_whole(mut self, max: usize) -> Result<Bytes, std::io::Error> {
+        if let Some(b) = self.take_whole() {
+            return Ok(b);
+        }
+        let mut out = BytesMut::new();
+        while let Some(d) = self.data().await {
+            let d = d?;
+            if out.len() + d.len() > max {
+                return Err(std::io::Error::other(format!("the agent's answer is over {max} bytes")));
+            }
+            out.extend_from_slice(&d);
+        }
+        Ok(out.freeze())
     }
 }
 
 impl Body for UpstreamBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = std::io::Error;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = &mut *self;
-        if let Some(conn) = &mut this.conn {
-            conn.drive(cx);
-        }
-        let frame = Pin::new(&mut this.incoming).poll_frame(cx);
-        match &frame {
-            Poll::Ready(None) => {
-                this.ended = true;
-                this.release();
-            }
-            Poll::Ready(Some(Ok(_))) => this.release(),
-            Poll::Ready(Some(Err(_))) => this.conn = None,
-            Poll::Pending => {}
-        }
-        frame
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        self.poll_data(cx).map(|o| o.map(|r| r.map(Frame::data)))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.incoming.is_end_stream()
+        matches!(self.kind, Kind::Done | Kind::Full(None))
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.incoming.size_hint()
-    }
-}
-
-impl Drop for UpstreamBody {
-    fn drop(&mut self) {
-        self.release();
+        match (&self.kind, self.length) {
+            (Kind::Full(Some(b)), _) => SizeHint::with_exact(b.len() as u64),
+            (Kind::Length(left), _) => SizeHint::with_exact(*left),
+            (Kind::Done | Kind::Full(None), _) => SizeHint::with_exact(0),
+            _ => SizeHint::default(),
+        }
     }
 }

@@ -21,7 +21,9 @@ use std::sync::Arc;
 use a2a_core::error::{A2aError, ErrorCode};
 use a2a_core::headers::{self as h, Version};
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderName, HeaderValue};
+
+use crate::h1::head::{Fields, Headers};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -94,23 +96,24 @@ pub struct Compiled {
     /// The callers' version.
     pub version: Version,
     version_value: HeaderValue,
-    headers: Vec<(HeaderName, HeaderName)>,
+    /// Header renames, caller's name → agents' name (lowercase).
+    headers: Vec<(String, String)>,
     fields: Vec<(String, String)>,
 }
 
-fn rename_headers(map: &mut HeaderMap, pairs: impl Iterator<Item = (HeaderName, HeaderName)>) {
+fn rename_headers<'a>(map: &mut Headers, pairs: impl Iterator<Item = (&'a str, &'a str)>) {
     let mut moved = Vec::new();
     for (from, to) in pairs {
-        let values: Vec<HeaderValue> = map.get_all(&from).iter().cloned().collect();
+        let values: Vec<Bytes> = map.get_all(from).map(Bytes::copy_from_slice).collect();
         if !values.is_empty() {
-            map.remove(&from);
+            map.remove(from);
             moved.push((to, values));
         }
     }
     for (to, values) in moved {
-        map.remove(&to);
+        map.remove(to);
         for v in values {
-            map.append(to.clone(), v);
+            map.append_owned(to, v);
         }
     }
 }
@@ -131,11 +134,10 @@ impl Compiled {
     fn new(t: &Translation) -> Result<Self, String> {
         t.validate()?;
         let version = h::parse_version(&t.caller_version).map_err(|e| e.to_string())?;
-        let pair = |a: &String, b: &String| -> Result<(HeaderName, HeaderName), String> {
-            Ok((
-                HeaderName::from_bytes(a.as_bytes()).map_err(|e| e.to_string())?,
-                HeaderName::from_bytes(b.as_bytes()).map_err(|e| e.to_string())?,
-            ))
+        let pair = |a: &String, b: &String| -> Result<(String, String), String> {
+            let a = HeaderName::from_bytes(a.as_bytes()).map_err(|e| e.to_string())?;
+            let b = HeaderName::from_bytes(b.as_bytes()).map_err(|e| e.to_string())?;
+            Ok((a.as_str().to_owned(), b.as_str().to_owned()))
         };
         Ok(Compiled {
             version,
@@ -151,15 +153,15 @@ impl Compiled {
     }
 
     /// Caller → agent: renames headers and sets the agents' `A2A-Version`.
-    pub fn request_headers(&self, map: &mut HeaderMap) {
-        rename_headers(map, self.headers.iter().map(|(a, b)| (a.clone(), b.clone())));
-        map.insert(HeaderName::from_static(h::A2A_VERSION), HeaderValue::from_static(a2a_core::PROTOCOL_VERSION));
+    pub fn request_headers(&self, map: &mut Headers) {
+        rename_headers(map, self.headers.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+        map.insert(h::A2A_VERSION, Bytes::from_static(a2a_core::PROTOCOL_VERSION.as_bytes()));
     }
 
     /// Agent → caller: renames headers back and announces the caller's version (GW-5).
-    pub fn response_headers(&self, map: &mut HeaderMap) {
-        rename_headers(map, self.headers.iter().map(|(a, b)| (b.clone(), a.clone())));
-        map.insert(HeaderName::from_static(h::A2A_VERSION), self.version_value.clone());
+    pub fn response_headers(&self, map: &mut Headers) {
+        rename_headers(map, self.headers.iter().map(|(a, b)| (b.as_str(), a.as_str())));
+        map.insert_value(h::A2A_VERSION, &self.version_value);
     }
 
     /// Caller → agent: renames the top-level members of a JSON object body. A body that is not a JSON object is
@@ -215,11 +217,11 @@ impl Versions {
 
     /// Reads `A2A-Version` (HDR-3..HDR-5): `Ok(None)` for the agents' version (or an absent header where it is
     /// optional), `Ok(Some(t))` for a translated one, else `version_required` / `unsupported_version`.
-    pub fn resolve(&self, headers: &HeaderMap, required: bool) -> Result<Option<Arc<Compiled>>, A2aError> {
-        let Some(v) = headers.get(h::A2A_VERSION) else {
+    pub fn resolve(&self, headers: &impl Fields, required: bool) -> Result<Option<Arc<Compiled>>, A2aError> {
+        let Some(v) = headers.field_str(h::A2A_VERSION) else {
             return if required { Err(A2aError::new(ErrorCode::VERSION_REQUIRED)) } else { Ok(None) };
         };
-        let text = v.to_str().unwrap_or("(not ASCII)");
+        let text = v.unwrap_or("(not ASCII)");
         match h::parse_version(text) {
             Ok(Version::V0_3) => Ok(None),
             Ok(other) if self.translations.contains_key(&other) => Ok(self.translations.get(&other).cloned()),
@@ -239,6 +241,7 @@ impl Versions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderMap;
 
     fn t() -> Translation {
         Translation {
@@ -256,10 +259,11 @@ mod tests {
         hm.insert("a2a-version", HeaderValue::from_static("0.9"));
         hm.insert("a2a-sender", HeaderValue::from_static("did:web:a.example.com"));
         let c = v.resolve(&hm, true).expect("accepted").expect("translated");
-        c.request_headers(&mut hm);
-        assert_eq!(hm.get("a2a-sender-id").and_then(|v| v.to_str().ok()), Some("did:web:a.example.com"));
-        assert_eq!(hm.get("a2a-version").and_then(|v| v.to_str().ok()), Some("0.3"));
-        assert!(hm.get("a2a-sender").is_none());
+        let mut hs = Headers::from_header_map(&hm);
+        c.request_headers(&mut hs);
+        assert_eq!(hs.get("a2a-sender-id"), Some(&b"did:web:a.example.com"[..]));
+        assert_eq!(hs.get("a2a-version"), Some(&b"0.3"[..]));
+        assert!(hs.get("a2a-sender").is_none());
         let body = c.request_body(Bytes::from_static(br#"{"capability":"submit_report","proposed_schema":{}}"#));
         let parsed: Value = serde_json::from_slice(&body).expect("json");
         assert_eq!(parsed["target_capability"], "submit_report");
@@ -267,10 +271,10 @@ mod tests {
         let parsed: Value = serde_json::from_slice(&back).expect("json");
         assert_eq!(parsed["capability"], "x");
         assert_eq!(parsed["error"]["capability"], 1);
-        let mut rh = HeaderMap::new();
-        rh.insert("a2a-sender-id", HeaderValue::from_static("did:web:gw.example.com"));
+        let mut rh = Headers::new();
+        rh.append("a2a-sender-id", Bytes::from_static(b"did:web:gw.example.com"));
         c.response_headers(&mut rh);
-        assert_eq!(rh.get("a2a-version").and_then(|v| v.to_str().ok()), Some("0.9"));
+        assert_eq!(rh.get("a2a-version"), Some(&b"0.9"[..]));
         assert!(rh.get("a2a-sender").is_some());
     }
 

@@ -53,7 +53,7 @@ pub mod limits;
 pub mod metrics;
 pub mod registry;
 mod response_signing;
-pub use response_signing::{RESPONSE_SIGNATURE_LIFETIME_S, response_signature};
+pub use response_signing::{RESPONSE_SIGNATURE_LIFETIME_S, response_signature, response_signature_of};
 mod router;
 pub mod serve;
 pub mod sessions;
@@ -74,7 +74,7 @@ use axum::http::HeaderValue;
 pub use auth::{ApiKey, OAuth2};
 pub use engine::Engine;
 pub use limits::Limits;
-pub use router::{CorsPolicy, parse_json, sender_id};
+pub use router::{CorsPolicy, parse_json, sender_id, sender_id_value};
 
 use crate::engine::Capability;
 use crate::handler::{BoxHandler, Handler};

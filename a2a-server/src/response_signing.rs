@@ -79,11 +79,26 @@ pub fn response_signature(
     headers: &axum::http::HeaderMap,
     body: &[u8],
 ) -> Result<String, integrity::IntegrityError> {
-    let coverage = if body.is_empty() { Coverage::HeaderOnly } else { Coverage::FullPayload };
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let headers: Vec<(&str, &str)> =
         headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v))).collect();
-    let mp = MessageParts { method: answered.0, target: answered.1, headers: &headers, body, status: Some(status) };
+    response_signature_of(key, key_id, signer_did, aud, answered, status, &headers, body)
+}
+
+/// [`response_signature`] over the answer's fields as `(name, value)` pairs (for callers without a `HeaderMap`).
+#[allow(clippy::too_many_arguments)]
+pub fn response_signature_of(
+    key: &SigningKey,
+    key_id: &str,
+    signer_did: &str,
+    aud: &str,
+    answered: (&str, &str),
+    status: u16,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<String, integrity::IntegrityError> {
+    let coverage = if body.is_empty() { Coverage::HeaderOnly } else { Coverage::FullPayload };
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let mp = MessageParts { method: answered.0, target: answered.1, headers, body, status: Some(status) };
     integrity::sign(key, key_id, signer_did, aud, coverage, &mp, now, RESPONSE_SIGNATURE_LIFETIME_S)
 }
 

@@ -380,20 +380,28 @@ fn check_version(headers: &HeaderMap, required: bool) -> Result<(), A2aError> {
 /// `A2A-Sender-ID`, trimmed and checked to be a did:web DID (HDR-6): `sender_required` when absent,
 /// `invalid_sender` otherwise. The gateway reads senders with it too.
 pub fn sender_id(headers: &HeaderMap) -> Result<&str, A2aError> {
+    sender_id_value(headers.get(h::A2A_SENDER_ID).map(HeaderValue::as_bytes))
+}
+
+/// [`sender_id`] of the raw value of `A2A-Sender-ID` (`None`: absent), for callers that do not hold a `HeaderMap`.
+pub fn sender_id_value(value: Option<&[u8]>) -> Result<&str, A2aError> {
     // A sender that is not visible ASCII cannot be a did:web DID (DID-6: hosts are written in punycode): HDR-6 and
     // DID-11 answer it invalid_sender, not invalid_header.
-    let sender = match headers.get(h::A2A_SENDER_ID) {
+    let sender = match value {
         None => return Err(A2aError::new(ErrorCode::SENDER_REQUIRED)),
-        Some(v) => v.to_str().map_err(|_| {
-            A2aError::with_message(
-                ErrorCode::INVALID_SENDER,
-                format!(
-                    "A2A-Sender-ID {:?} is not a valid did:web DID: it has non-ASCII characters; write the host in \
-                     punycode (xn--...)",
-                    String::from_utf8_lossy(v.as_bytes())
-                ),
-            )
-        })?,
+        Some(v) => std::str::from_utf8(v)
+            .ok()
+            .filter(|s| s.bytes().all(|b| b == b'\t' || (32..127).contains(&b)))
+            .ok_or_else(|| {
+                A2aError::with_message(
+                    ErrorCode::INVALID_SENDER,
+                    format!(
+                        "A2A-Sender-ID {:?} is not a valid did:web DID: it has non-ASCII characters; write the host in \
+                         punycode (xn--...)",
+                        String::from_utf8_lossy(v)
+                    ),
+                )
+            })?,
     };
     let sender = sender.trim();
     Did::check(sender).map_err(|e| {

@@ -26,11 +26,19 @@ use crate::limits::Limits;
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// A stream that first yields bytes already read from it.
-struct Prefixed {
+/// A stream that first yields bytes already read from it (a connection sniffed or partly read before it is handed
+/// to hyper).
+pub struct Prefixed {
     prefix: Vec<u8>,
     pos: usize,
     inner: TcpStream,
+}
+
+impl Prefixed {
+    /// `inner`, whose first bytes `prefix` were already read from it.
+    pub fn new(prefix: Vec<u8>, inner: TcpStream) -> Prefixed {
+        Prefixed { prefix, pos: 0, inner }
+    }
 }
 
 impl AsyncRead for Prefixed {

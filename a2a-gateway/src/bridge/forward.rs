@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::Binding;
 use crate::Inner;
 use crate::agents::{Agent, AgentInfo, Endpoint};
-use crate::proxy::{HOP_BY_HOP, strip_hop_by_hop};
+use crate::proxy::strip_hop_by_hop;
 use crate::routes::{Kind, Route};
 use crate::upstream::UpstreamError;
 
@@ -221,7 +221,7 @@ fn check_bridge(agent: &Agent, resp: &Response<UpstreamBody>) -> Result<(), Brid
 fn head(resp: &Response<UpstreamBody>) -> http::response::Builder {
     let mut b = Response::builder().status(resp.status());
     for (k, v) in resp.headers() {
-        if !HOP_BY_HOP.contains(k) {
+        if !crate::h1::is_framing_or_hop(k.as_str().as_bytes()) {
             b = b.header(k, v);
         }
     }
@@ -280,7 +280,7 @@ pub(crate) async fn answer_send(
         }
         let first = first.freeze();
         let chained =
-            futures_util::stream::once(async move { Ok::<Bytes, hyper::Error>(first) }).chain(rest.into_data_stream());
+            futures_util::stream::once(async move { Ok::<Bytes, std::io::Error>(first) }).chain(rest.into_data_stream());
         return Ok((built(b, Body::from_stream(chained))?, id));
     }
     let bytes = read_whole(gw, agent, body).await?;

@@ -348,16 +348,16 @@ pub(crate) fn origin(headers: &HeaderMap) -> String {
 /// no `bridge_to` at all).
 pub(crate) async fn negotiate_offer(
     gw: &Inner,
-    headers: &HeaderMap,
+    headers: &impl crate::h1::head::Fields,
     capability: &str,
 ) -> Option<a2a_core::wire::BridgeTo> {
-    if !gw.bridge || !bridge1x::bridge_asked(headers) {
+    if !gw.bridge || !bridge1x::bridge_asked_in(headers.field_all("a2a-bridges")) {
         return None;
     }
     if !skills(gw).await.iter().any(|d| d.name == capability) {
         return None;
     }
-    Some(bridge1x::bridge_to_at(&origin(headers), capability))
+    Some(bridge1x::bridge_to_at(&bridge1x::origin_of_host(None, headers.field("host")), capability))
 }
 
 /// An agent's NEGOTIATE success answer with its `bridge_to` replaced by `offer` (removed when `None`), re-serialised;

@@ -237,12 +237,16 @@ impl Inner {
 
 /// The origin for a request: the configured URL, or `http://` and the `Host` header (`http://localhost` without).
 pub fn origin_of(public_url: Option<&str>, headers: &HeaderMap) -> String {
+    origin_of_host(public_url, headers.get(axum::http::header::HOST).map(axum::http::HeaderValue::as_bytes))
+}
+
+/// [`origin_of`] from the raw `Host` value (`None`: absent).
+pub fn origin_of_host(public_url: Option<&str>, host: Option<&[u8]>) -> String {
     if let Some(u) = public_url {
         return u.to_owned();
     }
-    let host = headers
-        .get(axum::http::header::HOST)
-        .and_then(|v| v.to_str().ok())
+    let host = host
+        .and_then(|v| std::str::from_utf8(v).ok())
         .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b)))
         .unwrap_or("localhost");
     format!("http://{host}")
@@ -261,11 +265,14 @@ pub(crate) fn bridge_to(state: &AppState, headers: &HeaderMap, capability: &str)
 /// Whether a request's `A2A-Bridges` (a comma-separated list of binding names, in any number of headers) lists
 /// `a2a1x` (BR-17).
 pub fn bridge_asked(headers: &HeaderMap) -> bool {
-    headers
-        .get_all("a2a-bridges")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(',').any(|b| b.trim().eq_ignore_ascii_case(a2a_core::a2a1x::BRIDGE_BINDING)))
+    bridge_asked_in(headers.get_all("a2a-bridges").iter().map(axum::http::HeaderValue::as_bytes))
+}
+
+/// [`bridge_asked`] over the raw values of `A2A-Bridges`.
+pub fn bridge_asked_in<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> bool {
+    values.into_iter().filter_map(|v| std::str::from_utf8(v).ok()).any(|v| {
+        v.split(',').any(|b| b.trim().eq_ignore_ascii_case(a2a_core::a2a1x::BRIDGE_BINDING))
+    })
 }
 
 /// The `bridge_to` of BR-17 for the bridge served at `origin` (as [`origin_of`] gives it): its JSON-RPC endpoint,

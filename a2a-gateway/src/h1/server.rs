@@ -1,0 +1,700 @@
+//! The gateway's HTTP/1.1 connections: read a head, delimit and read the body within the limits, hand the request to
+//! the proxy ([`crate::proxy::handle`]) or, for paths the proxy does not serve natively, to the gateway's HTTP service,
+//! and write the answer — one write of head and body when the body is in hand, the body streamed as it comes
+//! otherwise (chunked to HTTP/1.1 callers when its length is not known).
+//!
+//! Limits (spec §13, the gateway's `[limits]`): a head must arrive within `header_read_timeout_ms` (also the longest
+//! a kept-alive connection waits for its next request) and may be at most twice `max_header_bytes` and
+//! `max_headers` (the proxy answers `431` as JSON over the configured limits; heads beyond twice them are refused
+//! here, also as JSON, and the connection closed); a body is at most `max_body_bytes` and must arrive within
+//! `body_read_timeout_ms`. A body over the limit is read out and dropped, bounded, before the `413`
+//! ([`a2a_server::body`]'s lingering read). Requests on one connection are served in order (pipelining allowed).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_core::error::{A2aError, ErrorCode};
+use a2a_server::body::{BodyError, DRAIN_MAX_BYTES, DRAIN_MAX_TIME};
+use axum::body::Body;
+use bytes::{Bytes, BytesMut};
+use http::Request;
+use http_body_util::BodyExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tower::{Service, ServiceExt};
+
+use super::body::{Chunked, Decoded, Framing, FramingError, LAST_CHUNK, encode_chunk, request_framing};
+use super::head::{HeadError, Headers, MAX_FIELDS, RequestHead, parse_request};
+use crate::Inner;
+use crate::upstream::UpstreamBody;
+
+/// An answer to write.
+pub(crate) struct Reply {
+    /// The status code.
+    pub(crate) status: u16,
+    /// The fields (without framing or connection fields: the writer sets those).
+    pub(crate) headers: Headers,
+    /// The body.
+    pub(crate) body: ReplyBody,
+}
+
+/// The body of a [`Reply`].
+pub(crate) enum ReplyBody {
+    /// None.
+    Empty,
+    /// In hand.
+    Full(Bytes),
+    /// An agent's answer passing through as it is read.
+    Upstream(UpstreamBody),
+    /// Any other body (the gateway's HTTP service, a re-signed event stream).
+    Stream(Body),
+}
+
+impl Reply {
+    /// A JSON error answered by the connection itself (before the proxy saw the request).
+    pub(crate) fn error(err: &A2aError) -> Reply {
+        let mut headers = Headers::new();
+        headers.append("content-type", Bytes::from_static(b"application/json"));
+        headers.append("a2a-version", Bytes::from_static(a2a_core::PROTOCOL_VERSION.as_bytes()));
+        Reply {
+            status: err.http_status(),
+            headers,
+            body: ReplyBody::Full(serde_json::to_vec(&err.to_body()).map(Bytes::from).unwrap_or_default()),
+        }
+    }
+
+    /// An `http::Response` as a reply.
+    pub(crate) fn from_response(resp: http::Response<Body>) -> Reply {
+        let (parts, body) = resp.into_parts();
+        let mut headers = Headers::from_header_map(&parts.headers);
+        super::strip_hop_by_hop(&mut headers);
+        let body = match http_body::Body::size_hint(&body).exact() {
+            Some(0) => ReplyBody::Empty,
+            _ => ReplyBody::Stream(body),
+        };
+        Reply { status: parts.status.as_u16(), headers, body }
+    }
+
+    /// The reply as an `http::Response` (the HTTP/2 path).
+    pub(crate) fn into_response(self) -> http::Response<Body> {
+        let body = match self.body {
+            ReplyBody::Empty => Body::empty(),
+            ReplyBody::Full(b) => Body::from(b),
+            ReplyBody::Upstream(u) => Body::new(u),
+            ReplyBody::Stream(b) => b,
+        };
+        let mut r = http::Response::new(body);
+        *r.status_mut() = http::StatusCode::from_u16(self.status).unwrap_or(http::StatusCode::BAD_GATEWAY);
+        *r.headers_mut() = self.headers.to_header_map();
+        r
+    }
+}
+
+/// A request read by the connection: its head, and its body or why the body could not be read.
+pub(crate) struct Incoming {
+    /// The head.
+    pub(crate) head: RequestHead,
+    /// The body (empty when there is none).
+    pub(crate) body: Result<Bytes, BodyError>,
+}
+
+/// What the connections need from the gateway.
+#[derive(Clone)]
+pub(crate) struct Served {
+    pub(crate) gw: Arc<Inner>,
+    /// The HTTP service for everything the proxy does not serve natively (HTTP/2, the bridge, admin paths).
+    pub(crate) http: crate::HttpService,
+}
+
+/// Limits of a connection, from `[limits]`.
+#[derive(Clone, Copy)]
+struct ConnLimits {
+    head_timeout: Duration,
+    body_timeout: Duration,
+    max_head_bytes: usize,
+    max_fields: usize,
+    max_body: usize,
+}
+
+impl ConnLimits {
+    fn of(gw: &Inner) -> ConnLimits {
+        let l = &gw.limits;
+        ConnLimits {
+            head_timeout: Duration::from_millis(l.header_read_timeout_ms),
+            body_timeout: Duration::from_millis(l.body_read_timeout_ms),
+            max_head_bytes: (l.max_header_bytes * 2).max(8192),
+            max_fields: (l.max_headers * 2).clamp(8, MAX_FIELDS),
+            max_body: l.max_body_bytes,
+        }
+    }
+}
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Serves `listener` until `shutdown`, then lets requests in flight finish for up to `grace`.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    served: Served,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+    grace: Duration,
+) -> std::io::Result<()> {
+    let stop = CancellationToken::new();
+    let tracker = tokio_util::task::TaskTracker::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer): (TcpStream, SocketAddr) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: log, back off briefly, keep serving.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let served = served.clone();
+        let stop = stop.clone();
+        tracker.spawn(async move {
+            connection(stream, peer, served, stop).await;
+        });
+    }
+    drop(listener);
+    stop.cancel();
+    tracker.close();
+    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
+        tracing::warn!("some connections were still open after the grace period");
+    }
+    Ok(())
+}
+
+/// Why reading a head stopped.
+enum HeadRead {
+    Head(RequestHead),
+    /// The connection ended, timed out or the gateway is stopping, between requests: close quietly.
+    Closed,
+    /// The bytes are not a request the gateway takes: answer and close.
+    Refused(A2aError),
+    /// The bytes are HTTP/2's preface.
+    H2,
+}
+
+async fn read_head(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    limits: ConnLimits,
+    stop: &CancellationToken,
+    first: bool,
+) -> HeadRead {
+    let deadline = tokio::time::Instant::now() + limits.head_timeout;
+    loop {
+        if !buf.is_empty() {
+            if first && buf.len() <= H2_PREFACE.len() && H2_PREFACE.starts_with(buf) {
+                if buf.len() == H2_PREFACE.len() {
+                    return HeadRead::H2;
+                }
+            } else {
+                match parse_request(buf, limits.max_fields) {
+                    Ok(Some(p)) => {
+                        if p.len > limits.max_head_bytes {
+                            return HeadRead::Refused(too_large_head(limits));
+                        }
+                        let len = p.len;
+                        return HeadRead::Head(p.bind(buf.split_to(len).freeze()));
+                    }
+                    Ok(None) if buf.len() > limits.max_head_bytes => {
+                        return HeadRead::Refused(too_large_head(limits));
+                    }
+                    Ok(None) => {}
+                    Err(HeadError::TooManyHeaders) => return HeadRead::Refused(too_large_head(limits)),
+                    Err(HeadError::Malformed(m)) => {
+                        return HeadRead::Refused(A2aError::with_message(
+                            ErrorCode::INVALID_REQUEST,
+                            format!("the request is not HTTP/1.1: {m}"),
+                        ));
+                    }
+                }
+            }
+        }
+        if buf.capacity() - buf.len() < 2048 {
+            buf.reserve(8 * 1024);
+        }
+        let read = tokio::select! {
+            r = tokio::time::timeout_at(deadline, stream.read_buf(buf)) => r,
+            // Stopping: a connection waiting between requests closes; one in the middle of a head finishes it.
+            () = stop.cancelled(), if buf.is_empty() => return HeadRead::Closed,
+        };
+        match read {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return HeadRead::Closed,
+        }
+    }
+}
+
+fn too_large_head(limits: ConnLimits) -> A2aError {
+    A2aError::with_message(
+        ErrorCode::HEADERS_TOO_LARGE,
+        format!(
+            "the request head is over {} bytes or {} fields",
+            limits.max_head_bytes, limits.max_fields
+        ),
+    )
+}
+
+/// Reads a body delimited by `framing`, within the limits; a body over the limit is read out (bounded) and dropped.
+/// `false` in the second place when the connection cannot be used for another request after it.
+async fn read_body(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    framing: Framing,
+    limits: ConnLimits,
+) -> (Result<Bytes, BodyError>, bool) {
+    match framing {
+        Framing::Empty | Framing::Close => (Ok(Bytes::new()), true),
+        Framing::Length(n) if buf.len() as u64 >= n => (Ok(buf.split_to(n as usize).freeze()), true),
+        Framing::Length(n) if n > limits.max_body as u64 => {
+            if n <= limits.max_body as u64 + DRAIN_MAX_BYTES {
+                drain_length(stream, buf, n).await;
+            }
+            (Err(BodyError::TooLarge { limit: limits.max_body }), false)
+        }
+        Framing::Length(n) => {
+            let read = async {
+                while (buf.len() as u64) < n {
+                    buf.reserve(n as usize - buf.len());
+                    match stream.read_buf(buf).await {
+                        Ok(0) => return Err(BodyError::Unreadable("the connection ended in the body".into())),
+                        Ok(_) => {}
+                        Err(e) => return Err(BodyError::Unreadable(e.to_string())),
+                    }
+                }
+                Ok(buf.split_to(n as usize).freeze())
+            };
+            match tokio::time::timeout(limits.body_timeout, read).await {
+                Ok(Ok(b)) => (Ok(b), true),
+                Ok(Err(e)) => (Err(e), false),
+                Err(_) => (Err(BodyError::Timeout { after: limits.body_timeout }), false),
+            }
+        }
+        Framing::Chunked => {
+            let mut dec = Chunked::default();
+            let mut out = BytesMut::new();
+            let read = async {
+                loop {
+                    match dec.decode(buf) {
+                        Ok(Decoded::Data(d)) => {
+                            if out.len() + d.len() > limits.max_body {
+                                return Err(BodyError::TooLarge { limit: limits.max_body });
+                            }
+                            out.extend_from_slice(&d);
+                        }
+                        Ok(Decoded::End) => return Ok(()),
+                        Ok(Decoded::NeedMore) => {
+                            buf.reserve(8 * 1024);
+                            match stream.read_buf(buf).await {
+                                Ok(0) => return Err(BodyError::Unreadable("the connection ended in the body".into())),
+                                Ok(_) => {}
+                                Err(e) => return Err(BodyError::Unreadable(e.to_string())),
+                            }
+                        }
+                        Err(e) => return Err(BodyError::Unreadable(e.0.to_owned())),
+                    }
+                }
+            };
+            match tokio::time::timeout(limits.body_timeout, read).await {
+                Ok(Ok(())) => (Ok(out.freeze()), true),
+                Ok(Err(e @ BodyError::TooLarge { .. })) => {
+                    drain_any(stream, buf).await;
+                    (Err(e), false)
+                }
+                Ok(Err(e)) => (Err(e), false),
+                Err(_) => (Err(BodyError::Timeout { after: limits.body_timeout }), false),
+            }
+        }
+    }
+}
+
+/// Reads and drops the rest of a `Content-Length` body of `n` bytes, bounded in time.
+async fn drain_length(stream: &mut TcpStream, buf: &mut BytesMut, n: u64) {
+    let run = async {
+        let mut seen = buf.len() as u64;
+        buf.clear();
+        while seen < n {
+            buf.reserve(16 * 1024);
+            match stream.read_buf(buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(k) => seen += k as u64,
+            }
+            buf.clear();
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_MAX_TIME, run).await;
+}
+
+/// Reads and drops what the client still sends (at most [`DRAIN_MAX_BYTES`]), bounded in time.
+async fn drain_any(stream: &mut TcpStream, buf: &mut BytesMut) {
+    let run = async {
+        let mut seen = 0u64;
+        buf.clear();
+        while seen < DRAIN_MAX_BYTES {
+            buf.reserve(16 * 1024);
+            match stream.read_buf(buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(k) => seen += k as u64,
+            }
+            buf.clear();
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_MAX_TIME, run).await;
+}
+
+/// Whether the caller wants the connection kept after this request (RFC 9112 §9.3).
+fn keep_alive(head: &RequestHead) -> bool {
+    let mut close = false;
+    let mut keep = false;
+    for v in head.headers.get_all("connection") {
+        for t in v.split(|&b| b == b',') {
+            let t = t.trim_ascii();
+            close |= t.eq_ignore_ascii_case(b"close");
+            keep |= t.eq_ignore_ascii_case(b"keep-alive");
+        }
+    }
+    if head.version == 0 { keep && !close } else { !close }
+}
+
+/// Whether the proxy serves `path` natively (the protocol's endpoints); everything else goes to the HTTP service.
+fn native(path: &str) -> bool {
+    path == "/a2a" || path.starts_with("/a2a/")
+}
+
+async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, stop: CancellationToken) {
+    let limits = ConnLimits::of(&served.gw);
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+    let mut out: Vec<u8> = Vec::with_capacity(4 * 1024);
+    let mut first = true;
+    loop {
+        let head = match read_head(&mut stream, &mut buf, limits, &stop, first).await {
+            HeadRead::Head(h) => h,
+            HeadRead::Closed => return,
+            HeadRead::H2 => {
+                let prefix = buf.split().freeze();
+                serve_h2(stream, prefix, peer, served, stop).await;
+                return;
+            }
+            HeadRead::Refused(e) => {
+                let _ = write_reply(&mut stream, &mut out, Reply::error(&e), 1, false).await;
+                return;
+            }
+        };
+        first = false;
+        let framing = match request_framing(&head.headers, head.version) {
+            Ok(f) => f,
+            Err(e) => {
+                let err = match e {
+                    FramingError::UnsupportedCoding(c) => A2aError::with_message(
+                        ErrorCode::INVALID_REQUEST,
+                        format!("the transfer coding {c:?} is not supported; send the body with Content-Length or chunked"),
+                    ),
+                    FramingError::Invalid(m) => {
+                        A2aError::with_message(ErrorCode::INVALID_REQUEST, format!("the request's framing is invalid: {m}"))
+                    }
+                };
+                let _ = write_reply(&mut stream, &mut out, Reply::error(&err), head.version, false).await;
+                return;
+            }
+        };
+        // `Expect: 100-continue`: the client waits for a go-ahead before its body (or for the refusal of a body
+        // declared over the limit, which is then not read).
+        let expects = head.version == 1
+            && head.headers.get("expect").is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"100-continue"));
+        let mut keep = keep_alive(&head);
+        let body = match framing {
+            Framing::Length(n) if expects && n > limits.max_body as u64 => {
+                keep = false;
+                Err(BodyError::TooLarge { limit: limits.max_body })
+            }
+            Framing::Length(n) if expects && (buf.len() as u64) < n => {
+                if stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
+                    return;
+                }
+                let (b, ok) = read_body(&mut stream, &mut buf, framing, limits).await;
+                keep &= ok;
+                b
+            }
+            Framing::Chunked if expects && buf.is_empty() => {
+                if stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
+                    return;
+                }
+                let (b, ok) = read_body(&mut stream, &mut buf, framing, limits).await;
+                keep &= ok;
+                b
+            }
+            _ => {
+                let (b, ok) = read_body(&mut stream, &mut buf, framing, limits).await;
+                keep &= ok;
+                b
+            }
+        };
+        let version = head.version;
+        let reply = if native(head.path()) {
+            crate::proxy::handle(served.gw.clone(), Incoming { head, body }).await
+        } else {
+            via_http(&served, head, body, peer).await
+        };
+        keep &= !stop.is_cancelled();
+        if !write_reply(&mut stream, &mut out, reply, version, keep).await || !keep {
+            return;
+        }
+    }
+}
+
+/// Serves a request through the gateway's HTTP service (the bridge, admin paths, unknown paths).
+async fn via_http(served: &Served, head: RequestHead, body: Result<Bytes, BodyError>, peer: SocketAddr) -> Reply {
+    // The service reads the body itself and answers a body it cannot read in its own way (the bridge in JSON-RPC):
+    // it is handed what it would have seen. A body over the limit arrives as a declared length over the limit
+    // (read out already); a body that failed as a body whose reading fails.
+    let mut headers = head.headers.to_header_map();
+    let body = match body {
+        Ok(b) => Body::from(b),
+        Err(BodyError::TooLarge { limit }) => {
+            headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(limit as u64 + 1));
+            headers.remove(http::header::TRANSFER_ENCODING);
+            Body::empty()
+        }
+        Err(e) => {
+            let failed = futures_util::stream::once(async move { Err::<Bytes, _>(std::io::Error::other(e.to_string())) });
+            Body::from_stream(failed)
+        }
+    };
+    let mut req = Request::new(body);
+    *req.method_mut() = head.method.clone();
+    match head.target().parse::<http::Uri>() {
+        Ok(u) => *req.uri_mut() = u,
+        Err(_) => {
+            return Reply::error(&A2aError::with_message(ErrorCode::INVALID_REQUEST, "the request target is not a URI"));
+        }
+    }
+    *req.version_mut() = if head.version == 0 { http::Version::HTTP_10 } else { http::Version::HTTP_11 };
+    *req.headers_mut() = headers;
+    req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+    let resp = match served.http.clone().oneshot(req).await {
+        Ok(r) => r,
+        Err(never) => match never {},
+    };
+    Reply::from_response(resp)
+}
+
+/// Serves an HTTP/2 connection (its preface already read) with hyper and the gateway's HTTP service.
+async fn serve_h2(stream: TcpStream, prefix: Bytes, peer: SocketAddr, served: Served, stop: CancellationToken) {
+    let limits = ConnLimits::of(&served.gw);
+    let io = hyper_util::rt::TokioIo::new(a2a_server::serve::Prefixed::new(prefix.to_vec(), stream));
+    let svc = served.http.clone();
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+        req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+        svc.clone().oneshot(req.map(Body::new))
+    });
+    let mut builder = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+    builder.timer(hyper_util::rt::TokioTimer::new()).max_header_list_size(limits.max_head_bytes as u32);
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, %peer, "HTTP/2 connection ended with an error");
+            }
+            return;
+        }
+        () = stop.cancelled() => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
+
+/// Writes `reply`; `false` when the connection cannot be used again (an error, or a body delimited by the close).
+async fn write_reply(stream: &mut TcpStream, out: &mut Vec<u8>, reply: Reply, version: u8, keep: bool) -> bool {
+    out.clear();
+    let status = reply.status;
+    out.extend_from_slice(b"HTTP/1.1 ");
+    write_decimal(out, u64::from(status));
+    out.push(b' ');
+    out.extend_from_slice(
+        http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("Unknown").as_bytes(),
+    );
+    out.extend_from_slice(b"\r\n");
+    for (n, v) in reply.headers.iter() {
+        if super::is_framing_or_hop(n) {
+            continue;
+        }
+        out.extend_from_slice(n);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v);
+        out.extend_from_slice(b"\r\n");
+    }
+    if !reply.headers.contains("date") {
+        out.extend_from_slice(b"date: ");
+        date::write(out);
+        out.extend_from_slice(b"\r\n");
+    }
+    let bodiless = (100..200).contains(&status) || status == 204 || status == 304;
+    let mut body = reply.body;
+    if bodiless {
+        body = ReplyBody::Empty;
+    }
+    // A body in hand goes out with the head in one write.
+    if let ReplyBody::Upstream(u) = &mut body
+        && let Some(b) = u.take_whole()
+    {
+        body = if b.is_empty() { ReplyBody::Empty } else { ReplyBody::Full(b) };
+    }
+    let mut keep = keep;
+    match body {
+        ReplyBody::Empty | ReplyBody::Full(_) => {
+            let data = match body {
+                ReplyBody::Full(b) => b,
+                _ => Bytes::new(),
+            };
+            if !bodiless {
+                super::write_content_length(out, data.len(), false);
+            }
+            if !keep {
+                out.extend_from_slice(b"connection: close\r\n");
+            }
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(&data);
+            stream.write_all(out).await.is_ok() && keep
+        }
+        ReplyBody::Upstream(mut u) => {
+            let length = u.length();
+            let chunked = length.is_none() && version == 1;
+            keep &= length.is_some() || chunked;
+            match length {
+                Some(n) => {
+                    out.extend_from_slice(b"content-length: ");
+                    write_decimal(out, n);
+                    out.extend_from_slice(b"\r\n");
+                }
+                None if chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+                None => {}
+            }
+            if !keep {
+                out.extend_from_slice(b"connection: close\r\n");
+            }
+            out.extend_from_slice(b"\r\n");
+            if stream.write_all(out).await.is_err() {
+                return false;
+            }
+            let mut sent = 0u64;
+            while let Some(d) = u.data().await {
+                let Ok(d) = d else { return false };
+                sent += d.len() as u64;
+                if !write_data(stream, out, &d, chunked).await {
+                    return false;
+                }
+            }
+            if chunked {
+                return stream.write_all(LAST_CHUNK).await.is_ok() && keep;
+            }
+            length.is_none_or(|n| n == sent) && keep
+        }
+        ReplyBody::Stream(b) => {
+            let length = http_body::Body::size_hint(&b).exact();
+            let chunked = length.is_none() && version == 1;
+            keep &= length.is_some() || chunked;
+            match length {
+                Some(n) => {
+                    out.extend_from_slice(b"content-length: ");
+                    write_decimal(out, n);
+                    out.extend_from_slice(b"\r\n");
+                }
+                None if chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+                None => {}
+            }
+            if !keep {
+                out.extend_from_slice(b"connection: close\r\n");
+            }
+            out.extend_from_slice(b"\r\n");
+            if stream.write_all(out).await.is_err() {
+                return false;
+            }
+            let mut b = b;
+            let mut sent = 0u64;
+            while let Some(frame) = b.frame().await {
+                let Ok(frame) = frame else { return false };
+                let Ok(d) = frame.into_data() else { continue };
+                if d.is_empty() {
+                    continue;
+                }
+                sent += d.len() as u64;
+                if !write_data(stream, out, &d, chunked).await {
+                    return false;
+                }
+            }
+            if chunked {
+                return stream.write_all(LAST_CHUNK).await.is_ok() && keep;
+            }
+            length.is_none_or(|n| n == sent) && keep
+        }
+    }
+}
+
+async fn write_data(stream: &mut TcpStream, out: &mut Vec<u8>, d: &[u8], chunked: bool) -> bool {
+    if !chunked {
+        return stream.write_all(d).await.is_ok();
+    }
+    out.clear();
+    encode_chunk(out, d);
+    stream.write_all(out).await.is_ok()
+}
+
+/// Writes `n` in decimal.
+pub(crate) fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&tmp[i..]);
+}
+
+/// The `Date` of answers, formatted once a second per thread.
+mod date {
+    use std::cell::RefCell;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    thread_local! {
+        static CACHED: RefCell<(u64, Vec<u8>)> = const { RefCell::new((0, Vec::new())) };
+    }
+
+    /// Appends the current time as an HTTP date.
+    pub(super) fn write(out: &mut Vec<u8>) {
+        let now = SystemTime::now();
+        let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        CACHED.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.0 != secs || c.1.is_empty() {
+                c.1 = httpdate::fmt_http_date(now).into_bytes();
+                c.0 = secs;
+            }
+            out.extend_from_slice(&c.1);
+        });
+    }
+}
+
+/// A service for [`Served::http`]: the gateway's HTTP service made into a cloneable boxed one.
+pub(crate) fn boxed<S>(s: S) -> crate::HttpService
+where
+    S: Service<Request<Body>, Response = http::Response<Body>, Error = Infallible> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+{
+    tower::util::BoxCloneSyncService::new(s)
+}
