@@ -109,11 +109,15 @@ pub struct Agent {
     pub endpoint: Endpoint,
     /// Its bounded metric label (`agent0`, `agent1`, …).
     pub label: String,
+    /// Its metric handles (label `agent=<label>`).
+    pub metrics: crate::metrics::LabelMetrics,
     /// Whether it is in rotation for new negotiations (configured, or currently in the registry).
     listed: AtomicBool,
     from_config: bool,
     in_flight: AtomicUsize,
     health: Mutex<Health>,
+    /// Its DISCOVER answer while its cache entry is fresh, held here so that a hit reads no cache (most requests).
+    info: Mutex<Option<(Arc<AgentInfo>, Instant)>>,
 }
 
 impl Agent {
@@ -140,7 +144,7 @@ impl Agent {
     /// Marks a request started; the guard marks it finished.
     pub fn start(self: &Arc<Self>, metrics: &Arc<Metrics>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        metrics.in_flight(&self.label, 1);
+        metrics.in_flight_with(&self.metrics, 1);
         InFlight { agent: self.clone(), metrics: metrics.clone() }
     }
 }
@@ -154,13 +158,14 @@ pub struct InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.agent.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.metrics.in_flight(&self.agent.label, -1);
+        self.metrics.in_flight_with(&self.agent.metrics, -1);
     }
 }
 
 #[derive(Clone)]
 enum Cached {
-    Ok(Arc<AgentInfo>),
+    /// The answer, and when its cache entry expires.
+    Ok(Arc<AgentInfo>, Instant),
     Failed(Arc<str>),
 }
 
@@ -172,7 +177,7 @@ struct CacheExpiry {
 impl moka::Expiry<String, Cached> for CacheExpiry {
     fn expire_after_create(&self, _key: &String, value: &Cached, _at: Instant) -> Option<Duration> {
         Some(match value {
-            Cached::Ok(_) => self.ttl,
+            Cached::Ok(..) => self.ttl,
             Cached::Failed(_) => self.negative,
         })
     }
@@ -189,6 +194,7 @@ pub struct Agents {
     metrics: Arc<Metrics>,
     next: AtomicUsize,
     fetch_timeout: Duration,
+    ttl: Duration,
 }
 
 impl Agents {
@@ -217,6 +223,7 @@ impl Agents {
             metrics,
             next: AtomicUsize::new(0),
             fetch_timeout,
+            ttl: Duration::from_millis(cache.ttl_ms),
         }
     }
 
@@ -245,8 +252,11 @@ impl Agents {
             tracing::warn!(endpoint = %endpoint.url, max = self.max, "too many agents; raise limits.max_agents");
             return None;
         }
+        let label = format!("agent{}", map.len());
         let agent = Arc::new(Agent {
-            label: format!("agent{}", map.len()),
+            metrics: crate::metrics::LabelMetrics::new(&label),
+            info: Mutex::new(None),
+            label,
             endpoint,
             listed: AtomicBool::new(listed),
             from_config,
@@ -321,6 +331,15 @@ impl Agents {
     pub async fn info(&self, agent: &Agent) -> Result<Arc<AgentInfo>, Arc<str>> {
         // A hit (every request but the first in five minutes) reads the cache; the miss, with its HTTP exchanges, is
         // boxed so that its state does not weigh on every request's future.
+        {
+            let held = agent.info.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((i, until)) = held.as_ref()
+                && Instant::now() < *until
+            {
+                self.metrics.cache(true);
+                return Ok(i.clone());
+            }
+        }
         let cached = match self.cache.get(&agent.endpoint.url).await {
             Some(hit) => {
                 self.metrics.cache(true);
@@ -329,7 +348,10 @@ impl Agents {
             None => Box::pin(self.info_miss(agent)).await,
         };
         match cached {
-            Cached::Ok(i) => Ok(i),
+            Cached::Ok(i, until) => {
+                *agent.info.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((i.clone(), until));
+                Ok(i)
+            }
             Cached::Failed(e) => Err(e),
         }
     }
@@ -341,7 +363,7 @@ impl Agents {
             .entry(agent.endpoint.url.clone())
             .or_insert_with(async {
                 match self.fetch(&agent.endpoint).await {
-                    Ok(info) => Cached::Ok(Arc::new(info)),
+                    Ok(info) => Cached::Ok(Arc::new(info), Instant::now() + self.ttl),
                     Err(e) => {
                         tracing::warn!(agent = %agent.label, endpoint = %agent.endpoint.url, error = %e,
                             "DISCOVER of the agent failed");
@@ -356,6 +378,7 @@ impl Agents {
 
     /// Drops an agent's cached answer (e.g. after it answered `no_matching_capability`, DISC-4).
     pub async fn forget(&self, agent: &Agent) {
+        *agent.info.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         self.cache.invalidate(&agent.endpoint.url).await;
     }
 

@@ -185,7 +185,7 @@ pub struct LimitsSection {
     pub pool_max_idle_per_agent: usize,
     /// Agents known at most (configuration, registry and routes together).
     pub max_agents: usize,
-    /// Routes (negotiation and execution → agent) kept in memory at most.
+    /// Routes (negotiation, execution and idempotency key → agent) kept in memory at most, of each kind.
     pub max_routes: u64,
     /// How long an execution stays routable after EXECUTE when the agent does not announce its limits, in ms.
     pub execution_route_ttl_ms: u64,

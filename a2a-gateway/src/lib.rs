@@ -63,7 +63,7 @@ use a2a_server::registry::{RedisRegistry, Registry};
 use a2a_server::store::redis::AgentScope;
 use a2a_server::store::{MemoryStore, RedisStore, Store};
 use axum::body::Body;
-use http::{HeaderValue, Request};
+use http::Request;
 
 use crate::agents::{Agents, Endpoint};
 use crate::audit::AuditSinks;
@@ -106,7 +106,8 @@ pub(crate) type HttpService = tower::util::BoxCloneSyncService<Request<Body>, ht
 /// The shared state of the request path.
 pub(crate) struct Inner {
     pub(crate) did: String,
-    pub(crate) did_header: HeaderValue,
+    /// The DID as the bytes of a header value (shared, never copied).
+    pub(crate) did_bytes: bytes::Bytes,
     pub(crate) name: Option<String>,
     pub(crate) agents: Arc<Agents>,
     pub(crate) routes: Arc<dyn Routes>,
@@ -235,7 +236,7 @@ impl Gateway {
         let identity = Identity { did: did.to_string(), key, key_id: cfg.gateway.key_id.clone() };
         let inner = Arc::new(Inner {
             did: did.to_string(),
-            did_header: HeaderValue::from_str(did.as_ref()).map_err(|e| e.to_string())?,
+            did_bytes: bytes::Bytes::from(did.to_string()),
             name: cfg.gateway.name.clone(),
             agents: agents.clone(),
             routes,

@@ -6,6 +6,7 @@
 //! are labelled by the index the gateway gave them (`agent0`, `agent1`, … at most `limits.max_agents`; the mapping to
 //! URLs and DIDs is served at `GET /gateway/agents`) — never a sender, a negotiation or an execution id.
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use a2a_core::error::TABLE;
@@ -42,6 +43,9 @@ pub enum Step {
 }
 
 impl Step {
+    /// How many steps there are.
+    pub const COUNT: usize = 10;
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -82,6 +86,34 @@ struct AgentLabel {
     agent: String,
 }
 
+/// The metrics of one `agent` label value, resolved once: the request path counts with them directly instead of
+/// looking the label set up in its family (hashing and a lock) on every request. Created empty; each handle is
+/// resolved the first time it is used, so that the exposition shows only series that happened.
+#[derive(Debug)]
+pub struct LabelMetrics {
+    label: String,
+    ok: [OnceLock<Counter>; Step::COUNT],
+    latency: [OnceLock<Histogram>; Step::COUNT],
+    in_flight: OnceLock<Gauge<i64, AtomicI64>>,
+}
+
+impl LabelMetrics {
+    /// The handles of `label` (none resolved yet).
+    pub fn new(label: &str) -> Self {
+        LabelMetrics {
+            label: label.to_owned(),
+            ok: std::array::from_fn(|_| OnceLock::new()),
+            latency: std::array::from_fn(|_| OnceLock::new()),
+            in_flight: OnceLock::new(),
+        }
+    }
+
+    /// The label value.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+}
+
 /// Maps an error code onto a bounded label value: the table's code, or `other`.
 pub fn bounded(code: &str) -> &'static str {
     TABLE.iter().find(|e| e.code == code).map_or("other", |e| e.code)
@@ -106,6 +138,8 @@ pub struct Metrics {
     cache_ratio: Gauge<f64, AtomicU64>,
     audit_dropped: Gauge<i64, AtomicI64>,
     upstream_errors: Family<Reason, Counter>,
+    /// The handles of requests answered at the edge (`agent="none"`).
+    none: LabelMetrics,
 }
 
 impl Default for Metrics {
@@ -204,7 +238,43 @@ impl Metrics {
             cache_ratio,
             audit_dropped,
             upstream_errors,
+            none: LabelMetrics::new("none"),
         }
+    }
+
+    /// The handles of requests answered at the edge (`agent="none"`).
+    pub fn none(&self) -> &LabelMetrics {
+        &self.none
+    }
+
+    /// Counts one answered request with the handles of its agent label ([`Metrics::request`] without the lookups for
+    /// the usual outcome).
+    pub fn request_with(&self, handles: &LabelMetrics, step: Step, outcome: &'static str, seconds: f64) {
+        let i = step as usize;
+        if outcome == "ok" {
+            handles.ok[i]
+                .get_or_init(|| {
+                    self.requests
+                        .get_or_create(&Labels { step: step.as_str(), agent: handles.label.clone(), outcome })
+                        .clone()
+                })
+                .inc();
+        } else {
+            self.requests.get_or_create(&Labels { step: step.as_str(), agent: handles.label.clone(), outcome }).inc();
+        }
+        handles.latency[i]
+            .get_or_init(|| {
+                self.latency.get_or_create(&StepAgent { step: step.as_str(), agent: handles.label.clone() }).clone()
+            })
+            .observe(seconds);
+    }
+
+    /// Adds to the requests in flight of the agent with these handles.
+    pub fn in_flight_with(&self, handles: &LabelMetrics, delta: i64) {
+        handles
+            .in_flight
+            .get_or_init(|| self.in_flight.get_or_create(&AgentLabel { agent: handles.label.clone() }).clone())
+            .inc_by(delta);
     }
 
     /// Counts one answered request.

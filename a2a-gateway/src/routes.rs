@@ -7,7 +7,9 @@
 //! the answer is returned, so that the caller's next step may go to any gateway), with a local cache in front:
 //! a route never changes once written, so a cached one is always right until it expires.
 
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use a2a_server::store::{RedisStore, StoreError, now_ms};
@@ -66,38 +68,88 @@ pub trait Routes: Send + Sync + 'static {
     async fn get(&self, kind: Kind, id: &str) -> Result<Option<Route>, StoreError>;
 }
 
-#[derive(Clone)]
-struct Entry {
-    route: Route,
-    until: Instant,
+/// Shards of a [`RouteTable`] (a lock each).
+const SHARDS: usize = 16;
+
+struct Shard {
+    map: HashMap<Arc<str>, (Route, Instant), foldhash::fast::RandomState>,
+    /// Keys in the order they were written, with the expiry they were written with (a key written again has a later
+    /// entry; an entry whose expiry no longer matches the map's is stale and skipped).
+    order: VecDeque<(Arc<str>, Instant)>,
 }
 
-struct EntryExpiry;
+/// Routes of one kind: a map from id to route with an expiry and a bound. A full shard drops its oldest routes
+/// (routes are written once and read soon after, so the oldest written is the least likely to be read again).
+struct RouteTable {
+    shards: Vec<Mutex<Shard>>,
+    hasher: foldhash::fast::RandomState,
+    per_shard: usize,
+}
 
-impl moka::Expiry<(Kind, Box<str>), Entry> for EntryExpiry {
-    fn expire_after_create(&self, _k: &(Kind, Box<str>), v: &Entry, at: Instant) -> Option<Duration> {
-        Some(v.until.saturating_duration_since(at))
+impl RouteTable {
+    fn new(max: u64) -> Self {
+        let hasher = foldhash::fast::RandomState::default();
+        let per_shard = (max as usize).div_ceil(SHARDS).max(1);
+        let shards = (0..SHARDS)
+            .map(|_| {
+                Mutex::new(Shard { map: HashMap::with_hasher(hasher.clone()), order: VecDeque::new() })
+            })
+            .collect();
+        RouteTable { shards, hasher, per_shard }
+    }
+
+    fn shard(&self, id: &str) -> std::sync::MutexGuard<'_, Shard> {
+        let i = (self.hasher.hash_one(id) % SHARDS as u64) as usize;
+        self.shards[i].lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn put(&self, id: &str, route: Route, until: Instant) {
+        let mut s = self.shard(id);
+        let now = Instant::now();
+        // Expired and stale entries at the front go first; then the oldest while the shard is full.
+        while let Some((k, t)) = s.order.front() {
+            let live = s.map.get(k).is_some_and(|(_, u)| u == t);
+            if live && *t > now && s.map.len() < self.per_shard {
+                break;
+            }
+            let (k, t) = s.order.pop_front().unwrap_or_else(|| unreachable!());
+            if s.map.get(&k).is_some_and(|(_, u)| *u == t) {
+                s.map.remove(&k);
+            }
+        }
+        let key: Arc<str> = id.into();
+        s.map.insert(key.clone(), (route, until));
+        s.order.push_back((key, until));
+        // Ids written again leave stale entries behind a live front: drop them before the queue outgrows the map.
+        if s.order.len() > 2 * self.per_shard {
+            let Shard { map, order } = &mut *s;
+            order.retain(|(k, t)| map.get(k).is_some_and(|(_, u)| u == t));
+        }
+    }
+
+    fn get(&self, id: &str, now: Instant) -> Option<Route> {
+        let s = self.shard(id);
+        s.map.get(id).filter(|(_, until)| *until > now).map(|(r, _)| r.clone())
     }
 }
 
-/// Routes held in this process, at most `max` (least recently used dropped first).
+/// Routes held in this process, at most `max` of each kind (the oldest dropped first).
 pub struct MemoryRoutes {
-    cache: moka::sync::Cache<(Kind, Box<str>), Entry>,
+    tables: [RouteTable; 3],
 }
 
 impl MemoryRoutes {
-    /// A store holding at most `max` routes.
+    /// A store holding at most `max` routes of each kind.
     pub fn new(max: u64) -> Self {
-        MemoryRoutes { cache: moka::sync::Cache::builder().max_capacity(max).expire_after(EntryExpiry).build() }
+        MemoryRoutes { tables: [RouteTable::new(max), RouteTable::new(max), RouteTable::new(max)] }
     }
 
     fn put_local(&self, kind: Kind, id: &str, route: Route, ttl: Duration) {
-        self.cache.insert((kind, id.into()), Entry { route, until: Instant::now() + ttl });
+        self.tables[kind as usize].put(id, route, Instant::now() + ttl);
     }
 
     fn get_local(&self, kind: Kind, id: &str) -> Option<Route> {
-        let e = self.cache.get(&(kind, id.into()))?;
-        (e.until > Instant::now()).then_some(e.route)
+        self.tables[kind as usize].get(id, Instant::now())
     }
 }
 
@@ -180,5 +232,24 @@ mod tests {
         assert_eq!(m.get(Kind::Execution, "n1").await.expect("get"), None);
         tokio::time::sleep(Duration::from_millis(60)).await;
         assert_eq!(m.get(Kind::Negotiation, "n1").await.expect("get"), None);
+    }
+
+    #[test]
+    fn a_full_table_drops_its_oldest_routes_and_keeps_its_bound() {
+        let t = RouteTable::new(SHARDS as u64 * 4);
+        let r = |i: usize| Route { agent: format!("a{i}").into(), capability: "c".into() };
+        let until = Instant::now() + Duration::from_secs(60);
+        for i in 0..1000 {
+            t.put(&format!("id{i}"), r(i), until);
+        }
+        let held: usize = t.shards.iter().map(|s| s.lock().expect("shard").map.len()).sum();
+        assert!(held <= SHARDS * 4, "{held} routes held");
+        assert_eq!(t.get("id999", Instant::now()), Some(r(999)), "the newest is kept");
+        assert_eq!(t.get("id0", Instant::now()), None, "the oldest is dropped");
+        // Written again: the new route, and the queue's old entry for it is not mistaken for it.
+        t.put("id999", r(5), until);
+        assert_eq!(t.get("id999", Instant::now()), Some(r(5)));
+        let queued: usize = t.shards.iter().map(|s| s.lock().expect("shard").order.len()).sum();
+        assert!(queued <= SHARDS * 4 + 1, "{queued} queued");
     }
 }

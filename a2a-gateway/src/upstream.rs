@@ -350,9 +350,9 @@ async fn read_answer(mut conn: Conn, pool: Arc<Pool>, authority: &str) -> Result
                 Err(e) => return Err(UpstreamError::Protocol(format!("reading the answer: {e}"))),
             }
         };
-        let (status, version, offsets, len) = parsed;
-        let head_bytes = conn.buf.split_to(len).freeze();
-        let head = ResponseHead::bind(status, version, offsets, head_bytes);
+        let len = parsed.len;
+        let head = parsed.bind(conn.buf.split_to(len).freeze());
+        let (status, version) = (head.status, head.version);
         if (100..200).contains(&status) && status != 101 {
             continue;
         }

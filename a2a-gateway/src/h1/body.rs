@@ -237,7 +237,7 @@ mod tests {
     fn headers(raw: &str) -> Headers {
         let text = format!("GET / HTTP/1.1\r\n{raw}\r\n");
         let p = super::super::head::parse_request(text.as_bytes(), 64).expect("valid").expect("complete");
-        p.bind(Bytes::copy_from_slice(text.as_bytes())).headers
+        p.bind(Bytes::copy_from_slice(text.as_bytes())).expect("a path").headers
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! `HeaderName` and no copy of a name or value. Lookups compare names case-insensitively against the lowercase names
 //! the gateway reads; edits (remove, insert) change the list, and writing the head copies the fields out as bytes.
 
+use std::mem::MaybeUninit;
+
 use bytes::{BufMut, Bytes};
+use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
 /// Bytes of a field: a range of the head it was received in, or bytes of its own (a value the gateway set).
@@ -12,15 +15,49 @@ enum Part {
     Own(Bytes),
 }
 
+/// One field: a key of its name (for lookups), the name and the value.
+#[derive(Clone, Debug)]
+struct Field {
+    key: u64,
+    name: Part,
+    value: Part,
+}
+
+/// A lookup key of a field name: its length and its first seven bytes in lower case. Two names with different keys
+/// differ; names with equal keys are compared in full only when longer than seven bytes.
+#[inline]
+fn name_key(name: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = name.len().min(7);
+    b[..n].copy_from_slice(&name[..n]);
+    let x = u64::from_le_bytes(b);
+    // ASCII upper case to lower case in all bytes at once: a byte in 'A'..='Z' gets 0x20.
+    let low7 = x & 0x7f7f_7f7f_7f7f_7f7f;
+    let at_least_a = low7 + 0x3f3f_3f3f_3f3f_3f3f;
+    let above_z = low7 + 0x2525_2525_2525_2525;
+    let upper = at_least_a & !above_z & !x & 0x8080_8080_8080_8080;
+    (x | (upper >> 2)) | ((name.len() as u64 & 0xff) << 56)
+}
+
+/// The bit of a key in a set of keys seen ([`Headers`]'s `seen`).
+#[inline]
+fn key_bit(key: u64) -> u64 {
+    1 << (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
+}
+
 /// The header fields of one message, in order. Names are matched case-insensitively; the first field of a name is
 /// the one [`Headers::get`] returns, as `HeaderMap::get` does.
 #[derive(Clone, Debug, Default)]
 pub struct Headers {
     head: Bytes,
-    fields: Vec<(Part, Part)>,
+    fields: Vec<Field>,
+    /// A bit per name key ever held ([`key_bit`]): a name whose bit is clear is certainly absent, so that most
+    /// lookups of absent fields (the usual case) return at once. Bits are not cleared when fields are removed.
+    seen: u64,
 }
 
 /// A value as the protocol reads it: visible ASCII (and tab) only, else `None` (as `HeaderValue::to_str`).
+#[inline]
 pub fn visible_ascii(v: &[u8]) -> Option<&str> {
     if v.iter().all(|&b| b == b'\t' || (32..127).contains(&b)) { std::str::from_utf8(v).ok() } else { None }
 }
@@ -31,6 +68,7 @@ impl Headers {
         Headers::default()
     }
 
+    #[inline]
     fn bytes<'a>(&'a self, p: &'a Part) -> &'a [u8] {
         match p {
             Part::Head(s, e) => &self.head[*s as usize..*e as usize],
@@ -40,7 +78,13 @@ impl Headers {
 
     /// The fields, in order: (name as received, value).
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.fields.iter().map(|(n, v)| (self.bytes(n), self.bytes(v)))
+        self.fields.iter().map(|f| (self.bytes(&f.name), self.bytes(&f.value)))
+    }
+
+    #[inline]
+    fn is(&self, f: &Field, key: u64, name: &str) -> bool {
+        // A name over 255 bytes has the length of another in its key: compared in full too.
+        f.key == key && ((name.len() <= 7) || self.bytes(&f.name).eq_ignore_ascii_case(name.as_bytes()))
     }
 
     /// How many fields.
@@ -54,40 +98,61 @@ impl Headers {
     }
 
     /// The value of the first field named `name` (lowercase).
+    #[inline]
     pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.fields.iter().find(|(n, _)| self.bytes(n).eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| self.bytes(v))
+        let key = name_key(name.as_bytes());
+        if self.seen & key_bit(key) == 0 {
+            return None;
+        }
+        self.fields.iter().find(|f| self.is(f, key, name)).map(|f| self.bytes(&f.value))
     }
 
     /// [`Headers::get`] as text: `Some(Err(()))` when the value is not visible ASCII.
+    #[inline]
     pub fn get_str(&self, name: &str) -> Option<Result<&str, ()>> {
         self.get(name).map(|v| visible_ascii(v).ok_or(()))
     }
 
     /// Whether a field named `name` (lowercase) is present.
+    #[inline]
     pub fn contains(&self, name: &str) -> bool {
         self.get(name).is_some()
     }
 
     /// Every value of `name` (lowercase), in order.
     pub fn get_all<'a, 'n>(&'a self, name: &'n str) -> impl Iterator<Item = &'a [u8]> + use<'a, 'n> {
-        self.fields
-            .iter()
-            .filter(move |(n, _)| self.bytes(n).eq_ignore_ascii_case(name.as_bytes()))
-            .map(|(_, v)| self.bytes(v))
+        let key = name_key(name.as_bytes());
+        let fields = if self.seen & key_bit(key) == 0 { &self.fields[..0] } else { &self.fields[..] };
+        fields.iter().filter(move |f| self.is(f, key, name)).map(|f| self.bytes(&f.value))
     }
 
     /// Removes every field named `name` (lowercase); whether there was one.
     pub fn remove(&mut self, name: &str) -> bool {
+        let key = name_key(name.as_bytes());
+        if self.seen & key_bit(key) == 0 || !self.fields.iter().any(|f| f.key == key) {
+            return false;
+        }
         let before = self.fields.len();
         let head = &self.head;
-        self.fields.retain(|(n, _)| {
-            let n = match n {
+        self.fields.retain(|f| {
+            let n = match &f.name {
                 Part::Head(s, e) => &head[*s as usize..*e as usize],
                 Part::Own(b) => b,
             };
             !n.eq_ignore_ascii_case(name.as_bytes())
         });
         self.fields.len() != before
+    }
+
+    /// Keeps the fields whose name `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
+        let head = &self.head;
+        self.fields.retain(|f| {
+            keep(match &f.name {
+                Part::Head(s, e) => &head[*s as usize..*e as usize],
+                Part::Own(b) => b,
+            })
+        });
     }
 
     /// Removes every field named `name` and returns the first value, owned.
@@ -99,18 +164,43 @@ impl Headers {
 
     /// Adds a field after the others (`name` as it should be written).
     pub fn append(&mut self, name: &'static str, value: Bytes) {
-        self.fields.push((Part::Own(Bytes::from_static(name.as_bytes())), Part::Own(value)));
+        let key = name_key(name.as_bytes());
+        self.seen |= key_bit(key);
+        self.fields.push(Field { key, name: Part::Own(Bytes::from_static(name.as_bytes())), value: Part::Own(value) });
     }
 
     /// Adds a field whose name is not a constant.
     pub fn append_owned(&mut self, name: &str, value: Bytes) {
-        self.fields.push((Part::Own(Bytes::copy_from_slice(name.as_bytes())), Part::Own(value)));
+        let key = name_key(name.as_bytes());
+        self.seen |= key_bit(key);
+        let name = Part::Own(Bytes::copy_from_slice(name.as_bytes()));
+        self.fields.push(Field { key, name, value: Part::Own(value) });
     }
 
-    /// Sets `name` to `value`: the fields of that name are removed, one is added.
+    /// Sets `name` to `value`: the first field of that name gets it (in its place), any other is removed; without
+    /// one, a field is added.
     pub fn insert(&mut self, name: &'static str, value: Bytes) {
-        self.remove(name);
-        self.append(name, value);
+        let key = name_key(name.as_bytes());
+        let found =
+            if self.seen & key_bit(key) != 0 { self.fields.iter().position(|f| self.is(f, key, name)) } else { None };
+        let Some(i) = found else {
+            self.append(name, value);
+            return;
+        };
+        self.fields[i].value = Part::Own(value);
+        if self.fields[i + 1..].iter().any(|f| self.is(f, key, name)) {
+            let head = &self.head;
+            let mut seen = 0usize;
+            self.fields.retain(|f| {
+                let n = match &f.name {
+                    Part::Head(s, e) => &head[*s as usize..*e as usize],
+                    Part::Own(b) => b,
+                };
+                let same = f.key == key && n.eq_ignore_ascii_case(name.as_bytes());
+                seen += usize::from(same);
+                !same || seen == 1
+            });
+        }
     }
 
     /// Sets `name` to a value the gateway holds as a `HeaderValue`.
@@ -120,10 +210,13 @@ impl Headers {
 
     /// Renames every field `from` (lowercase) to `to`, keeping its value and place.
     pub fn rename(&mut self, from: &str, to: &str) {
+        let (from_key, to_key) = (name_key(from.as_bytes()), name_key(to.as_bytes()));
         let to = Bytes::copy_from_slice(to.as_bytes());
         for i in 0..self.fields.len() {
-            if self.bytes(&self.fields[i].0).eq_ignore_ascii_case(from.as_bytes()) {
-                self.fields[i].0 = Part::Own(to.clone());
+            if self.is(&self.fields[i], from_key, from) {
+                self.fields[i].name = Part::Own(to.clone());
+                self.fields[i].key = to_key;
+                self.seen |= key_bit(to_key);
             }
         }
     }
@@ -152,11 +245,11 @@ impl Headers {
 
     /// The fields of a `HeaderMap` (the HTTP/2 path and the gateway's own answers).
     pub fn from_header_map(map: &HeaderMap) -> Headers {
-        let mut fields = Vec::with_capacity(map.len());
+        let mut h = Headers { head: Bytes::new(), fields: Vec::with_capacity(map.len()), seen: 0 };
         for (n, v) in map {
-            fields.push((Part::Own(Bytes::copy_from_slice(n.as_str().as_bytes())), Part::Own(Bytes::copy_from_slice(v.as_bytes()))));
+            h.append_owned(n.as_str(), Bytes::copy_from_slice(v.as_bytes()));
         }
-        Headers { head: Bytes::new(), fields }
+        h
     }
 
     /// The fields as a `HeaderMap`; fields whose name or value HTTP does not allow are left out.
@@ -224,7 +317,7 @@ pub enum HeadError {
 pub struct RequestHead {
     /// The method.
     pub method: Method,
-    target: (u32, u32),
+    target: PathAndQuery,
     /// `1` for HTTP/1.1, `0` for HTTP/1.0.
     pub version: u8,
     /// The fields.
@@ -234,24 +327,22 @@ pub struct RequestHead {
 impl RequestHead {
     /// The request target as received (origin form: path and query).
     pub fn target(&self) -> &str {
-        // Checked to be visible ASCII when parsed.
-        std::str::from_utf8(&self.headers.head[self.target.0 as usize..self.target.1 as usize]).unwrap_or("")
+        self.target.as_str()
     }
 
     /// The path of the target (without the query).
     pub fn path(&self) -> &str {
-        let t = self.target();
-        t.split_once('?').map_or(t, |(p, _)| p)
+        self.target.path()
+    }
+
+    /// The target as a `PathAndQuery`.
+    pub fn path_and_query(&self) -> &PathAndQuery {
+        &self.target
     }
 
     /// A request built by the gateway (the HTTP/2 path).
-    pub fn new(method: Method, target: &str, headers: Headers) -> RequestHead {
-        let mut headers = headers;
-        // The target is kept in the head buffer, after the fields' own bytes (none: they are owned).
-        debug_assert!(headers.head.is_empty());
-        let len = target.len() as u32;
-        headers.head = Bytes::copy_from_slice(target.as_bytes());
-        RequestHead { method, target: (0, len), version: 1, headers }
+    pub fn new(method: Method, target: PathAndQuery, headers: Headers) -> RequestHead {
+        RequestHead { method, target, version: 1, headers }
     }
 }
 
@@ -271,14 +362,17 @@ fn offsets(base: &[u8], part: &[u8]) -> (u32, u32) {
     (s as u32, (s + part.len()) as u32)
 }
 
-fn fields(base: &[u8], parsed: &[httparse::Header<'_>]) -> Vec<(Part, Part)> {
+fn fields(base: &[u8], parsed: &[httparse::Header<'_>]) -> (Vec<Field>, u64) {
     let mut out = Vec::with_capacity(parsed.len() + 4);
+    let mut seen = 0;
     for h in parsed {
         let (ns, ne) = offsets(base, h.name.as_bytes());
         let (vs, ve) = offsets(base, h.value);
-        out.push((Part::Head(ns, ne), Part::Head(vs, ve)));
+        let key = name_key(h.name.as_bytes());
+        seen |= key_bit(key);
+        out.push(Field { key, name: Part::Head(ns, ne), value: Part::Head(vs, ve) });
     }
-    out
+    (out, seen)
 }
 
 /// Most fields a head may have before parsing stops (the configured limits are checked after parsing, with a clear
@@ -290,30 +384,34 @@ pub struct ParsedRequest {
     method: Method,
     target: (u32, u32),
     version: u8,
-    fields: Vec<(Part, Part)>,
+    fields: (Vec<Field>, u64),
     /// Length of the head in bytes (up to and including the empty line).
     pub len: usize,
 }
 
 impl ParsedRequest {
-    /// Binds the offsets to `head` (the first `len` bytes of the buffer parsed).
-    pub fn bind(self, head: Bytes) -> RequestHead {
-        RequestHead {
+    /// Binds the offsets to `head` (the first `len` bytes of the buffer parsed). `Err` when the target is not a
+    /// valid path and query.
+    pub fn bind(self, head: Bytes) -> Result<RequestHead, HeadError> {
+        let target = PathAndQuery::from_maybe_shared(head.slice(self.target.0 as usize..self.target.1 as usize))
+            .map_err(|e| HeadError::Malformed(format!("the request target: {e}")))?;
+        Ok(RequestHead {
             method: self.method,
-            target: self.target,
+            target,
             version: self.version,
-            headers: Headers { head, fields: self.fields },
-        }
+            headers: Headers { head, fields: self.fields.0, seen: self.fields.1 },
+        })
     }
 }
 
 /// Parses a request head at the start of `buf`: `Ok(None)` when it is not complete yet. Empty lines before the
 /// request line are skipped, as RFC 9112 §2.2 allows.
 pub fn parse_request(buf: &[u8], max_fields: usize) -> Result<Option<ParsedRequest>, HeadError> {
-    let mut hs = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    // Uninitialised slots: zeroing 256 of them would cost more than parsing a head.
+    let mut hs = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
     let hs = &mut hs[..max_fields.clamp(1, MAX_FIELDS)];
-    let mut req = httparse::Request::new(hs);
-    match req.parse(buf) {
+    let mut req = httparse::Request::new(&mut []);
+    match req.parse_with_uninit_headers(buf, hs) {
         Ok(httparse::Status::Complete(len)) => {
             let method = Method::from_bytes(req.method.unwrap_or("").as_bytes())
                 .map_err(|_| HeadError::Malformed("invalid method".into()))?;
@@ -340,18 +438,17 @@ pub fn parse_request(buf: &[u8], max_fields: usize) -> Result<Option<ParsedReque
 }
 
 /// Parses an answer's head at the start of `buf`: `Ok(None)` when not complete yet; the length of the head with it.
-pub fn parse_response(buf: &[u8]) -> Result<Option<(u16, u8, Vec<(u32, u32, u32, u32)>, usize)>, HeadError> {
-    let mut hs = [httparse::EMPTY_HEADER; MAX_FIELDS];
-    let mut resp = httparse::Response::new(&mut hs);
-    match resp.parse(buf) {
+pub fn parse_response(buf: &[u8]) -> Result<Option<ParsedResponse>, HeadError> {
+    let mut hs = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
+    let mut resp = httparse::Response::new(&mut []);
+    match httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut resp, buf, &mut hs) {
         Ok(httparse::Status::Complete(len)) => {
-            let mut out = Vec::with_capacity(resp.headers.len());
-            for h in resp.headers.iter() {
-                let (ns, ne) = offsets(buf, h.name.as_bytes());
-                let (vs, ve) = offsets(buf, h.value);
-                out.push((ns, ne, vs, ve));
-            }
-            Ok(Some((resp.code.unwrap_or(0), resp.version.unwrap_or(1), out, len)))
+            Ok(Some(ParsedResponse {
+                status: resp.code.unwrap_or(0),
+                version: resp.version.unwrap_or(1),
+                fields: fields(buf, resp.headers),
+                len,
+            }))
         }
         Ok(httparse::Status::Partial) => Ok(None),
         Err(httparse::Error::TooManyHeaders) => Err(HeadError::TooManyHeaders),
@@ -359,11 +456,21 @@ pub fn parse_response(buf: &[u8]) -> Result<Option<(u16, u8, Vec<(u32, u32, u32,
     }
 }
 
-impl ResponseHead {
-    /// Binds offsets from [`parse_response`] to `head`.
-    pub fn bind(status: u16, version: u8, offsets: Vec<(u32, u32, u32, u32)>, head: Bytes) -> ResponseHead {
-        let fields = offsets.into_iter().map(|(ns, ne, vs, ve)| (Part::Head(ns, ne), Part::Head(vs, ve))).collect();
-        ResponseHead { status, version, headers: Headers { head, fields } }
+/// What a complete answer head was parsed into (see [`ParsedRequest`]).
+pub struct ParsedResponse {
+    /// The status code.
+    pub status: u16,
+    version: u8,
+    fields: (Vec<Field>, u64),
+    /// Length of the head in bytes.
+    pub len: usize,
+}
+
+impl ParsedResponse {
+    /// Binds the offsets to `head` (the first `len` bytes of the buffer parsed).
+    pub fn bind(self, head: Bytes) -> ResponseHead {
+        let headers = Headers { head, fields: self.fields.0, seen: self.fields.1 };
+        ResponseHead { status: self.status, version: self.version, headers }
     }
 }
 
@@ -377,7 +484,7 @@ mod tests {
         let p = parse_request(raw, 64).expect("valid").expect("complete");
         assert_eq!(&raw[p.len..], b"{}");
         let len = p.len;
-        let mut head = p.bind(Bytes::copy_from_slice(&raw[..len]));
+        let mut head = p.bind(Bytes::copy_from_slice(&raw[..len])).expect("a path");
         assert_eq!(head.method, Method::POST);
         assert_eq!(head.target(), "/a2a/confirm?x=1");
         assert_eq!(head.path(), "/a2a/confirm");
@@ -391,7 +498,7 @@ mod tests {
         h.rename("host", "x-host");
         let mut out = Vec::new();
         h.write(&mut out);
-        assert_eq!(out, b"x-host: gw\r\na2a-sender-id: did:web:gw.example\r\n");
+        assert_eq!(out, b"x-host: gw\r\nA2A-Sender-ID: did:web:gw.example\r\n", "a set field keeps its place");
         assert_eq!(h.to_header_map().len(), 2);
     }
 
@@ -403,15 +510,28 @@ mod tests {
         assert!(matches!(parse_request(b"GET / HTTP/1.1\r\na: 1\r\nb: 2\r\n\r\n", 1), Err(HeadError::TooManyHeaders)));
         let v = b"GET / HTTP/1.1\r\nx: caf\xc3\xa9\r\n\r\n";
         let p = parse_request(v, 8).expect("obs-text is allowed").expect("complete");
-        let head = p.bind(Bytes::copy_from_slice(v));
+        let head = p.bind(Bytes::copy_from_slice(v)).expect("a path");
         assert_eq!(head.headers.get_str("x"), Some(Err(())));
+    }
+
+    #[test]
+    fn name_keys_ignore_case_and_tell_lengths_apart() {
+        assert_eq!(name_key(b"Content-Length"), name_key(b"content-length"));
+        assert_eq!(name_key(b"A2A-SENDER-ID"), name_key(b"a2a-sender-id"));
+        assert_ne!(name_key(b"host"), name_key(b"hosts"));
+        assert_ne!(name_key(b"a@z["), name_key(b"a`z{"));
+        for b in 0u8..=255 {
+            let k = name_key(&[b]);
+            assert_eq!(k & 0xff, u64::from(b.to_ascii_lowercase()), "byte {b}");
+        }
     }
 
     #[test]
     fn answers_are_parsed() {
         let raw = b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\nA2A-Execution-ID: e1\r\n\r\n{}";
-        let (status, version, offs, len) = parse_response(raw).expect("valid").expect("complete");
-        let head = ResponseHead::bind(status, version, offs, Bytes::copy_from_slice(&raw[..len]));
+        let p = parse_response(raw).expect("valid").expect("complete");
+        let len = p.len;
+        let head = p.bind(Bytes::copy_from_slice(&raw[..len]));
         assert_eq!(head.status, 201);
         assert_eq!(head.headers.get("a2a-execution-id"), Some(&b"e1"[..]));
         assert_eq!(head.headers.get("content-length"), Some(&b"2"[..]));

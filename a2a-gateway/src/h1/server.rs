@@ -205,7 +205,14 @@ async fn read_head(
                             return HeadRead::Refused(too_large_head(limits));
                         }
                         let len = p.len;
-                        return HeadRead::Head(p.bind(buf.split_to(len).freeze()));
+                        return match p.bind(buf.split_to(len).freeze()) {
+                            Ok(h) => HeadRead::Head(h),
+                            Err(HeadError::Malformed(m)) => HeadRead::Refused(A2aError::with_message(
+                                ErrorCode::INVALID_REQUEST,
+                                format!("the request is not HTTP/1.1: {m}"),
+                            )),
+                            Err(HeadError::TooManyHeaders) => HeadRead::Refused(too_large_head(limits)),
+                        };
                     }
                     Ok(None) if buf.len() > limits.max_head_bytes => {
                         return HeadRead::Refused(too_large_head(limits));
@@ -473,12 +480,7 @@ async fn via_http(served: &Served, head: RequestHead, body: Result<Bytes, BodyEr
     };
     let mut req = Request::new(body);
     *req.method_mut() = head.method.clone();
-    match head.target().parse::<http::Uri>() {
-        Ok(u) => *req.uri_mut() = u,
-        Err(_) => {
-            return Reply::error(&A2aError::with_message(ErrorCode::INVALID_REQUEST, "the request target is not a URI"));
-        }
-    }
+    *req.uri_mut() = http::Uri::from(head.path_and_query().clone());
     *req.version_mut() = if head.version == 0 { http::Version::HTTP_10 } else { http::Version::HTTP_11 };
     *req.headers_mut() = headers;
     req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
