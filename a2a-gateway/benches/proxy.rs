@@ -115,20 +115,30 @@ fn arg(name: &str, default: u64) -> u64 {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// CPU time in ns of the threads of process `pid` named `name` (all its threads when `None`), from
-/// `/proc/<pid>/task/<tid>/schedstat` (time on CPU, ns).
-fn cpu_ns(pid: u32, name: Option<&str>) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+/// CPU time in ns of the threads of process `pid` named `name` (all its threads when `None`): on CPU in all, from
+/// `/proc/<pid>/task/<tid>/schedstat`, and in the kernel, from `stat`'s `stime` (clock ticks, 100 per second).
+fn cpu_ns(pid: u32, name: Option<&str>) -> (u64, u64) {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return (0, 0) };
     tasks
         .filter_map(Result::ok)
         .filter(|t| name.is_none_or(|n| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == n)))
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
+        .map(|t| {
+            let total = std::fs::read_to_string(t.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            // Fields after the `(comm)`: state is the first, stime the 13th.
+            let sys = std::fs::read_to_string(t.path().join("stat"))
+                .ok()
+                .and_then(|st| st.rsplit_once(')')?.1.split_whitespace().nth(12)?.parse::<u64>().ok())
+                .unwrap_or(0);
+            (total, sys * 10_000_000)
+        })
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
 }
 
-/// CPU time in ns of the nginx master `pid` and its worker processes.
-fn nginx_cpu_ns(master: u32) -> u64 {
+/// CPU time in ns (all, kernel) of the nginx master `pid` and its worker processes.
+fn nginx_cpu_ns(master: u32) -> (u64, u64) {
     let children: Vec<u32> = std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -142,7 +152,7 @@ fn nginx_cpu_ns(master: u32) -> u64 {
             })
         })
         .collect();
-    cpu_ns(master, None) + children.iter().map(|c| cpu_ns(*c, None)).sum::<u64>()
+    children.iter().map(|c| cpu_ns(*c, None)).fold(cpu_ns(master, None), |a, b| (a.0 + b.0, a.1 + b.1))
 }
 
 fn pct(sorted: &[Duration], p: f64) -> f64 {
@@ -399,13 +409,13 @@ fn main() {
         "iterations {iterations}, concurrency {concurrency}, {seconds} s; one iteration = EXECUTE + CONFIRM + RESULT"
     );
     println!(
-        "{:<16} {:>10} {:>10} {:>10} {:>10} {:>14} {:>16}",
-        "path", "p50 us", "p90 us", "p95 us", "p99 us", "iterations/s", "proxy CPU us/req"
+        "{:<16} {:>10} {:>10} {:>10} {:>10} {:>14} {:>22}",
+        "path", "p50 us", "p90 us", "p95 us", "p99 us", "iterations/s", "proxy CPU us/req (of which kernel)"
     );
     // The CPU the proxy of a path spends during its throughput phase, per HTTP request (3 per iteration).
     let me = std::process::id();
     let nginx_pid = nginx.id();
-    let proxy_cpu = move |name: &str| -> Option<u64> {
+    let proxy_cpu = move |name: &str| -> Option<(u64, u64)> {
         match name {
             "nginx" => Some(nginx_cpu_ns(nginx_pid)),
             "gateway" | "gateway_signed" | "tokio_floor" | "hyper_floor" => Some(cpu_ns(me, Some("gateway"))),
@@ -451,9 +461,10 @@ fn main() {
             for task in tasks {
                 total += task.await.expect("task");
             }
-            let cpu = proxy_cpu(name)
-                .zip(cpu_before)
-                .map(|(after, before)| (after - before) as f64 / 1e3 / (3 * total) as f64);
+            let cpu = proxy_cpu(name).zip(cpu_before).map(|(after, before)| {
+                let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / 1e3 / (3 * total) as f64;
+                (per(after.0, before.0), per(after.1, before.1))
+            });
             (
                 pct(&lat, 0.5),
                 pct(&lat, 0.9),
@@ -463,9 +474,9 @@ fn main() {
                 cpu,
             )
         });
-        let cpu_text = cpu.map_or_else(|| "-".to_owned(), |c| format!("{c:.1}"));
-        println!("{name:<16} {p50:>10.0} {p90:>10.0} {p95:>10.0} {p99:>10.0} {rate:>14.0} {cpu_text:>16}");
-        rows.push((*name, p50, rate, cpu));
+        let cpu_text = cpu.map_or_else(|| "-".to_owned(), |(c, k)| format!("{c:.1} ({k:.1} sys)"));
+        println!("{name:<16} {p50:>10.0} {p90:>10.0} {p95:>10.0} {p99:>10.0} {rate:>14.0} {cpu_text:>22}");
+        rows.push((*name, p50, rate, cpu.map(|c| c.0)));
     }
     let get = |n: &str| rows.iter().find(|r| r.0 == n).map_or((0.0, 0.0), |r| (r.1, r.2));
     let cpu_of = |n: &str| rows.iter().find(|r| r.0 == n).and_then(|r| r.3).unwrap_or(0.0);
