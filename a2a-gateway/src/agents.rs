@@ -24,6 +24,8 @@ pub struct Endpoint {
     /// The normalised URL, ending in `/a2a`.
     pub url: String,
     origin: String,
+    /// `host:port`, shared with the connections to it.
+    authority: Arc<str>,
     /// The path before `/a2a` (empty when the agent serves at the root).
     pub prefix: String,
 }
@@ -49,7 +51,7 @@ impl Endpoint {
         let path = uri.path().trim_end_matches('/');
         let prefix = path.strip_suffix("/a2a").unwrap_or(path).to_owned();
         let origin = format!("http://{authority}");
-        Ok(Endpoint { url: format!("{origin}{prefix}/a2a"), origin, prefix })
+        Ok(Endpoint { url: format!("{origin}{prefix}/a2a"), authority: authority.as_str().into(), origin, prefix })
     }
 
     /// The URI of `path_and_query` (which starts with `/a2a`) at this agent.
@@ -62,13 +64,16 @@ impl Endpoint {
     }
 
     /// `host:port` of the agent, as written in `Host` and used to connect.
-    pub fn authority(&self) -> &str {
-        self.origin.strip_prefix("http://").unwrap_or(&self.origin)
+    pub fn authority(&self) -> &Arc<str> {
+        &self.authority
     }
 
     /// The request target the agent sees for `path_and_query` (for signatures, `htu`).
-    pub fn target(&self, path_and_query: &str) -> String {
-        format!("{}{path_and_query}", self.prefix)
+    pub fn target<'a>(&self, path_and_query: &'a str) -> std::borrow::Cow<'a, str> {
+        if self.prefix.is_empty() {
+            return std::borrow::Cow::Borrowed(path_and_query);
+        }
+        std::borrow::Cow::Owned(format!("{}{path_and_query}", self.prefix))
     }
 }
 

@@ -49,7 +49,7 @@ struct Ctx {
     step: Option<Step>,
     sender: Option<String>,
     verified: bool,
-    capability: Option<String>,
+    capability: Option<Arc<str>>,
     negotiation_id: Option<String>,
     execution_id: Option<String>,
     agent: Option<Arc<Agent>>,
@@ -309,7 +309,7 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
         audit.record(AuditRecord {
             time_ms: a2a_server::store::now_ms(),
             sender_id: ctx.sender.unwrap_or_default(),
-            capability: ctx.capability,
+            capability: ctx.capability.map(|c| c.to_string()),
             negotiation_id: ctx.negotiation_id,
             execution_id: ctx.execution_id,
             agent: ctx.agent.filter(|_| ctx.forwarded).map(|a| a.endpoint.url.clone()).unwrap_or_default(),
@@ -413,7 +413,7 @@ async fn process(
     match step {
         Step::Negotiate => {
             let cap = parse_json::<NegotiateRequest>(&body)?.target_capability;
-            ctx.capability = Some(cap.clone());
+            ctx.capability = Some(cap.as_str().into());
             candidates = gw.agents.offering(&cap).await;
             if candidates.is_empty() {
                 let options = crate::discover::fallback_options(&gw.agents, gw.registry.as_ref(), &cap, None).await;
@@ -467,12 +467,12 @@ async fn process(
         }
         Step::Fallback => {
             let req: FallbackRequest = parse_json(&body)?;
-            ctx.capability = Some(req.target_capability.clone());
+            ctx.capability = Some(req.target_capability.as_str().into());
         }
         _ => {}
     }
     if let Some((_, r)) = &routed {
-        ctx.capability = Some(r.capability.to_string());
+        ctx.capability = Some(r.capability.clone());
     }
 
     // Edge security: signature and clock (GW-3, GW-4), replay, then the capability's requirement and the policy.
@@ -500,7 +500,7 @@ async fn process(
     gw.edge.authorize(&sender, signed, requirement, &head.headers, !body.is_empty())?;
 
     if step == Step::Fallback {
-        let cap = ctx.capability.clone().unwrap_or_default();
+        let cap = ctx.capability.as_deref().unwrap_or_default().to_owned();
         let options = crate::discover::fallback_options(&gw.agents, gw.registry.as_ref(), &cap, None).await;
         gw.metrics.fallback("fallback_request");
         let resp = FallbackResponse { requested_capability: cap, fallback_options: options };
@@ -635,7 +635,10 @@ async fn route(gw: &Inner, kind: Kind, id: &str) -> Result<(Arc<Agent>, Route), 
             .into(),
         }
     };
-    let r = gw.routes.get(kind, id).await.map_err(unavailable)?.ok_or_else(unknown)?;
+    let r = match gw.routes.get_held(kind, id) {
+        Some(r) => r,
+        None => gw.routes.get(kind, id).await.map_err(unavailable)?.ok_or_else(unknown)?,
+    };
     let agent = match gw.agents.get(&r.agent) {
         Some(a) => a,
         // Another gateway on the same Redis sent it to an agent this one has not seen yet.
@@ -647,14 +650,6 @@ async fn route(gw: &Inner, kind: Kind, id: &str) -> Result<(Arc<Agent>, Route), 
         }
     };
     Ok((agent, r))
-}
-
-/// Whether a caller's field is never forwarded: the connection's own and framing ([`crate::h1::HOP_BY_HOP`]), and
-/// the fields only the gateway may set (a caller cannot claim to be forwarded, GW-8).
-fn not_forwarded(name: &[u8]) -> bool {
-    crate::h1::is_framing_or_hop(name)
-        || name.eq_ignore_ascii_case(h::A2A_FORWARDED_SENDER.as_bytes())
-        || name.eq_ignore_ascii_case(h::A2A_FORWARDED_VERIFIED.as_bytes())
 }
 
 /// The request to the agent, as the bytes to write: the request line with the agent's target, `Host`, the caller's
@@ -696,15 +691,7 @@ fn build_request(
         }
         hs.write(&mut out);
     } else {
-        for (n, v) in head.headers.iter() {
-            if not_forwarded(n) {
-                continue;
-            }
-            out.extend_from_slice(n);
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(v);
-            out.extend_from_slice(b"\r\n");
-        }
+        head.headers.write_except(&mut out, &[h::A2A_FORWARDED_SENDER, h::A2A_FORWARDED_VERIFIED]);
     }
     crate::h1::write_content_length(&mut out, body.len(), head.method != Method::POST);
     out.extend_from_slice(b"\r\n");
@@ -824,7 +811,7 @@ async fn answer(
             .unwrap_or(Duration::from_secs(3600));
         let route = Route {
             agent: agent.endpoint.url.as_str().into(),
-            capability: ctx.capability.clone().unwrap_or_default().into(),
+            capability: ctx.capability.clone().unwrap_or_else(|| "".into()),
         };
         gw.routes.put(Kind::Negotiation, &id, route, ttl).await.map_err(unavailable)?;
         ctx.negotiation_id = Some(id);
@@ -862,7 +849,7 @@ async fn finish(
         });
         let route = Route {
             agent: agent.endpoint.url.as_str().into(),
-            capability: ctx.capability.clone().unwrap_or_default().into(),
+            capability: ctx.capability.clone().unwrap_or_else(|| "".into()),
         };
         if let Some(key) = &ctx.idempotency {
             gw.routes.put(Kind::Idempotency, key, route.clone(), ttl).await.map_err(unavailable)?;
@@ -884,7 +871,7 @@ async fn finish(
 /// Adds the gateway-wide options to an agent's capability-mismatch error (FB-3), after the agent's own.
 async fn merge_fallback(gw: &Inner, ctx: &Ctx, agent: &Arc<Agent>, bytes: Bytes) -> Bytes {
     let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&bytes) else { return bytes };
-    let cap = ctx.capability.clone().unwrap_or_default();
+    let cap = ctx.capability.as_deref().unwrap_or_default().to_owned();
     let ours = crate::discover::fallback_options(&gw.agents, gw.registry.as_ref(), &cap, Some(agent)).await;
     let list = v.as_object_mut().map(|o| o.entry("fallback_options").or_insert_with(|| json!([])));
     if let Some(serde_json::Value::Array(list)) = list {

@@ -66,6 +66,10 @@ pub trait Routes: Send + Sync + 'static {
     async fn put(&self, kind: Kind, id: &str, route: Route, ttl: Duration) -> Result<(), StoreError>;
     /// The route of an id, if recorded and not expired.
     async fn get(&self, kind: Kind, id: &str) -> Result<Option<Route>, StoreError>;
+    /// The route of an id when this process holds it (no I/O): the usual case, tried before [`Routes::get`].
+    fn get_held(&self, _kind: Kind, _id: &str) -> Option<Route> {
+        None
+    }
 }
 
 /// Shards of a [`RouteTable`] (a lock each).
@@ -163,6 +167,10 @@ impl Routes for MemoryRoutes {
     async fn get(&self, kind: Kind, id: &str) -> Result<Option<Route>, StoreError> {
         Ok(self.get_local(kind, id))
     }
+
+    fn get_held(&self, kind: Kind, id: &str) -> Option<Route> {
+        self.get_local(kind, id)
+    }
 }
 
 /// Routes on Redis, shared by every gateway using the same key prefix, with a local cache.
@@ -209,6 +217,10 @@ impl Routes for RedisRoutes {
         }
         self.local.put_local(kind, id, route.clone(), Duration::from_millis(exp - now));
         Ok(Some(route))
+    }
+
+    fn get_held(&self, kind: Kind, id: &str) -> Option<Route> {
+        self.local.get_local(kind, id)
     }
 }
 

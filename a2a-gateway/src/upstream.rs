@@ -62,10 +62,11 @@ impl UpstreamError {
     }
 }
 
-/// One connection to an agent and the bytes read from it and not used yet.
+/// One connection to an agent, the bytes read from it and not used yet, and the deadline of its exchange.
 struct Conn {
     stream: TcpStream,
     buf: BytesMut,
+    deadline: crate::h1::Deadline,
 }
 
 impl Conn {
@@ -89,24 +90,25 @@ impl Conn {
 
     /// Reads more bytes into the buffer: `Ok(0)` when the agent closed the connection.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
-        if self.buf.capacity() - self.buf.len() < 4096 {
-            self.buf.reserve(16 * 1024);
-        }
-        loop {
-            match self.stream.poll_read_ready(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Ready(Ok(())) => {}
-            }
-            match self.stream.try_read_buf(&mut self.buf) {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                other => return Poll::Ready(other),
-            }
-        }
+        poll_fill(&self.stream, &mut self.buf, cx)
     }
+}
 
-    async fn fill(&mut self) -> std::io::Result<usize> {
-        std::future::poll_fn(|cx| self.poll_fill(cx)).await
+/// Reads more bytes from `stream` into `buf`: `Ok(0)` when the peer closed the connection.
+fn poll_fill(stream: &TcpStream, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+    if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(16 * 1024);
+    }
+    loop {
+        match stream.poll_read_ready(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Ready(Ok(())) => {}
+        }
+        match stream.try_read_buf(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            other => return Poll::Ready(other),
+        }
     }
 }
 
@@ -118,7 +120,7 @@ struct Idle {
 
 /// The idle connections, by agent (`host:port`).
 struct Pool {
-    idle: Mutex<HashMap<Box<str>, Vec<Idle>>>,
+    idle: Mutex<HashMap<Arc<str>, Vec<Idle>, foldhash::fast::RandomState>>,
     max_idle: usize,
     connect_timeout: Duration,
     /// Connections opened so far.
@@ -141,14 +143,14 @@ impl Pool {
     }
 
     /// Puts a connection whose last answer was read whole back.
-    fn checkin(&self, authority: &str, conn: Conn) {
+    fn checkin(&self, authority: &Arc<str>, conn: Conn) {
         if self.max_idle == 0 || !conn.buf.is_empty() {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let list = match idle.get_mut(authority) {
+        let list = match idle.get_mut(&**authority) {
             Some(l) => l,
-            None => idle.entry(authority.into()).or_default(),
+            None => idle.entry(authority.clone()).or_default(),
         };
         if list.len() >= self.max_idle {
             list.remove(0);
@@ -171,7 +173,7 @@ impl Pool {
         let _ =
             socket2::SockRef::from(&stream).set_tcp_keepalive(&socket2::TcpKeepalive::new().with_time(TCP_KEEPALIVE));
         self.opened.fetch_add(1, Ordering::Relaxed);
-        Ok(Conn { stream, buf: BytesMut::with_capacity(16 * 1024) })
+        Ok(Conn { stream, buf: BytesMut::with_capacity(16 * 1024), deadline: crate::h1::Deadline::new() })
     }
 }
 
@@ -205,7 +207,7 @@ impl Upstream {
     /// A client whose connections are kept alive (`pool_max_idle` per agent) and made within `connect_timeout`.
     pub fn new(connect_timeout: Duration, timeout: Duration, pool_max_idle: usize) -> Self {
         let pool = Pool {
-            idle: Mutex::new(HashMap::new()),
+            idle: Mutex::new(HashMap::with_hasher(foldhash::fast::RandomState::default())),
             max_idle: pool_max_idle,
             connect_timeout,
             opened: AtomicU64::new(0),
@@ -225,14 +227,14 @@ impl Upstream {
 
     /// Sends `message` (a whole HTTP/1.1 request: head with `Host` and framing, then body) to `authority`
     /// (`host:port`) and reads the answer's head within `limit`; the body then streams.
-    pub async fn send_raw(&self, authority: &str, message: &[u8], limit: Duration) -> Result<Answer, UpstreamError> {
-        match tokio::time::timeout(limit, self.exchange(authority, message)).await {
-            Err(_) => Err(UpstreamError::Timeout(limit.as_millis() as u64)),
-            Ok(r) => r,
-        }
-    }
-
-    async fn exchange(&self, authority: &str, message: &[u8]) -> Result<Answer, UpstreamError> {
+    pub async fn send_raw(
+        &self,
+        authority: &Arc<str>,
+        message: &[u8],
+        limit: Duration,
+    ) -> Result<Answer, UpstreamError> {
+        let at = tokio::time::Instant::now() + limit;
+        let timeout = || UpstreamError::Timeout(limit.as_millis() as u64);
         // A pooled connection first; one that could not even take the request is replaced by a new one, once.
         let mut fresh = false;
         loop {
@@ -241,16 +243,27 @@ impl Upstream {
             let mut conn = match pooled {
                 Some(c) => c,
                 // Boxed: a new connection is rare, and its state would otherwise be part of every request's future.
-                None => Box::pin(self.pool.connect(authority)).await?,
+                None => match tokio::time::timeout_at(at, Box::pin(self.pool.connect(authority))).await {
+                    Ok(c) => c?,
+                    Err(_) => return Err(timeout()),
+                },
             };
-            if let Err(e) = conn.stream.write_all(message).await {
+            // The connection's own timer, armed once per connection and moved: no timer per request.
+            conn.deadline.set(at);
+            let Conn { stream, deadline, .. } = &mut conn;
+            let written = tokio::select! {
+                biased;
+                w = stream.write_all(message) => w,
+                () = deadline.passed() => return Err(timeout()),
+            };
+            if let Err(e) = written {
                 if reused {
                     fresh = true;
                     continue;
                 }
                 return Err(UpstreamError::Protocol(format!("writing the request: {e}")));
             }
-            return read_answer(conn, self.pool.clone(), authority).await;
+            return read_answer(conn, self.pool.clone(), authority, limit).await;
         }
     }
 
@@ -294,7 +307,7 @@ impl Upstream {
 }
 
 /// Writes an `http::Request` with an absolute `http://` URI as an HTTP/1.1 message in origin form, with `Host`.
-async fn serialize(req: Request<Full<Bytes>>) -> Result<(String, Vec<u8>), UpstreamError> {
+async fn serialize(req: Request<Full<Bytes>>) -> Result<(Arc<str>, Vec<u8>), UpstreamError> {
     let (parts, body) = req.into_parts();
     let uri = &parts.uri;
     if uri.scheme_str() != Some("http") {
@@ -323,11 +336,16 @@ async fn serialize(req: Request<Full<Bytes>>) -> Result<(String, Vec<u8>), Upstr
     crate::h1::write_content_length(&mut out, body.len(), parts.method == http::Method::GET);
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&body);
-    Ok((authority, out))
+    Ok((authority.into(), out))
 }
 
 /// Reads the answer's head (skipping interim `1xx` answers) and sets up its body.
-async fn read_answer(mut conn: Conn, pool: Arc<Pool>, authority: &str) -> Result<Answer, UpstreamError> {
+async fn read_answer(
+    mut conn: Conn,
+    pool: Arc<Pool>,
+    authority: &Arc<str>,
+    limit: Duration,
+) -> Result<Answer, UpstreamError> {
     loop {
         let parsed = loop {
             if !conn.buf.is_empty() {
@@ -340,7 +358,21 @@ async fn read_answer(mut conn: Conn, pool: Arc<Pool>, authority: &str) -> Result
                     return Err(UpstreamError::Protocol("the answer's head is over 64 KiB".into()));
                 }
             }
-            match conn.fill().await {
+            let filled = {
+                let Conn { stream, buf, deadline } = &mut conn;
+                let mut deadline = std::pin::pin!(deadline.passed());
+                std::future::poll_fn(|cx| {
+                    if let Poll::Ready(r) = poll_fill(stream, buf, cx) {
+                        return Poll::Ready(Some(r));
+                    }
+                    deadline.as_mut().poll(cx).map(|()| None)
+                })
+                .await
+            };
+            let Some(filled) = filled else {
+                return Err(UpstreamError::Timeout(limit.as_millis() as u64));
+            };
+            match filled {
                 Ok(0) => {
                     return Err(UpstreamError::Protocol(
                         "the connection to the agent ended before its answer".to_owned(),
@@ -366,7 +398,7 @@ async fn read_answer(mut conn: Conn, pool: Arc<Pool>, authority: &str) -> Result
             && !head.headers.get_all("connection").any(|v| {
                 v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
             });
-        let pool = keep.then(|| (pool, Box::<str>::from(authority)));
+        let pool = keep.then(|| (pool, authority.clone()));
         let body = UpstreamBody::new(framing, conn, pool);
         return Ok(Answer { head, body });
     }
@@ -388,13 +420,13 @@ enum Kind {
 pub struct UpstreamBody {
     kind: Kind,
     conn: Option<Conn>,
-    pool: Option<(Arc<Pool>, Box<str>)>,
+    pool: Option<(Arc<Pool>, Arc<str>)>,
     /// The length announced by `Content-Length`, if any.
     length: Option<u64>,
 }
 
 impl UpstreamBody {
-    fn new(framing: Framing, mut conn: Conn, pool: Option<(Arc<Pool>, Box<str>)>) -> UpstreamBody {
+    fn new(framing: Framing, mut conn: Conn, pool: Option<(Arc<Pool>, Arc<str>)>) -> UpstreamBody {
         let mut body = UpstreamBody { kind: Kind::Done, conn: None, pool, length: None };
         match framing {
             Framing::Empty => {

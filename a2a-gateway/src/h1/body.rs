@@ -34,13 +34,17 @@ fn content_length(h: &Headers) -> Result<Option<u64>, FramingError> {
         // A list of equal values (`5, 5`) is the same length (RFC 9110 §8.6); anything else is an error.
         for part in v.split(|&b| b == b',') {
             let part = part.trim_ascii();
-            if part.is_empty() || part.len() > 19 || !part.iter().all(u8::is_ascii_digit) {
+            if part.is_empty() || part.len() > 19 {
                 return Err(FramingError::Invalid("Content-Length is not a number"));
             }
-            let n: u64 = std::str::from_utf8(part)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .ok_or(FramingError::Invalid("Content-Length is not a number"))?;
+            // At most 19 digits: no overflow.
+            let mut n: u64 = 0;
+            for &b in part {
+                if !b.is_ascii_digit() {
+                    return Err(FramingError::Invalid("Content-Length is not a number"));
+                }
+                n = n * 10 + u64::from(b - b'0');
+            }
             if found.is_some_and(|f| f != n) {
                 return Err(FramingError::Invalid("two different Content-Length values"));
             }

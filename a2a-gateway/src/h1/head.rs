@@ -26,10 +26,13 @@ struct Field {
 /// A lookup key of a field name: its length and its first seven bytes in lower case. Two names with different keys
 /// differ; names with equal keys are compared in full only when longer than seven bytes.
 #[inline]
-fn name_key(name: &[u8]) -> u64 {
+const fn name_key(name: &[u8]) -> u64 {
     let mut b = [0u8; 8];
-    let n = name.len().min(7);
-    b[..n].copy_from_slice(&name[..n]);
+    let mut i = 0;
+    while i < 7 && i < name.len() {
+        b[i] = name[i];
+        i += 1;
+    }
     let x = u64::from_le_bytes(b);
     // ASCII upper case to lower case in all bytes at once: a byte in 'A'..='Z' gets 0x20.
     let low7 = x & 0x7f7f_7f7f_7f7f_7f7f;
@@ -38,6 +41,17 @@ fn name_key(name: &[u8]) -> u64 {
     let upper = at_least_a & !above_z & !x & 0x8080_8080_8080_8080;
     (x | (upper >> 2)) | ((name.len() as u64 & 0xff) << 56)
 }
+
+/// The keys of [`crate::h1::HOP_BY_HOP`], in its order.
+const HOP_KEYS: [u64; 9] = {
+    let mut k = [0u64; 9];
+    let mut i = 0;
+    while i < 9 {
+        k[i] = name_key(crate::h1::HOP_BY_HOP[i].as_bytes());
+        i += 1;
+    }
+    k
+};
 
 /// The bit of a key in a set of keys seen ([`Headers`]'s `seen`).
 #[inline]
@@ -59,7 +73,22 @@ pub struct Headers {
 /// A value as the protocol reads it: visible ASCII (and tab) only, else `None` (as `HeaderValue::to_str`).
 #[inline]
 pub fn visible_ascii(v: &[u8]) -> Option<&str> {
-    if v.iter().all(|&b| b == b'\t' || (32..127).contains(&b)) { std::str::from_utf8(v).ok() } else { None }
+    // Eight bytes at a time: no byte above ASCII, below the space (a tab sends the value to the exact check), or DEL.
+    // Each test is exact about whether any byte matches.
+    let exact = |v: &[u8]| v.iter().all(|&b| b == b'\t' || (32..127).contains(&b));
+    let mut chunks = v.chunks_exact(8);
+    for c in &mut chunks {
+        let x = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        let below_space = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+        let d = x ^ (ONES * 0x7f);
+        let del = d.wrapping_sub(ONES) & !d & HIGH;
+        if (x & HIGH) != 0 || del != 0 || below_space != 0 {
+            return if exact(v) { std::str::from_utf8(v).ok() } else { None };
+        }
+    }
+    if exact(chunks.remainder()) { std::str::from_utf8(v).ok() } else { None }
 }
 
 impl Headers {
@@ -68,7 +97,7 @@ impl Headers {
         Headers::default()
     }
 
-    #[inline]
+    #[inline(always)]
     fn bytes<'a>(&'a self, p: &'a Part) -> &'a [u8] {
         match p {
             Part::Head(s, e) => &self.head[*s as usize..*e as usize],
@@ -81,7 +110,7 @@ impl Headers {
         self.fields.iter().map(|f| (self.bytes(&f.name), self.bytes(&f.value)))
     }
 
-    #[inline]
+    #[inline(always)]
     fn is(&self, f: &Field, key: u64, name: &str) -> bool {
         // A name over 255 bytes has the length of another in its key: compared in full too.
         f.key == key && ((name.len() <= 7) || self.bytes(&f.name).eq_ignore_ascii_case(name.as_bytes()))
@@ -98,7 +127,7 @@ impl Headers {
     }
 
     /// The value of the first field named `name` (lowercase).
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, name: &str) -> Option<&[u8]> {
         let key = name_key(name.as_bytes());
         if self.seen & key_bit(key) == 0 {
@@ -234,13 +263,67 @@ impl Headers {
 
     /// Writes every field as `name: value\r\n`.
     pub fn write(&self, out: &mut Vec<u8>) {
-        for (n, v) in self.iter() {
+        self.write_except(out, &[]);
+    }
+
+    /// Writes every field but those of one connection ([`crate::h1::HOP_BY_HOP`]) and those named in `more`
+    /// (lowercase, at most four).
+    pub fn write_except(&self, out: &mut Vec<u8>, more: &[&str]) {
+        assert!(more.len() <= 4, "write_except takes at most four names");
+        let mut keys = [0u64; 4];
+        for (k, m) in keys.iter_mut().zip(more) {
+            *k = name_key(m.as_bytes());
+        }
+        for f in &self.fields {
+            let n = self.bytes(&f.name);
+            let named = more.iter().zip(&keys).any(|(m, k)| f.key == *k && n.eq_ignore_ascii_case(m.as_bytes()));
+            if named || self.hop(f, n) {
+                continue;
+            }
+            let v = self.bytes(&f.value);
             out.reserve(n.len() + v.len() + 4);
             out.put_slice(n);
             out.put_slice(b": ");
             out.put_slice(v);
             out.put_slice(b"\r\n");
         }
+    }
+
+    /// Whether a field is one of [`crate::h1::HOP_BY_HOP`] (by its key; in full for the longer names).
+    #[inline(always)]
+    fn hop(&self, f: &Field, name: &[u8]) -> bool {
+        match HOP_KEYS.iter().position(|k| *k == f.key) {
+            None => false,
+            Some(i) => name.len() <= 7 || name.eq_ignore_ascii_case(crate::h1::HOP_BY_HOP[i].as_bytes()),
+        }
+    }
+
+    /// Removes the fields of one connection: [`crate::h1::HOP_BY_HOP`] and the fields `Connection` names.
+    pub fn strip_hop_by_hop(&mut self) {
+        let named: Vec<String> = if self.contains("connection") {
+            self.get_all("connection")
+                .flat_map(|v| v.split(|&b| b == b','))
+                .map(|t| String::from_utf8_lossy(t.trim_ascii()).to_ascii_lowercase())
+                .filter(|t| !t.is_empty() && t != "close" && t != "keep-alive")
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if named.is_empty() && !self.fields.iter().any(|f| HOP_KEYS.contains(&f.key)) {
+            return;
+        }
+        let head = &self.head;
+        self.fields.retain(|f| {
+            let n = match &f.name {
+                Part::Head(s, e) => &head[*s as usize..*e as usize],
+                Part::Own(b) => b,
+            };
+            let hop = match HOP_KEYS.iter().position(|k| *k == f.key) {
+                None => false,
+                Some(i) => n.len() <= 7 || n.eq_ignore_ascii_case(crate::h1::HOP_BY_HOP[i].as_bytes()),
+            };
+            !hop && !named.iter().any(|m| n.eq_ignore_ascii_case(m.as_bytes()))
+        });
     }
 
     /// The fields of a `HeaderMap` (the HTTP/2 path and the gateway's own answers).
@@ -512,6 +595,29 @@ mod tests {
         let p = parse_request(v, 8).expect("obs-text is allowed").expect("complete");
         let head = p.bind(Bytes::copy_from_slice(v)).expect("a path");
         assert_eq!(head.headers.get_str("x"), Some(Err(())));
+    }
+
+    #[test]
+    fn visible_ascii_is_exact() {
+        let ok = |v: &[u8]| v.iter().all(|&b| b == b'\t' || (32..127).contains(&b));
+        let mut seed = 0x1234_5678_9abc_def0u64;
+        for len in 0..40 {
+            for _ in 0..2000 {
+                let v: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        // Mostly visible ASCII, sometimes a tab, a control byte, DEL or a high byte.
+                        match seed % 16 {
+                            0 => [9u8, 0, 31, 127, 128, 255, 10][(seed >> 8) as usize % 7],
+                            _ => 32 + (seed >> 8) as u8 % 95,
+                        }
+                    })
+                    .collect();
+                assert_eq!(visible_ascii(&v).is_some(), ok(&v), "{v:?}");
+            }
+        }
     }
 
     #[test]

@@ -12,6 +12,48 @@ pub mod body;
 pub mod head;
 pub(crate) mod server;
 
+use std::pin::Pin;
+
+use tokio::time::{Instant, Sleep};
+
+/// A deadline whose timer is armed once and moved only when it fires early: a connection that serves one request
+/// after another within the time limit moves the deadline (a store) instead of registering a timer per request.
+pub(crate) struct Deadline {
+    at: Instant,
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Deadline {
+    /// No deadline yet (call [`Deadline::set`] before [`Deadline::passed`]).
+    pub(crate) fn new() -> Self {
+        Deadline { at: Instant::now(), sleep: None }
+    }
+
+    /// Sets the deadline.
+    pub(crate) fn set(&mut self, at: Instant) {
+        self.at = at;
+        // A timer armed for later than the new deadline is moved now (it would fire too late).
+        if let Some(s) = &mut self.sleep
+            && s.deadline() > at
+        {
+            s.as_mut().reset(at);
+        }
+    }
+
+    /// Completes when the deadline has passed.
+    pub(crate) async fn passed(&mut self) {
+        let at = self.at;
+        let sleep = self.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+        loop {
+            sleep.as_mut().await;
+            if Instant::now() >= self.at {
+                return;
+            }
+            sleep.as_mut().reset(self.at);
+        }
+    }
+}
+
 /// Writes `METHOD target HTTP/1.1\r\n`.
 pub(crate) fn write_request_line(out: &mut Vec<u8>, method: &str, target: &str) {
     out.extend_from_slice(method.as_bytes());
@@ -52,16 +94,7 @@ pub(crate) fn is_framing_or_hop(name: &[u8]) -> bool {
 
 /// Removes [`HOP_BY_HOP`] fields and those named by `Connection` (RFC 9110 §7.6.1), in one pass over the fields.
 pub(crate) fn strip_hop_by_hop(h: &mut head::Headers) {
-    let named: Vec<String> = if h.contains("connection") {
-        h.get_all("connection")
-            .flat_map(|v| v.split(|&b| b == b','))
-            .map(|t| String::from_utf8_lossy(t.trim_ascii()).to_ascii_lowercase())
-            .filter(|t| !t.is_empty() && t != "close" && t != "keep-alive")
-            .collect()
-    } else {
-        Vec::new()
-    };
-    h.retain(|n| !is_framing_or_hop(n) && !named.iter().any(|m| n.eq_ignore_ascii_case(m.as_bytes())));
+    h.strip_hop_by_hop();
 }
 
 #[cfg(test)]

@@ -190,8 +190,9 @@ async fn read_head(
     limits: ConnLimits,
     stop: &CancellationToken,
     first: bool,
+    deadline: &mut super::Deadline,
 ) -> HeadRead {
-    let deadline = tokio::time::Instant::now() + limits.head_timeout;
+    deadline.set(tokio::time::Instant::now() + limits.head_timeout);
     loop {
         if !buf.is_empty() {
             if first && buf.len() <= H2_PREFACE.len() && H2_PREFACE.starts_with(buf) {
@@ -232,12 +233,14 @@ async fn read_head(
             buf.reserve(8 * 1024);
         }
         let read = tokio::select! {
-            r = tokio::time::timeout_at(deadline, stream.read_buf(buf)) => r,
+            biased;
+            r = stream.read_buf(buf) => r,
+            () = deadline.passed() => return HeadRead::Closed,
             // Stopping: a connection waiting between requests closes; one in the middle of a head finishes it.
             () = stop.cancelled(), if buf.is_empty() => return HeadRead::Closed,
         };
         match read {
-            Ok(Ok(n)) if n > 0 => {}
+            Ok(n) if n > 0 => {}
             _ => return HeadRead::Closed,
         }
     }
@@ -384,8 +387,9 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(4 * 1024);
     let mut first = true;
+    let mut deadline = super::Deadline::new();
     loop {
-        let head = match read_head(&mut stream, &mut buf, limits, &stop, first).await {
+        let head = match read_head(&mut stream, &mut buf, limits, &stop, first, &mut deadline).await {
             HeadRead::Head(h) => h,
             HeadRead::Closed => return,
             HeadRead::H2 => {
@@ -528,15 +532,7 @@ async fn write_reply(stream: &mut TcpStream, out: &mut Vec<u8>, reply: Reply, ve
         http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("Unknown").as_bytes(),
     );
     out.extend_from_slice(b"\r\n");
-    for (n, v) in reply.headers.iter() {
-        if super::is_framing_or_hop(n) {
-            continue;
-        }
-        out.extend_from_slice(n);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(v);
-        out.extend_from_slice(b"\r\n");
-    }
+    reply.headers.write_except(out, &[]);
     if !reply.headers.contains("date") {
         out.extend_from_slice(b"date: ");
         date::write(out);
