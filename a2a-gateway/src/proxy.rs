@@ -167,11 +167,10 @@ fn header_str<'a>(headers: &'a Headers, name: &'static str) -> Result<Option<&'a
     match headers.get_str(name) {
         None => Ok(None),
         Some(Ok(v)) => Ok(Some(v)),
-        Some(Err(())) => Err(A2aError::with_message(
-            ErrorCode::INVALID_HEADER,
-            format!("header {name} is not visible ASCII"),
-        )
-        .details(json!({"header": name}))),
+        Some(Err(())) => {
+            Err(A2aError::with_message(ErrorCode::INVALID_HEADER, format!("header {name} is not visible ASCII"))
+                .details(json!({"header": name})))
+        }
     }
 }
 
@@ -289,11 +288,11 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
         }
         // The one place that signs an answer (GW-15), last, over its final headers and body: an agent's signature
         // was verified and removed in `answer`; the gateway signs for its caller, or the answer goes unsigned.
-        if let (Some(body), Some(caller)) = (ctx.resign.take(), ctx.sender.as_deref().or(requester.as_deref())) {
-            if let Some(sig) = gw.edge.sign_answer(caller, method.as_str(), &target, reply.status, &reply.headers, &body)
-            {
-                reply.headers.insert_value(h::A2A_SIGNATURE, &sig);
-            }
+        if let (Some(body), Some(caller)) = (ctx.resign.take(), ctx.sender.as_deref().or(requester.as_deref()))
+            && let Some(sig) =
+                gw.edge.sign_answer(caller, method.as_str(), &target, reply.status, &reply.headers, &body)
+        {
+            reply.headers.insert_value(h::A2A_SIGNATURE, &sig);
         }
     }
     let step = ctx.step.unwrap_or(Step::Other);
@@ -713,7 +712,11 @@ async fn answer(
     let crate::upstream::Answer { head, body: incoming } = answer;
     let status = head.status;
     let mut headers = head.headers;
-    crate::h1::strip_hop_by_hop(&mut headers);
+    // The connection's own fields are never written on (the writers skip them); fields `Connection` names are
+    // removed here.
+    if headers.contains("connection") {
+        crate::h1::strip_hop_by_hop(&mut headers);
+    }
     let step = ctx.step.unwrap_or(Step::Other);
     let text = |hs: &Headers, n: &str| hs.get_str(n).and_then(Result::ok).map(str::to_owned);
     // Answers the gateway reads whole: NEGOTIATE successes (lifetime), errors (code), translated bodies, signed

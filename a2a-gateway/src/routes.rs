@@ -95,9 +95,7 @@ impl RouteTable {
         let hasher = foldhash::fast::RandomState::default();
         let per_shard = (max as usize).div_ceil(SHARDS).max(1);
         let shards = (0..SHARDS)
-            .map(|_| {
-                Mutex::new(Shard { map: HashMap::with_hasher(hasher.clone()), order: VecDeque::new() })
-            })
+            .map(|_| Mutex::new(Shard { map: HashMap::with_hasher(hasher.clone()), order: VecDeque::new() }))
             .collect();
         RouteTable { shards, hasher, per_shard }
     }

@@ -395,9 +395,10 @@ async fn read_answer(
             .map_err(|e| UpstreamError::Protocol(format!("the answer's framing: {e:?}")))?;
         // A connection the agent says it will close, or an HTTP/1.0 one, is not reused.
         let keep = version == 1
-            && !head.headers.get_all("connection").any(|v| {
-                v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
-            });
+            && !head
+                .headers
+                .get_all("connection")
+                .any(|v| v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close")));
         let pool = keep.then(|| (pool, authority.clone()));
         let body = UpstreamBody::new(framing, conn, pool);
         return Ok(Answer { head, body });

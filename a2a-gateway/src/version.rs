@@ -222,6 +222,9 @@ impl Versions {
             return if required { Err(A2aError::new(ErrorCode::VERSION_REQUIRED)) } else { Ok(None) };
         };
         let text = v.unwrap_or("(not ASCII)");
+        if text == a2a_core::PROTOCOL_VERSION {
+            return Ok(None);
+        }
         match h::parse_version(text) {
             Ok(Version::V0_3) => Ok(None),
             Ok(other) if self.translations.contains_key(&other) => Ok(self.translations.get(&other).cloned()),

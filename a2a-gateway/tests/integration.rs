@@ -7,6 +7,8 @@
 mod bridge;
 #[path = "it/common.rs"]
 mod common;
+#[path = "it/h1.rs"]
+mod h1;
 // The redis-server harness of a2a-server's tests, used as is.
 #[allow(dead_code)]
 #[path = "../../a2a-server/tests/e2e/redis_support.rs"]

@@ -279,8 +279,8 @@ pub(crate) async fn answer_send(
             record(call, agent, skill, id).await?;
         }
         let first = first.freeze();
-        let chained =
-            futures_util::stream::once(async move { Ok::<Bytes, std::io::Error>(first) }).chain(rest.into_data_stream());
+        let chained = futures_util::stream::once(async move { Ok::<Bytes, std::io::Error>(first) })
+            .chain(rest.into_data_stream());
         return Ok((built(b, Body::from_stream(chained))?, id));
     }
     let bytes = read_whole(gw, agent, body).await?;

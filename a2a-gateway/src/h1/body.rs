@@ -30,6 +30,18 @@ pub enum FramingError {
 
 fn content_length(h: &Headers) -> Result<Option<u64>, FramingError> {
     let mut found: Option<u64> = None;
+    let mut values = h.get_all("content-length");
+    let Some(first) = values.next() else { return Ok(None) };
+    // The usual case: one value of a few digits.
+    if (1..=19).contains(&first.len()) && first.iter().all(u8::is_ascii_digit) {
+        let mut n = 0u64;
+        for &b in first {
+            n = n * 10 + u64::from(b - b'0');
+        }
+        if values.next().is_none() {
+            return Ok(Some(n));
+        }
+    }
     for v in h.get_all("content-length") {
         // A list of equal values (`5, 5`) is the same length (RFC 9110 §8.6); anything else is an error.
         for part in v.split(|&b| b == b',') {
@@ -250,22 +262,34 @@ mod tests {
         assert_eq!(request_framing(&headers("Content-Length: 12\r\n"), 1), Ok(Framing::Length(12)));
         assert_eq!(request_framing(&headers("Content-Length: 5, 5\r\n"), 1), Ok(Framing::Length(5)));
         assert_eq!(request_framing(&headers("Transfer-Encoding: chunked\r\n"), 1), Ok(Framing::Chunked));
-        assert!(matches!(request_framing(&headers("Content-Length: 5\r\nContent-Length: 6\r\n"), 1), Err(FramingError::Invalid(_))));
+        assert!(matches!(
+            request_framing(&headers("Content-Length: 5\r\nContent-Length: 6\r\n"), 1),
+            Err(FramingError::Invalid(_))
+        ));
         assert!(matches!(request_framing(&headers("Content-Length: -1\r\n"), 1), Err(FramingError::Invalid(_))));
         assert!(matches!(request_framing(&headers("Content-Length: +5\r\n"), 1), Err(FramingError::Invalid(_))));
         assert!(matches!(
             request_framing(&headers("Transfer-Encoding: chunked\r\nContent-Length: 5\r\n"), 1),
             Err(FramingError::Invalid(_))
         ));
-        assert!(matches!(request_framing(&headers("Transfer-Encoding: gzip, chunked\r\n"), 1), Err(FramingError::UnsupportedCoding(_))));
-        assert!(matches!(request_framing(&headers("Transfer-Encoding: chunked\r\n"), 0), Err(FramingError::Invalid(_))));
+        assert!(matches!(
+            request_framing(&headers("Transfer-Encoding: gzip, chunked\r\n"), 1),
+            Err(FramingError::UnsupportedCoding(_))
+        ));
+        assert!(matches!(
+            request_framing(&headers("Transfer-Encoding: chunked\r\n"), 0),
+            Err(FramingError::Invalid(_))
+        ));
     }
 
     #[test]
     fn response_framing_follows_rfc_9112() {
         assert_eq!(response_framing(204, &headers("Content-Length: 3\r\n")), Ok(Framing::Empty));
         assert_eq!(response_framing(200, &headers("")), Ok(Framing::Close));
-        assert_eq!(response_framing(200, &headers("Transfer-Encoding: chunked\r\nContent-Length: 3\r\n")), Ok(Framing::Chunked));
+        assert_eq!(
+            response_framing(200, &headers("Transfer-Encoding: chunked\r\nContent-Length: 3\r\n")),
+            Ok(Framing::Chunked)
+        );
         assert_eq!(response_framing(200, &headers("Content-Length: 0\r\n")), Ok(Framing::Empty));
     }
 

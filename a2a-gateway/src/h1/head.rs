@@ -525,14 +525,12 @@ pub fn parse_response(buf: &[u8]) -> Result<Option<ParsedResponse>, HeadError> {
     let mut hs = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
     let mut resp = httparse::Response::new(&mut []);
     match httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut resp, buf, &mut hs) {
-        Ok(httparse::Status::Complete(len)) => {
-            Ok(Some(ParsedResponse {
-                status: resp.code.unwrap_or(0),
-                version: resp.version.unwrap_or(1),
-                fields: fields(buf, resp.headers),
-                len,
-            }))
-        }
+        Ok(httparse::Status::Complete(len)) => Ok(Some(ParsedResponse {
+            status: resp.code.unwrap_or(0),
+            version: resp.version.unwrap_or(1),
+            fields: fields(buf, resp.headers),
+            len,
+        })),
         Ok(httparse::Status::Partial) => Ok(None),
         Err(httparse::Error::TooManyHeaders) => Err(HeadError::TooManyHeaders),
         Err(e) => Err(HeadError::Malformed(e.to_string())),
@@ -588,7 +586,10 @@ mod tests {
     #[test]
     fn partial_heads_wait_and_bad_ones_are_refused() {
         assert!(parse_request(b"GET /a2a HTTP/1.1\r\nHost: x\r\n", 64).expect("valid").is_none());
-        assert!(matches!(parse_request(b"GET /a2a HTTP/1.1\r\nBad Header: x\r\n\r\n", 64), Err(HeadError::Malformed(_))));
+        assert!(matches!(
+            parse_request(b"GET /a2a HTTP/1.1\r\nBad Header: x\r\n\r\n", 64),
+            Err(HeadError::Malformed(_))
+        ));
         assert!(matches!(parse_request(b"GET http://x/ HTTP/1.1\r\n\r\n", 64), Err(HeadError::Malformed(_))));
         assert!(matches!(parse_request(b"GET / HTTP/1.1\r\na: 1\r\nb: 2\r\n\r\n", 1), Err(HeadError::TooManyHeaders)));
         let v = b"GET / HTTP/1.1\r\nx: caf\xc3\xa9\r\n\r\n";

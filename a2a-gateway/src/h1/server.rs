@@ -79,7 +79,8 @@ impl Reply {
     }
 
     /// The reply as an `http::Response` (the HTTP/2 path).
-    pub(crate) fn into_response(self) -> http::Response<Body> {
+    pub(crate) fn into_response(mut self) -> http::Response<Body> {
+        super::strip_hop_by_hop(&mut self.headers);
         let body = match self.body {
             ReplyBody::Empty => Body::empty(),
             ReplyBody::Full(b) => Body::from(b),
@@ -195,8 +196,10 @@ async fn read_head(
     deadline.set(tokio::time::Instant::now() + limits.head_timeout);
     loop {
         if !buf.is_empty() {
-            if first && buf.len() <= H2_PREFACE.len() && H2_PREFACE.starts_with(buf) {
-                if buf.len() == H2_PREFACE.len() {
+            let n = buf.len().min(H2_PREFACE.len());
+            if first && buf[..n] == H2_PREFACE[..n] {
+                // HTTP/2 with prior knowledge (its preface, maybe with frames after it), or the start of it.
+                if n == H2_PREFACE.len() {
                     return HeadRead::H2;
                 }
             } else {
@@ -249,10 +252,7 @@ async fn read_head(
 fn too_large_head(limits: ConnLimits) -> A2aError {
     A2aError::with_message(
         ErrorCode::HEADERS_TOO_LARGE,
-        format!(
-            "the request head is over {} bytes or {} fields",
-            limits.max_head_bytes, limits.max_fields
-        ),
+        format!("the request head is over {} bytes or {} fields", limits.max_head_bytes, limits.max_fields),
     )
 }
 
@@ -409,11 +409,14 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
                 let err = match e {
                     FramingError::UnsupportedCoding(c) => A2aError::with_message(
                         ErrorCode::INVALID_REQUEST,
-                        format!("the transfer coding {c:?} is not supported; send the body with Content-Length or chunked"),
+                        format!(
+                            "the transfer coding {c:?} is not supported; send the body with Content-Length or chunked"
+                        ),
                     ),
-                    FramingError::Invalid(m) => {
-                        A2aError::with_message(ErrorCode::INVALID_REQUEST, format!("the request's framing is invalid: {m}"))
-                    }
+                    FramingError::Invalid(m) => A2aError::with_message(
+                        ErrorCode::INVALID_REQUEST,
+                        format!("the request's framing is invalid: {m}"),
+                    ),
                 };
                 let _ = write_reply(&mut stream, &mut out, Reply::error(&err), head.version, false).await;
                 return;
@@ -478,7 +481,8 @@ async fn via_http(served: &Served, head: RequestHead, body: Result<Bytes, BodyEr
             Body::empty()
         }
         Err(e) => {
-            let failed = futures_util::stream::once(async move { Err::<Bytes, _>(std::io::Error::other(e.to_string())) });
+            let failed =
+                futures_util::stream::once(async move { Err::<Bytes, _>(std::io::Error::other(e.to_string())) });
             Body::from_stream(failed)
         }
     };

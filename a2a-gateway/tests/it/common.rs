@@ -176,7 +176,7 @@ impl Drop for TestAgent {
 pub struct TestGateway {
     pub base: String,
     pub gateway: Gateway,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
     pub dir: TempDir,
 }
 
@@ -221,7 +221,14 @@ impl TestGateway {
                 })
                 .await;
         });
-        TestGateway { base, gateway, _stop: tx, dir }
+        TestGateway { base, gateway, stop: Some(tx), dir }
+    }
+
+    /// Starts the gateway's graceful shutdown (it stops accepting, lets requests in flight finish).
+    pub fn stop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
     }
 
     pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {

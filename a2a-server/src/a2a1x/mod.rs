@@ -270,9 +270,10 @@ pub fn bridge_asked(headers: &HeaderMap) -> bool {
 
 /// [`bridge_asked`] over the raw values of `A2A-Bridges`.
 pub fn bridge_asked_in<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> bool {
-    values.into_iter().filter_map(|v| std::str::from_utf8(v).ok()).any(|v| {
-        v.split(',').any(|b| b.trim().eq_ignore_ascii_case(a2a_core::a2a1x::BRIDGE_BINDING))
-    })
+    values
+        .into_iter()
+        .filter_map(|v| std::str::from_utf8(v).ok())
+        .any(|v| v.split(',').any(|b| b.trim().eq_ignore_ascii_case(a2a_core::a2a1x::BRIDGE_BINDING)))
 }
 
 /// The `bridge_to` of BR-17 for the bridge served at `origin` (as [`origin_of`] gives it): its JSON-RPC endpoint,

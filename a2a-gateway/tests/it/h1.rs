@@ -1,0 +1,419 @@
+//! The gateway's own HTTP/1.1 (`a2a_gateway::h1`), spoken to over raw TCP: keep-alive and pipelining, chunked
+//! bodies, `Expect: 100-continue`, HTTP/1.0, refusals of ambiguous framing (request smuggling) and of oversize or
+//! malformed heads, the header and body read timeouts, HTTP/2 with prior knowledge, and a graceful shutdown.
+
+use std::time::{Duration, Instant};
+
+use a2a_core::capability::AuthRequirement;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::common::*;
+
+/// An answer read off the wire.
+#[derive(Debug)]
+struct Raw {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Raw {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+    fn code(&self) -> String {
+        self.json()["error"]["code"].as_str().unwrap_or("").to_owned()
+    }
+}
+
+/// A client connection that reads answers as they are framed (Content-Length, chunked, or until the close).
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    async fn open(base: &str) -> Conn {
+        let addr = base.trim_start_matches("http://");
+        Conn { stream: TcpStream::connect(addr).await.expect("connect"), buf: Vec::new() }
+    }
+
+    async fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.expect("write");
+    }
+
+    /// Reads more bytes; `false` at the end of the connection.
+    async fn more(&mut self) -> bool {
+        let mut chunk = [0u8; 8192];
+        match tokio::time::timeout(Duration::from_secs(20), self.stream.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => false,
+            Ok(Ok(n)) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                true
+            }
+            Err(_) => panic!("no answer within 20 s"),
+        }
+    }
+
+    /// The next answer (an interim `100 Continue` is an answer too).
+    async fn answer(&mut self) -> Raw {
+        let (status, headers, len) = loop {
+            let mut hs = [httparse::EMPTY_HEADER; 64];
+            let mut r = httparse::Response::new(&mut hs);
+            if let Ok(httparse::Status::Complete(len)) = r.parse(&self.buf) {
+                let headers: Vec<(String, String)> = r
+                    .headers
+                    .iter()
+                    .map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned()))
+                    .collect();
+                break (r.code.expect("status"), headers, len);
+            }
+            assert!(
+                self.more().await,
+                "the connection ended before an answer: {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
+        };
+        self.buf.drain(..len);
+        let mut raw = Raw { status, headers, body: Vec::new() };
+        if status < 200 || status == 204 || status == 304 {
+            return raw;
+        }
+        if raw.header("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
+            loop {
+                let line_end = loop {
+                    if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                        break i;
+                    }
+                    assert!(self.more().await, "cut in a chunk size");
+                };
+                let size_text = String::from_utf8_lossy(&self.buf[..line_end]).into_owned();
+                let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16).expect("hex");
+                self.buf.drain(..line_end + 2);
+                while self.buf.len() < size + 2 {
+                    assert!(self.more().await, "cut in a chunk");
+                }
+                if size == 0 {
+                    self.buf.drain(..2);
+                    return raw;
+                }
+                raw.body.extend_from_slice(&self.buf[..size]);
+                self.buf.drain(..size + 2);
+            }
+        }
+        match raw.header("content-length").map(|v| v.trim().parse::<usize>().expect("length")) {
+            Some(n) => {
+                while self.buf.len() < n {
+                    assert!(self.more().await, "cut in a body");
+                }
+                raw.body = self.buf.drain(..n).collect();
+            }
+            None => {
+                while self.more().await {}
+                raw.body = std::mem::take(&mut self.buf);
+            }
+        }
+        raw
+    }
+
+    /// Whether the gateway closes the connection (read returns its end) within `within`.
+    async fn closed_within(&mut self, within: Duration) -> bool {
+        let mut chunk = [0u8; 1024];
+        matches!(tokio::time::timeout(within, self.stream.read(&mut chunk)).await, Ok(Ok(0)) | Ok(Err(_)))
+    }
+}
+
+fn request(method: &str, target: &str, extra: &str, body: &str) -> Vec<u8> {
+    let mut r =
+        format!("{method} {target} HTTP/1.1\r\nHost: gw\r\nA2A-Version: 0.3\r\nA2A-Sender-ID: {CLIENT}\r\n{extra}");
+    if !body.is_empty() {
+        r.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+    }
+    r.push_str("\r\n");
+    r.push_str(body);
+    r.into_bytes()
+}
+
+fn negotiate_body() -> String {
+    json!({"target_capability": "submit_report", "proposed_schema": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}}).to_string()
+}
+
+async fn setup(extra: &str) -> (World, TestAgent, TestGateway) {
+    let world = World::new();
+    let agent = TestAgent::start("agent-h1", vec![decl("submit_report", AuthRequirement::None)], &world);
+    let gw = TestGateway::start(&[&agent], &world, extra).await;
+    (world, agent, gw)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_requests_on_one_kept_alive_connection_are_answered_in_order() {
+    let (_w, _agent, gw) = setup("").await;
+    let mut c = Conn::open(&gw.base).await;
+    let mut all = request("OPTIONS", "/a2a", "", "");
+    all.extend(request("GET", "/a2a/capabilities", "", ""));
+    all.extend(request("POST", "/a2a/negotiate", "", &negotiate_body()));
+    all.extend(request("GET", "/a2a/nowhere", "", ""));
+    c.send(&all).await;
+    let d = c.answer().await;
+    assert_eq!(d.status, 204);
+    assert_eq!(d.header("a2a-sender-id"), Some(GATEWAY));
+    assert!(d.header("date").is_some(), "every answer has a Date");
+    let caps = c.answer().await;
+    assert_eq!(caps.status, 200);
+    assert_eq!(caps.json()["agent"]["id"], GATEWAY);
+    let n = c.answer().await;
+    assert_eq!(n.status, 200, "{:?}", n.json());
+    assert!(n.json()["negotiation_id"].is_string());
+    assert_eq!(n.header("a2a-negotiation-id"), n.json()["negotiation_id"].as_str());
+    let probe = c.answer().await;
+    assert_eq!((probe.status, probe.code().as_str()), (404, "not_found"));
+    // Still open.
+    c.send(&request("OPTIONS", "/a2a", "", "")).await;
+    assert_eq!(c.answer().await.status, 204);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_body_is_decoded_and_forwarded_whole() {
+    let (_w, _agent, gw) = setup("").await;
+    let mut c = Conn::open(&gw.base).await;
+    let body = negotiate_body();
+    let (a, b) = body.split_at(7);
+    let chunked = format!("{:x};ext=1\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\nX-Trailer: t\r\n\r\n", a.len(), b.len());
+    let mut r =
+        request("POST", "/a2a/negotiate", "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n", "");
+    r.extend_from_slice(chunked.as_bytes());
+    // Sent in small pieces: the decoder must not depend on how the bytes arrive.
+    for piece in r.chunks(5) {
+        c.send(piece).await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let n = c.answer().await;
+    assert_eq!(n.status, 200, "{:?}", n.json());
+    let neg = n.json()["negotiation_id"].as_str().expect("id").to_owned();
+    let payload = json!({"title": "chunked ✓"}).to_string();
+    let chunked = format!("{:x}\r\n{payload}\r\n0\r\n\r\n", payload.len());
+    let mut r = request(
+        "POST",
+        "/a2a/execute",
+        &format!("A2A-Negotiation-ID: {neg}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"),
+        "",
+    );
+    r.extend_from_slice(chunked.as_bytes());
+    c.send(&r).await;
+    let e = c.answer().await;
+    assert_eq!(e.status, 201, "{:?}", e.json());
+    let id = e.json()["execution_id"].as_str().expect("id").to_owned();
+    c.send(&request("POST", "/a2a/confirm", "", &json!({"execution_id": id}).to_string())).await;
+    assert_eq!(c.answer().await.status, 202);
+    let seg = a2a_core::execution_id::ExecutionId::parse(&id).expect("id").to_path_segment();
+    c.send(&request("GET", &format!("/a2a/result/{seg}?wait_ms=10000"), "", "")).await;
+    let r = c.answer().await;
+    assert_eq!(r.json()["result"]["payload"]["title"], "chunked ✓", "{:?}", r.json());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expect_continue_gets_a_go_ahead_and_a_body_declared_over_the_limit_gets_413_without_one() {
+    let (_w, _agent, gw) = setup("[limits]\nmax_body_bytes = 4096\n").await;
+    let mut c = Conn::open(&gw.base).await;
+    let body = negotiate_body();
+    let head = format!(
+        "POST /a2a/negotiate HTTP/1.1\r\nHost: gw\r\nA2A-Version: 0.3\r\nA2A-Sender-ID: {CLIENT}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n",
+        body.len()
+    );
+    c.send(head.as_bytes()).await;
+    let go = c.answer().await;
+    assert_eq!(go.status, 100, "the go-ahead comes before the body is sent");
+    c.send(body.as_bytes()).await;
+    assert_eq!(c.answer().await.status, 200);
+
+    let mut c = Conn::open(&gw.base).await;
+    let head = format!(
+        "POST /a2a/negotiate HTTP/1.1\r\nHost: gw\r\nA2A-Version: 0.3\r\nA2A-Sender-ID: {CLIENT}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n\r\n"
+    );
+    c.send(head.as_bytes()).await;
+    let refused = c.answer().await;
+    assert_eq!((refused.status, refused.code().as_str()), (413, "payload_too_large"));
+    assert_eq!(refused.json()["error"]["details"]["limit_bytes"], 4096);
+    assert!(c.closed_within(Duration::from_secs(5)).await, "the body was never sent: the connection ends");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ambiguous_framing_is_refused_at_the_edge_and_the_connection_closed() {
+    let (_w, agent, gw) = setup("").await;
+    let http = reqwest::Client::new();
+    let before = agent.requests(&http).await;
+    let body = negotiate_body();
+    let cases = [
+        // Request smuggling: which length would the next hop use?
+        format!("Content-Length: {}\r\nTransfer-Encoding: chunked\r\n", body.len()),
+        format!("Content-Length: {}\r\nContent-Length: {}\r\n", body.len(), body.len() + 1),
+        "Content-Length: -1\r\n".to_owned(),
+        "Content-Length: 0x10\r\n".to_owned(),
+        "Transfer-Encoding: gzip, chunked\r\n".to_owned(),
+        "Transfer-Encoding: chunked, chunked\r\n".to_owned(),
+    ];
+    for framing in &cases {
+        let mut c = Conn::open(&gw.base).await;
+        let head = format!(
+            "POST /a2a/negotiate HTTP/1.1\r\nHost: gw\r\nA2A-Version: 0.3\r\nA2A-Sender-ID: {CLIENT}\r\nContent-Type: application/json\r\n{framing}\r\n{body}"
+        );
+        c.send(head.as_bytes()).await;
+        let a = c.answer().await;
+        assert_eq!((a.status, a.code().as_str()), (400, "invalid_request"), "{framing:?}: {:?}", a.json());
+        assert_eq!(a.header("connection"), Some("close"), "{framing:?}");
+        assert!(c.closed_within(Duration::from_secs(5)).await, "{framing:?}: the connection ends");
+    }
+    // HTTP/1.0 has no chunked coding.
+    let mut c = Conn::open(&gw.base).await;
+    c.send(b"POST /a2a/negotiate HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").await;
+    assert_eq!(c.answer().await.status, 400);
+    assert_eq!(agent.requests(&http).await, before, "none reached the agent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heads_beyond_the_limits_and_heads_that_are_not_http_are_refused_as_json() {
+    let (_w, _agent, gw) = setup("[limits]\nmax_header_bytes = 4096\nmax_headers = 16\n").await;
+    // Over the configured limits (but under twice them): the proxy's 431 with the limits.
+    let mut c = Conn::open(&gw.base).await;
+    let extra: String = (0..20).map(|i| format!("X-Extra-{i}: {i}\r\n")).collect();
+    c.send(&request("OPTIONS", "/a2a", &extra, "")).await;
+    let a = c.answer().await;
+    assert_eq!((a.status, a.code().as_str()), (431, "headers_too_large"), "{:?}", a.json());
+    assert_eq!(a.json()["error"]["details"]["max_headers"], 16);
+    // Far over (twice the limits): refused by the connection, which then closes.
+    for extra in [format!("X-Big: {}\r\n", "a".repeat(9000)), (0..40).map(|i| format!("X-{i}: {i}\r\n")).collect()] {
+        let mut c = Conn::open(&gw.base).await;
+        c.send(&request("OPTIONS", "/a2a", &extra, "")).await;
+        let a = c.answer().await;
+        assert_eq!((a.status, a.code().as_str()), (431, "headers_too_large"));
+        assert!(c.closed_within(Duration::from_secs(5)).await);
+    }
+    for garbage in [
+        &b"GARBAGE\r\n\r\n"[..],
+        b"GET http://elsewhere.example/a2a HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /a2a HTTP/1.1\r\nBad Name: x\r\n\r\n",
+    ] {
+        let mut c = Conn::open(&gw.base).await;
+        c.send(garbage).await;
+        let a = c.answer().await;
+        assert_eq!((a.status, a.code().as_str()), (400, "invalid_request"), "{:?}", String::from_utf8_lossy(garbage));
+        assert!(a.json()["error"]["message"].as_str().is_some_and(|m| m.contains("HTTP/1.1")));
+        assert!(c.closed_within(Duration::from_secs(5)).await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_head_is_cut_at_the_header_timeout_and_a_slow_body_gets_408() {
+    let (_w, _agent, gw) = setup("[limits]\nheader_read_timeout_ms = 300\nbody_read_timeout_ms = 300\n").await;
+    // Slowloris: half a head, then nothing.
+    let mut c = Conn::open(&gw.base).await;
+    c.send(b"OPTIONS /a2a HTTP/1.1\r\nHost: gw\r\n").await;
+    let t = Instant::now();
+    assert!(c.closed_within(Duration::from_secs(10)).await, "the connection is closed");
+    assert!(t.elapsed() >= Duration::from_millis(250), "not before the timeout: {:?}", t.elapsed());
+    // An idle kept-alive connection is closed after the same time.
+    let mut c = Conn::open(&gw.base).await;
+    c.send(&request("OPTIONS", "/a2a", "", "")).await;
+    assert_eq!(c.answer().await.status, 204);
+    assert!(c.closed_within(Duration::from_secs(10)).await, "idle connections are closed");
+    // A body that stops halfway.
+    let mut c = Conn::open(&gw.base).await;
+    c.send(
+        format!("POST /a2a/negotiate HTTP/1.1\r\nHost: gw\r\nA2A-Version: 0.3\r\nA2A-Sender-ID: {CLIENT}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"target").as_bytes(),
+    )
+    .await;
+    let a = c.answer().await;
+    assert_eq!((a.status, a.code().as_str()), (408, "request_timeout"), "{:?}", a.json());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_1_0_callers_get_their_connection_closed_unless_they_ask_to_keep_it() {
+    let (_w, _agent, gw) = setup("").await;
+    let mut c = Conn::open(&gw.base).await;
+    c.send(format!("OPTIONS /a2a HTTP/1.0\r\nA2A-Version: 0.3\r\nA2A-Sender-ID: {CLIENT}\r\n\r\n").as_bytes()).await;
+    let a = c.answer().await;
+    assert_eq!(a.status, 204);
+    assert_eq!(a.header("connection"), Some("close"));
+    assert!(c.closed_within(Duration::from_secs(5)).await);
+    let mut c = Conn::open(&gw.base).await;
+    let keep = format!(
+        "OPTIONS /a2a HTTP/1.0\r\nConnection: keep-alive\r\nA2A-Version: 0.3\r\nA2A-Sender-ID: {CLIENT}\r\n\r\n"
+    );
+    c.send(keep.as_bytes()).await;
+    assert_eq!(c.answer().await.status, 204);
+    c.send(keep.as_bytes()).await;
+    assert_eq!(c.answer().await.status, 204, "kept alive as asked");
+    // `Connection: close` from an HTTP/1.1 caller.
+    let mut c = Conn::open(&gw.base).await;
+    c.send(&request("OPTIONS", "/a2a", "Connection: close\r\n", "")).await;
+    let a = c.answer().await;
+    assert_eq!(a.header("connection"), Some("close"));
+    assert!(c.closed_within(Duration::from_secs(5)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_with_prior_knowledge_is_served_by_the_same_request_path() {
+    let (_w, _agent, gw) = setup("").await;
+    let stream = TcpStream::connect(gw.base.trim_start_matches("http://")).await.expect("connect");
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    let req = |method: &str, path: &str, body: String| {
+        let mut b = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", gw.base))
+            .header("a2a-version", "0.3")
+            .header("a2a-sender-id", CLIENT);
+        if !body.is_empty() {
+            b = b.header("content-type", "application/json");
+        }
+        b.body(http_body_util::Full::new(bytes::Bytes::from(body))).expect("request")
+    };
+    let d = send.send_request(req("OPTIONS", "/a2a", String::new())).await.expect("discover");
+    assert_eq!(d.status(), 204);
+    assert_eq!(d.headers()["a2a-sender-id"], GATEWAY);
+    assert_eq!(d.version(), http::Version::HTTP_2);
+    let n = send.send_request(req("POST", "/a2a/negotiate", negotiate_body())).await.expect("negotiate");
+    assert_eq!(n.status(), 200);
+    use http_body_util::BodyExt;
+    let body = n.into_body().collect().await.expect("body").to_bytes();
+    let v: Value = serde_json::from_slice(&body).expect("json");
+    assert!(v["negotiation_id"].is_string(), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_closes_idle_connections_and_lets_the_request_in_flight_finish() {
+    let (_w, _agent, mut gw) = setup("").await;
+    let c = Caller::new(&gw.base);
+    let n = c
+        .send("POST", "/a2a/negotiate", &[], Some(&serde_json::from_str(&negotiate_body()).expect("json")), Sign::No)
+        .await;
+    let neg = n.body["negotiation_id"].as_str().expect("id").to_owned();
+    let e =
+        c.send("POST", "/a2a/execute", &[("a2a-negotiation-id", &neg)], Some(&json!({"title": "t"})), Sign::No).await;
+    let id = e.body["execution_id"].as_str().expect("id").to_owned();
+    let seg = a2a_core::execution_id::ExecutionId::parse(&id).expect("id").to_path_segment();
+    let mut idle = Conn::open(&gw.base).await;
+    idle.send(&request("OPTIONS", "/a2a", "", "")).await;
+    assert_eq!(idle.answer().await.status, 204);
+    // Unconfirmed, so the long-poll waits its whole second.
+    let mut busy = Conn::open(&gw.base).await;
+    busy.send(&request("GET", &format!("/a2a/result/{seg}?wait_ms=1000"), "", "")).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    gw.stop();
+    assert!(idle.closed_within(Duration::from_secs(5)).await, "an idle connection is closed at once");
+    let a = busy.answer().await;
+    assert_eq!(a.status, 200, "the request in flight is answered");
+    assert_eq!(a.json()["status"], "received");
+    assert_eq!(a.header("connection"), Some("close"));
+    assert!(TcpStream::connect(gw.base.trim_start_matches("http://")).await.is_err(), "no new connections");
+}
