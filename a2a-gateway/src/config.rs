@@ -177,6 +177,9 @@ pub struct LimitsSection {
     pub header_read_timeout_ms: u64,
     /// Time to receive the request body, in milliseconds (`408 request_timeout`).
     pub body_read_timeout_ms: u64,
+    /// Time a caller has to take each write of its answer, in milliseconds: a caller that stops reading is
+    /// disconnected after it (its agent connection is released).
+    pub answer_write_timeout_ms: u64,
     /// Time an agent has to start answering, in milliseconds (`504 agent_timeout`); above the agents' `max_wait_ms`.
     pub agent_timeout_ms: u64,
     /// Time to open a connection to an agent, in milliseconds (`502 agent_unavailable`).
@@ -203,6 +206,7 @@ impl Default for LimitsSection {
             max_headers: 64,
             header_read_timeout_ms: 10_000,
             body_read_timeout_ms: 30_000,
+            answer_write_timeout_ms: 30_000,
             agent_timeout_ms: 35_000,
             connect_timeout_ms: 2_000,
             pool_max_idle_per_agent: 256,
@@ -324,6 +328,12 @@ impl Config {
         }
         if self.edge.resign_lifetime_s == 0 || u64::from(self.edge.resign_lifetime_s) > 300 {
             return Err("edge.resign_lifetime_s: must be 1 to 300".into());
+        }
+        let l = &self.limits;
+        if l.header_read_timeout_ms == 0 || l.body_read_timeout_ms == 0 || l.answer_write_timeout_ms == 0 {
+            return Err("limits: header_read_timeout_ms, body_read_timeout_ms and answer_write_timeout_ms must be at \
+                        least 1"
+                .into());
         }
         if self.balancing.consecutive_failures == 0 {
             return Err("balancing.consecutive_failures: must be at least 1".into());

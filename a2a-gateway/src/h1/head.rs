@@ -476,8 +476,12 @@ impl ParsedRequest {
     /// Binds the offsets to `head` (the first `len` bytes of the buffer parsed). `Err` when the target is not a
     /// valid path and query.
     pub fn bind(self, head: Bytes) -> Result<RequestHead, HeadError> {
-        let target = PathAndQuery::from_maybe_shared(head.slice(self.target.0 as usize..self.target.1 as usize))
-            .map_err(|e| HeadError::Malformed(format!("the request target: {e}")))?;
+        let target = if self.target.1 == 0 {
+            PathAndQuery::from_static("/")
+        } else {
+            PathAndQuery::from_maybe_shared(head.slice(self.target.0 as usize..self.target.1 as usize))
+                .map_err(|e| HeadError::Malformed(format!("the request target: {e}")))?
+        };
         Ok(RequestHead {
             method: self.method,
             target,
@@ -498,17 +502,29 @@ pub fn parse_request(buf: &[u8], max_fields: usize) -> Result<Option<ParsedReque
         Ok(httparse::Status::Complete(len)) => {
             let method = Method::from_bytes(req.method.unwrap_or("").as_bytes())
                 .map_err(|_| HeadError::Malformed("invalid method".into()))?;
-            let path = req.path.unwrap_or("");
-            if !path.starts_with('/') {
-                // Absolute-form and authority-form targets are for proxies of another kind (RFC 9112 §3.2).
-                return Err(HeadError::Malformed(format!("the request target {path:?} is not a path")));
-            }
-            if visible_ascii(path.as_bytes()).is_none() {
+            let target = req.path.unwrap_or("");
+            if visible_ascii(target.as_bytes()).is_none() {
                 return Err(HeadError::Malformed("the request target is not visible ASCII".into()));
             }
+            // Origin form (`/path?query`), asterisk form (`OPTIONS *`), or absolute form, which a server must accept
+            // too (RFC 9112 §3.2.2): its path is the target (`/` when it has none). Authority form is for CONNECT.
+            let scheme = ["http://", "https://"]
+                .into_iter()
+                .find(|s| target.len() > s.len() && target.as_bytes()[..s.len()].eq_ignore_ascii_case(s.as_bytes()));
+            let path = match scheme {
+                _ if target.starts_with('/') || target == "*" => Some(target),
+                Some(s) => {
+                    let rest = &target[s.len()..];
+                    Some(rest.find('/').map_or("", |i| &rest[i..]))
+                }
+                None => None,
+            };
+            let Some(path) = path else {
+                return Err(HeadError::Malformed(format!("the request target {target:?} is not a path")));
+            };
             Ok(Some(ParsedRequest {
                 method,
-                target: offsets(buf, path.as_bytes()),
+                target: if path.is_empty() { (0, 0) } else { offsets(buf, path.as_bytes()) },
                 version: req.version.unwrap_or(1),
                 fields: fields(buf, req.headers),
                 len,
@@ -590,7 +606,16 @@ mod tests {
             parse_request(b"GET /a2a HTTP/1.1\r\nBad Header: x\r\n\r\n", 64),
             Err(HeadError::Malformed(_))
         ));
-        assert!(matches!(parse_request(b"GET http://x/ HTTP/1.1\r\n\r\n", 64), Err(HeadError::Malformed(_))));
+        assert!(matches!(parse_request(b"CONNECT x:443 HTTP/1.1\r\n\r\n", 64), Err(HeadError::Malformed(_))));
+        for (raw, target) in [
+            (&b"GET http://gw.example:8080/a2a/x?y=1 HTTP/1.1\r\n\r\n"[..], "/a2a/x?y=1"),
+            (b"GET HTTPS://gw.example HTTP/1.1\r\n\r\n", "/"),
+            (b"OPTIONS * HTTP/1.1\r\n\r\n", "*"),
+        ] {
+            let p = parse_request(raw, 8).expect("valid").expect("complete");
+            let head = p.bind(Bytes::copy_from_slice(raw)).expect("a target");
+            assert_eq!(head.target(), target);
+        }
         assert!(matches!(parse_request(b"GET / HTTP/1.1\r\na: 1\r\nb: 2\r\n\r\n", 1), Err(HeadError::TooManyHeaders)));
         let v = b"GET / HTTP/1.1\r\nx: caf\xc3\xa9\r\n\r\n";
         let p = parse_request(v, 8).expect("obs-text is allowed").expect("complete");

@@ -40,6 +40,12 @@ impl Deadline {
         }
     }
 
+    /// Whether no timer was ever made (nothing waited on the deadline).
+    #[cfg(test)]
+    pub(crate) fn is_unarmed(&self) -> bool {
+        self.sleep.is_none()
+    }
+
     /// Completes when the deadline has passed.
     pub(crate) async fn passed(&mut self) {
         let at = self.at;

@@ -118,6 +118,7 @@ struct ConnLimits {
     max_head_bytes: usize,
     max_fields: usize,
     max_body: usize,
+    write_timeout: Duration,
 }
 
 impl ConnLimits {
@@ -129,6 +130,7 @@ impl ConnLimits {
             max_head_bytes: (l.max_header_bytes * 2).max(8192),
             max_fields: (l.max_headers * 2).clamp(8, MAX_FIELDS),
             max_body: l.max_body_bytes,
+            write_timeout: Duration::from_millis(l.answer_write_timeout_ms),
         }
     }
 }
@@ -388,6 +390,7 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
     let mut out: Vec<u8> = Vec::with_capacity(4 * 1024);
     let mut first = true;
     let mut deadline = super::Deadline::new();
+    let mut write_deadline = super::Deadline::new();
     loop {
         let head = match read_head(&mut stream, &mut buf, limits, &stop, first, &mut deadline).await {
             HeadRead::Head(h) => h,
@@ -398,7 +401,13 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
                 return;
             }
             HeadRead::Refused(e) => {
-                let _ = write_reply(&mut stream, &mut out, Reply::error(&e), 1, false).await;
+                let mut w = Writer {
+                    stream: &mut stream,
+                    buf: &mut out,
+                    deadline: &mut write_deadline,
+                    timeout: limits.write_timeout,
+                };
+                let _ = write_reply(&mut w, Reply::error(&e), 1, false, false).await;
                 return;
             }
         };
@@ -418,7 +427,13 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
                         format!("the request's framing is invalid: {m}"),
                     ),
                 };
-                let _ = write_reply(&mut stream, &mut out, Reply::error(&err), head.version, false).await;
+                let mut w = Writer {
+                    stream: &mut stream,
+                    buf: &mut out,
+                    deadline: &mut write_deadline,
+                    timeout: limits.write_timeout,
+                };
+                let _ = write_reply(&mut w, Reply::error(&err), head.version, false, false).await;
                 return;
             }
         };
@@ -455,13 +470,16 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
             }
         };
         let version = head.version;
+        let head_req = head.method == http::Method::HEAD;
         let reply = if native(head.path()) {
             crate::proxy::handle(served.gw.clone(), Incoming { head, body }).await
         } else {
             via_http(&served, head, body, peer).await
         };
         keep &= !stop.is_cancelled();
-        if !write_reply(&mut stream, &mut out, reply, version, keep).await || !keep {
+        let mut w =
+            Writer { stream: &mut stream, buf: &mut out, deadline: &mut write_deadline, timeout: limits.write_timeout };
+        if !write_reply(&mut w, reply, version, head_req, keep).await || !keep {
             return;
         }
     }
@@ -525,8 +543,68 @@ async fn serve_h2(stream: TcpStream, prefix: Bytes, peer: SocketAddr, served: Se
     let _ = conn.await;
 }
 
-/// Writes `reply`; `false` when the connection cannot be used again (an error, or a body delimited by the close).
-async fn write_reply(stream: &mut TcpStream, out: &mut Vec<u8>, reply: Reply, version: u8, keep: bool) -> bool {
+/// The writing side of a connection: its stream, a buffer, and the time each write may take.
+struct Writer<'a> {
+    stream: &'a mut TcpStream,
+    buf: &'a mut Vec<u8>,
+    /// Armed only when a write has to wait (a write the socket takes at once never polls it).
+    deadline: &'a mut super::Deadline,
+    timeout: Duration,
+}
+
+impl Writer<'_> {
+    /// Writes the buffer within the write timeout; `false` when the caller did not take it (or the write failed).
+    async fn flush(&mut self) -> bool {
+        self.deadline.set(tokio::time::Instant::now() + self.timeout);
+        let Writer { stream, buf, deadline, .. } = self;
+        tokio::select! {
+            biased;
+            r = stream.write_all(buf) => r.is_ok(),
+            () = deadline.passed() => false,
+        }
+    }
+}
+
+/// A body written as it comes.
+enum Source {
+    Upstream(UpstreamBody),
+    Stream(Body),
+}
+
+impl Source {
+    fn length(&self) -> Option<u64> {
+        match self {
+            Source::Upstream(u) => u.length(),
+            Source::Stream(b) => http_body::Body::size_hint(b).exact(),
+        }
+    }
+
+    /// The next piece; `Err` when the body failed.
+    async fn next(&mut self) -> Option<Result<Bytes, ()>> {
+        loop {
+            let d = match self {
+                Source::Upstream(u) => u.data().await?.map_err(|_| ()),
+                Source::Stream(b) => match b.frame().await? {
+                    Ok(f) => match f.into_data() {
+                        Ok(d) => Ok(d),
+                        Err(_) => continue,
+                    },
+                    Err(_) => Err(()),
+                },
+            };
+            if d.as_ref().is_ok_and(Bytes::is_empty) {
+                continue;
+            }
+            return Some(d);
+        }
+    }
+}
+
+/// Writes `reply` to a request of HTTP/1.`version` (`head_req`: a `HEAD` request, answered without a body); `false`
+/// when the connection cannot be used again (an error, a caller that did not take the answer in time, or a body
+/// delimited by the close).
+async fn write_reply(w: &mut Writer<'_>, reply: Reply, version: u8, head_req: bool, keep: bool) -> bool {
+    let out = &mut *w.buf;
     out.clear();
     let status = reply.status;
     out.extend_from_slice(b"HTTP/1.1 ");
@@ -553,8 +631,7 @@ async fn write_reply(stream: &mut TcpStream, out: &mut Vec<u8>, reply: Reply, ve
     {
         body = if b.is_empty() { ReplyBody::Empty } else { ReplyBody::Full(b) };
     }
-    let mut keep = keep;
-    match body {
+    let mut source = match body {
         ReplyBody::Empty | ReplyBody::Full(_) => {
             let data = match body {
                 ReplyBody::Full(b) => b,
@@ -567,90 +644,56 @@ async fn write_reply(stream: &mut TcpStream, out: &mut Vec<u8>, reply: Reply, ve
                 out.extend_from_slice(b"connection: close\r\n");
             }
             out.extend_from_slice(b"\r\n");
-            out.extend_from_slice(&data);
-            stream.write_all(out).await.is_ok() && keep
+            if !head_req {
+                out.extend_from_slice(&data);
+            }
+            return w.flush().await && keep;
         }
-        ReplyBody::Upstream(mut u) => {
-            let length = u.length();
-            let chunked = length.is_none() && version == 1;
-            keep &= length.is_some() || chunked;
-            match length {
-                Some(n) => {
-                    out.extend_from_slice(b"content-length: ");
-                    write_decimal(out, n);
-                    out.extend_from_slice(b"\r\n");
-                }
-                None if chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
-                None => {}
-            }
-            if !keep {
-                out.extend_from_slice(b"connection: close\r\n");
-            }
+        ReplyBody::Upstream(u) => Source::Upstream(u),
+        ReplyBody::Stream(b) => Source::Stream(b),
+    };
+    let length = source.length();
+    let chunked = length.is_none() && version == 1 && !head_req;
+    let keep = keep && (length.is_some() || chunked || head_req);
+    match length {
+        Some(n) => {
+            out.extend_from_slice(b"content-length: ");
+            write_decimal(out, n);
             out.extend_from_slice(b"\r\n");
-            if stream.write_all(out).await.is_err() {
-                return false;
-            }
-            let mut sent = 0u64;
-            while let Some(d) = u.data().await {
-                let Ok(d) = d else { return false };
-                sent += d.len() as u64;
-                if !write_data(stream, out, &d, chunked).await {
-                    return false;
-                }
-            }
-            if chunked {
-                return stream.write_all(LAST_CHUNK).await.is_ok() && keep;
-            }
-            length.is_none_or(|n| n == sent) && keep
         }
-        ReplyBody::Stream(b) => {
-            let length = http_body::Body::size_hint(&b).exact();
-            let chunked = length.is_none() && version == 1;
-            keep &= length.is_some() || chunked;
-            match length {
-                Some(n) => {
-                    out.extend_from_slice(b"content-length: ");
-                    write_decimal(out, n);
-                    out.extend_from_slice(b"\r\n");
-                }
-                None if chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
-                None => {}
-            }
-            if !keep {
-                out.extend_from_slice(b"connection: close\r\n");
-            }
-            out.extend_from_slice(b"\r\n");
-            if stream.write_all(out).await.is_err() {
-                return false;
-            }
-            let mut b = b;
-            let mut sent = 0u64;
-            while let Some(frame) = b.frame().await {
-                let Ok(frame) = frame else { return false };
-                let Ok(d) = frame.into_data() else { continue };
-                if d.is_empty() {
-                    continue;
-                }
-                sent += d.len() as u64;
-                if !write_data(stream, out, &d, chunked).await {
-                    return false;
-                }
-            }
-            if chunked {
-                return stream.write_all(LAST_CHUNK).await.is_ok() && keep;
-            }
-            length.is_none_or(|n| n == sent) && keep
+        None if chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        None => {}
+    }
+    if !keep {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    if !w.flush().await {
+        return false;
+    }
+    if head_req {
+        return keep;
+    }
+    let mut sent = 0u64;
+    while let Some(d) = source.next().await {
+        let Ok(d) = d else { return false };
+        sent += d.len() as u64;
+        w.buf.clear();
+        if chunked {
+            encode_chunk(w.buf, &d);
+        } else {
+            w.buf.extend_from_slice(&d);
+        }
+        if !w.flush().await {
+            return false;
         }
     }
-}
-
-async fn write_data(stream: &mut TcpStream, out: &mut Vec<u8>, d: &[u8], chunked: bool) -> bool {
-    if !chunked {
-        return stream.write_all(d).await.is_ok();
+    if chunked {
+        w.buf.clear();
+        w.buf.extend_from_slice(LAST_CHUNK);
+        return w.flush().await && keep;
     }
-    out.clear();
-    encode_chunk(out, d);
-    stream.write_all(out).await.is_ok()
+    length.is_none_or(|n| n == sent) && keep
 }
 
 /// Writes `n` in decimal.
@@ -699,4 +742,40 @@ where
     S::Future: Send + 'static,
 {
     tower::util::BoxCloneSyncService::new(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_caller_that_stops_reading_is_given_up_after_the_write_timeout() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        // The caller connects and never reads.
+        let _caller = TcpStream::connect(addr).await.expect("connect");
+        let (mut stream, _) = listener.accept().await.expect("accept");
+        let mut buf = vec![b'x'; 64 * 1024 * 1024];
+        let mut deadline = super::super::Deadline::new();
+        let mut w =
+            Writer { stream: &mut stream, buf: &mut buf, deadline: &mut deadline, timeout: Duration::from_millis(200) };
+        let t = tokio::time::Instant::now();
+        let written = tokio::time::timeout(Duration::from_secs(20), w.flush()).await.expect("bounded");
+        assert!(!written, "64 MiB cannot fit in the socket buffers of a caller that does not read");
+        assert!(t.elapsed() >= Duration::from_millis(200));
+    }
+
+    #[tokio::test]
+    async fn a_write_the_socket_takes_at_once_arms_no_timer() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let _caller = TcpStream::connect(addr).await.expect("connect");
+        let (mut stream, _) = listener.accept().await.expect("accept");
+        let mut buf = b"HTTP/1.1 204 No Content\r\n\r\n".to_vec();
+        let mut deadline = super::super::Deadline::new();
+        let mut w =
+            Writer { stream: &mut stream, buf: &mut buf, deadline: &mut deadline, timeout: Duration::from_secs(1) };
+        assert!(w.flush().await);
+        assert!(deadline.is_unarmed(), "the deadline's timer is made only when a write waits");
+    }
 }

@@ -121,6 +121,25 @@ impl Conn {
         raw
     }
 
+    /// The answer to a `HEAD`: its head only, whatever length it announces.
+    async fn answer_to_head(&mut self) -> Raw {
+        loop {
+            let mut hs = [httparse::EMPTY_HEADER; 64];
+            let mut r = httparse::Response::new(&mut hs);
+            if let Ok(httparse::Status::Complete(len)) = r.parse(&self.buf) {
+                let headers = r
+                    .headers
+                    .iter()
+                    .map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned()))
+                    .collect();
+                let status = r.code.expect("status");
+                self.buf.drain(..len);
+                return Raw { status, headers, body: Vec::new() };
+            }
+            assert!(self.more().await, "the connection ended before an answer");
+        }
+    }
+
     /// Whether the gateway closes the connection (read returns its end) within `within`.
     async fn closed_within(&mut self, within: Duration) -> bool {
         let mut chunk = [0u8; 1024];
@@ -295,7 +314,7 @@ async fn heads_beyond_the_limits_and_heads_that_are_not_http_are_refused_as_json
     }
     for garbage in [
         &b"GARBAGE\r\n\r\n"[..],
-        b"GET http://elsewhere.example/a2a HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"CONNECT gw.example:443 HTTP/1.1\r\nHost: x\r\n\r\n",
         b"GET /a2a HTTP/1.1\r\nBad Name: x\r\n\r\n",
     ] {
         let mut c = Conn::open(&gw.base).await;
@@ -416,4 +435,21 @@ async fn a_shutdown_closes_idle_connections_and_lets_the_request_in_flight_finis
     assert_eq!(a.json()["status"], "received");
     assert_eq!(a.header("connection"), Some("close"));
     assert!(TcpStream::connect(gw.base.trim_start_matches("http://")).await.is_err(), "no new connections");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absolute_form_targets_are_served_and_head_answers_carry_no_body() {
+    let (_w, _agent, gw) = setup("").await;
+    let mut c = Conn::open(&gw.base).await;
+    c.send(&request("OPTIONS", "http://gw.example/a2a", "", "")).await;
+    let d = c.answer().await;
+    assert_eq!(d.status, 204, "absolute form (RFC 9112 §3.2.2) is the path it names");
+    assert!(d.header("a2a-capabilities").is_some());
+    // A HEAD of a path answered by the gateway's HTTP service: the head only, and the connection stays usable.
+    c.send(b"HEAD /metrics HTTP/1.1\r\nHost: gw\r\n\r\n").await;
+    let h = c.answer_to_head().await;
+    assert_eq!(h.status, 405);
+    assert!(h.body.is_empty());
+    c.send(&request("OPTIONS", "/a2a", "", "")).await;
+    assert_eq!(c.answer().await.status, 204, "nothing of a body was left on the connection");
 }
