@@ -60,6 +60,14 @@ pub(super) fn checks() -> Vec<Check> {
             date_skew
         ),
         check!(
+            "gateway/ambiguous-framing",
+            ["GW-16"],
+            Must,
+            GATEWAY,
+            "a FALLBACK whose body is delimited two ways (Content-Length and Transfer-Encoding: chunked; two different Content-Length values) is refused 400 invalid_request and its connection closed (request smuggling)",
+            ambiguous_framing
+        ),
+        check!(
             "gateway/unsupported-version",
             ["GW-11"],
             Must,
@@ -214,5 +222,97 @@ async fn unsupported_version(t: &mut Trial<'_>) -> Outcome {
         format!("details.supported_versions listing {}", a2a_core::PROTOCOL_VERSION),
         show(&versions),
     );
+    Ok(())
+}
+
+/// What a raw HTTP/1.1 exchange gave: the status, the error code of a JSON body, whether the connection was closed
+/// after the answer.
+struct RawAnswer {
+    status: u16,
+    code: String,
+    closed: bool,
+    text: String,
+}
+
+/// Sends `message` on a new connection to the endpoint's host and reads until the connection closes, 64 KiB or 5 s.
+async fn raw_exchange(host: &str, port: u16, message: &[u8]) -> Result<RawAnswer, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let connect = tokio::net::TcpStream::connect((host, port));
+    let mut stream = tokio::time::timeout(std::time::Duration::from_secs(10), connect)
+        .await
+        .map_err(|_| "no connection within 10 s".to_owned())?
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    stream.write_all(message).await.map_err(|e| format!("cannot send: {e}"))?;
+    let mut got = Vec::new();
+    let mut closed = false;
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while got.len() < 64 * 1024 {
+        let mut chunk = [0u8; 4096];
+        match tokio::time::timeout_at(until, stream.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                closed = true;
+                break;
+            }
+            Ok(Ok(n)) => got.extend_from_slice(&chunk[..n]),
+            Err(_) => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let code = serde_json::from_str::<Value>(body.trim())
+        .ok()
+        .and_then(|v| v["error"]["code"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    Ok(RawAnswer { status, code, closed, text })
+}
+
+async fn ambiguous_framing(t: &mut Trial<'_>) -> Outcome {
+    gateway_only(t)?;
+    let url = url::Url::parse(&t.ctx.endpoint).map_err(|e| Stop::Skip(format!("the endpoint: {e}")))?;
+    if url.scheme() != "http" {
+        return Err(Stop::Skip("the suite sends hand-framed requests over plain http:// only".into()));
+    }
+    let host = url.host_str().unwrap_or("localhost").trim_start_matches('[').trim_end_matches(']').to_owned();
+    let port = url.port_or_known_default().unwrap_or(80);
+    let body = json!({"target_capability": MISSING_CAPABILITY}).to_string();
+    let chunked = format!("{:x}\r\n{body}\r\n0\r\n\r\n", body.len());
+    let cases = [
+        (
+            "FALLBACK with Content-Length and Transfer-Encoding: chunked",
+            format!("Content-Length: {}\r\nTransfer-Encoding: chunked\r\n", chunked.len()),
+            chunked.clone(),
+        ),
+        (
+            "FALLBACK with two different Content-Length values",
+            format!("Content-Length: {}\r\nContent-Length: {}\r\n", body.len(), body.len() + 1),
+            body.clone(),
+        ),
+    ];
+    for (title, framing, payload) in cases {
+        t.step(title);
+        let message = format!(
+            "POST {}/fallback HTTP/1.1\r\nHost: {}\r\nA2A-Version: {}\r\nA2A-Sender-ID: {}\r\nContent-Type: \
+             application/json\r\n{framing}\r\n{payload}",
+            url.path(),
+            url.host_str().unwrap_or("localhost"),
+            a2a_core::PROTOCOL_VERSION,
+            crate::ctx::SENDER_A,
+        );
+        match raw_exchange(&host, port, message.as_bytes()).await {
+            Ok(a) => {
+                let first = a.text.lines().next().unwrap_or("").to_owned();
+                t.check(
+                    a.status == 400 && a.code == "invalid_request",
+                    "400 invalid_request",
+                    format!("{first} {}", a.code),
+                );
+                t.check(a.closed, "the connection closed after the refusal", if a.closed { "closed" } else { "open" });
+            }
+            Err(e) => {
+                t.check(false, "400 invalid_request", e);
+            }
+        }
+    }
     Ok(())
 }

@@ -29,6 +29,7 @@ async fn demo_agent_passes_every_check_that_applies_with_a_served_did() {
             "auth/oauth2",
             "auth/oauth2-algorithms",
             "execute/confirm-window-elapses",
+            "gateway/ambiguous-framing",
             "gateway/date-skew",
             "gateway/forwarded-sender-removed",
             "gateway/own-sender-id",
