@@ -458,11 +458,25 @@ async fn process(
         }
         Step::Result => {
             let segment = head.path().rsplit('/').next().unwrap_or("");
-            let id = ExecutionId::from_path_segment(segment).map_err(|e| {
-                A2aError::with_message(ErrorCode::UNKNOWN_EXECUTION, format!("{segment:?} is not an execution id: {e}"))
-            })?;
-            ctx.execution_id = Some(id.as_str().to_owned());
-            routed = Some(route(gw, Kind::Execution, id.as_str()).await?);
+            // A segment with nothing to decode is the id itself; one this gateway routed is known valid (it came
+            // from its agent's EXECUTE answer) and needs no parse. Any other is parsed, for a precise refusal.
+            let held = if segment.contains('%') { None } else { held_route(gw, Kind::Execution, segment) };
+            routed = Some(match held {
+                Some(r) => {
+                    ctx.execution_id = Some(segment.to_owned());
+                    r
+                }
+                None => {
+                    let id = ExecutionId::from_path_segment(segment).map_err(|e| {
+                        A2aError::with_message(
+                            ErrorCode::UNKNOWN_EXECUTION,
+                            format!("{segment:?} is not an execution id: {e}"),
+                        )
+                    })?;
+                    ctx.execution_id = Some(id.as_str().to_owned());
+                    route(gw, Kind::Execution, id.as_str()).await?
+                }
+            });
         }
         Step::Fallback => {
             let req: FallbackRequest = parse_json(&body)?;
@@ -617,6 +631,12 @@ fn idempotency_key(headers: &Headers) -> Result<Option<&str>, A2aError> {
 /// The route id of an idempotency key: keys are scoped to the sender (EXE-7).
 fn idempotency_id(sender: &str, key: &str) -> String {
     format!("{sender} {key}")
+}
+
+/// The route of `id` when this process holds it and knows its agent (no I/O); `None` otherwise.
+fn held_route(gw: &Inner, kind: Kind, id: &str) -> Option<(Arc<Agent>, Route)> {
+    let r = gw.routes.get_held(kind, id)?;
+    Some((gw.agents.get(&r.agent)?, r))
 }
 
 async fn route(gw: &Inner, kind: Kind, id: &str) -> Result<(Arc<Agent>, Route), Refusal> {

@@ -218,13 +218,14 @@ impl Versions {
     /// Reads `A2A-Version` (HDR-3..HDR-5): `Ok(None)` for the agents' version (or an absent header where it is
     /// optional), `Ok(Some(t))` for a translated one, else `version_required` / `unsupported_version`.
     pub fn resolve(&self, headers: &impl Fields, required: bool) -> Result<Option<Arc<Compiled>>, A2aError> {
-        let Some(v) = headers.field_str(h::A2A_VERSION) else {
+        let raw = headers.field(h::A2A_VERSION);
+        if raw == Some(a2a_core::PROTOCOL_VERSION.as_bytes()) {
+            return Ok(None);
+        }
+        let Some(v) = raw.map(|v| crate::h1::head::visible_ascii(v).ok_or(())) else {
             return if required { Err(A2aError::new(ErrorCode::VERSION_REQUIRED)) } else { Ok(None) };
         };
         let text = v.unwrap_or("(not ASCII)");
-        if text == a2a_core::PROTOCOL_VERSION {
-            return Ok(None);
-        }
         match h::parse_version(text) {
             Ok(Version::V0_3) => Ok(None),
             Ok(other) if self.translations.contains_key(&other) => Ok(self.translations.get(&other).cloned()),

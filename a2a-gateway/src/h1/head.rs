@@ -274,12 +274,35 @@ impl Headers {
         for (k, m) in keys.iter_mut().zip(more) {
             *k = name_key(m.as_bytes());
         }
+        // Fields kept as they were received, one after the other, are copied as one run of their lines.
+        let mut run: Option<(usize, usize)> = None;
+        let flush = |run: &mut Option<(usize, usize)>, out: &mut Vec<u8>| {
+            if let Some((s, e)) = run.take() {
+                out.extend_from_slice(&self.head[s..e]);
+            }
+        };
         for f in &self.fields {
             let n = self.bytes(&f.name);
             let named = more.iter().zip(&keys).any(|(m, k)| f.key == *k && n.eq_ignore_ascii_case(m.as_bytes()));
             if named || self.hop(f, n) {
+                flush(&mut run, out);
                 continue;
             }
+            // A received line `name: value\r\n` (httparse also takes a bare `\n`, which is never copied as is).
+            if let (Part::Head(ns, _), Part::Head(_, ve)) = (&f.name, &f.value) {
+                let (ns, ve) = (*ns as usize, *ve as usize);
+                if self.head.get(ve..ve + 2) == Some(b"\r\n") {
+                    match &mut run {
+                        Some((_, e)) if *e == ns => *e = ve + 2,
+                        _ => {
+                            flush(&mut run, out);
+                            run = Some((ns, ve + 2));
+                        }
+                    }
+                    continue;
+                }
+            }
+            flush(&mut run, out);
             let v = self.bytes(&f.value);
             out.reserve(n.len() + v.len() + 4);
             out.put_slice(n);
@@ -287,6 +310,7 @@ impl Headers {
             out.put_slice(v);
             out.put_slice(b"\r\n");
         }
+        flush(&mut run, out);
     }
 
     /// Whether a field is one of [`crate::h1::HOP_BY_HOP`] (by its key; in full for the longer names).
@@ -597,6 +621,25 @@ mod tests {
         h.write(&mut out);
         assert_eq!(out, b"x-host: gw\r\nA2A-Sender-ID: did:web:gw.example\r\n", "a set field keeps its place");
         assert_eq!(h.to_header_map().len(), 2);
+    }
+
+    #[test]
+    fn fields_written_on_are_the_received_lines_minus_connection_fields() {
+        let raw = b"POST / HTTP/1.1\r\nHost: a\r\nX-A:  1 \r\nContent-Length: 2\r\nX-B: 2\r\nX-C: 3\nConnection: close\r\nX-D: 4\r\n\r\n";
+        let p = parse_request(raw, 64).expect("valid").expect("complete");
+        let mut h = p.bind(Bytes::copy_from_slice(raw)).expect("a path").headers;
+        h.insert("x-b", Bytes::from_static(b"two"));
+        let mut out = Vec::new();
+        h.write_except(&mut out, &["x-d"]);
+        // X-A without its optional whitespace; X-B set by the gateway; X-C's bare LF written as CRLF.
+        assert_eq!(String::from_utf8(out).expect("ascii"), "X-A: 1\r\nX-B: two\r\nX-C: 3\r\n");
+        // Lines received whole are copied as one run.
+        let raw = b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nHost: x\r\nC: 3\r\n\r\n";
+        let p = parse_request(raw, 64).expect("valid").expect("complete");
+        let h = p.bind(Bytes::copy_from_slice(raw)).expect("a path").headers;
+        let mut out = Vec::new();
+        h.write_except(&mut out, &[]);
+        assert_eq!(out, b"A: 1\r\nB: 2\r\nC: 3\r\n");
     }
 
     #[test]
