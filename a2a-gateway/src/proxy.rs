@@ -47,7 +47,7 @@ use crate::version::Compiled;
 #[derive(Default)]
 struct Ctx {
     step: Option<Step>,
-    sender: Option<String>,
+    sender: Option<Arc<str>>,
     verified: bool,
     capability: Option<Arc<str>>,
     negotiation_id: Option<String>,
@@ -307,7 +307,7 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
     if let Some(audit) = &gw.audit {
         audit.record(AuditRecord {
             time_ms: a2a_server::store::now_ms(),
-            sender_id: ctx.sender.unwrap_or_default(),
+            sender_id: ctx.sender.map(|s| s.to_string()).unwrap_or_default(),
             capability: ctx.capability.map(|c| c.to_string()),
             negotiation_id: ctx.negotiation_id,
             execution_id: ctx.execution_id,
@@ -348,7 +348,7 @@ async fn process(
         }
     };
     ctx.step = Some(step);
-    let header_bytes = head.headers.size();
+    let header_bytes = head.received_size;
     if head.headers.len() > gw.limits.max_headers || header_bytes > gw.limits.max_header_bytes {
         return Err(A2aError::with_message(
             ErrorCode::HEADERS_TOO_LARGE,
@@ -399,6 +399,7 @@ async fn process(
     // The sender, checked as an agent checks it (HDR-6, DID-11).
     let sender = sender_id(head.headers.get(h::A2A_SENDER_ID))?;
     ctx.sender = Some(sender.clone());
+    let sender = &*sender;
     gw.edge.rate_limit(&sender)?;
     let mut body = if head.method == Method::POST { json_body(&head.headers, body)? } else { Bytes::new() };
     if let Some(t) = translation.as_ref().filter(|t| t.renames_fields()) {
@@ -559,7 +560,7 @@ async fn process(
                     gw.agents.success(&agent);
                 }
                 // GW-15: the DID the request was forwarded as is the audience of the agent's signature.
-                let as_did = if matches!(signed, Signed::Verified(_)) { gw.did.as_str() } else { sender.as_str() };
+                let as_did = if matches!(signed, Signed::Verified(_)) { gw.did.as_str() } else { sender };
                 let fwd = info.as_deref().map(|i| Forwarded {
                     agent_did: &i.did,
                     as_did,
@@ -595,7 +596,7 @@ async fn process(
 /// The sender, checked as an agent checks it ([`a2a_server::sender_id_value`]). A sender is usually the same from
 /// one request to the next: the last few values that passed are remembered per thread, and the same bytes pass
 /// again without the check (it is a pure function of them).
-fn sender_id(value: Option<&[u8]>) -> Result<String, A2aError> {
+fn sender_id(value: Option<&[u8]>) -> Result<Arc<str>, A2aError> {
     thread_local! {
         static PASSED: std::cell::RefCell<std::collections::VecDeque<Box<[u8]>>> =
             const { std::cell::RefCell::new(std::collections::VecDeque::new()) };
@@ -603,10 +604,10 @@ fn sender_id(value: Option<&[u8]>) -> Result<String, A2aError> {
     if let Some(v) = value {
         let known = PASSED.with(|p| p.borrow().iter().any(|k| **k == *v));
         if known && let Ok(s) = std::str::from_utf8(v) {
-            return Ok(s.trim().to_owned());
+            return Ok(s.trim().into());
         }
     }
-    let sender = a2a_server::sender_id_value(value)?.to_owned();
+    let sender: Arc<str> = a2a_server::sender_id_value(value)?.into();
     if let Some(v) = value {
         PASSED.with(|p| {
             let mut p = p.borrow_mut();
@@ -750,7 +751,7 @@ async fn answer(
         let stream = step == Step::Result
             && status == 200
             && headers.get("content-type").is_some_and(|v| v.starts_with(b"text/event-stream"));
-        if stream && let Some(caller) = ctx.sender.clone() {
+        if stream && let Some(caller) = ctx.sender.as_deref().map(str::to_owned) {
             // GW-15 for streams (STR-7): the `result` event's signature is verified and replaced as it passes.
             let signing = crate::sse_sign::StreamSigning {
                 agent_did: fwd.as_ref().map_or_else(String::new, |f| f.agent_did.to_owned()),

@@ -13,7 +13,7 @@
 //! write is written once more on a new connection, which is safe since nothing reached the agent. At most
 //! `pool_max_idle` connections wait per agent, each at most 90 s.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -120,7 +120,8 @@ struct Idle {
 
 /// The idle connections, by agent (`host:port`).
 struct Pool {
-    idle: Mutex<HashMap<Arc<str>, Vec<Idle>, foldhash::fast::RandomState>>,
+    /// Per agent, oldest first.
+    idle: Mutex<HashMap<Arc<str>, VecDeque<Idle>, foldhash::fast::RandomState>>,
     max_idle: usize,
     connect_timeout: Duration,
     /// Connections opened so far.
@@ -133,8 +134,12 @@ impl Pool {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let list = idle.get_mut(authority)?;
         let now = Instant::now();
-        list.retain(|i| now.duration_since(i.since) < IDLE_TIMEOUT);
-        while let Some(mut i) = list.pop() {
+        while let Some(mut i) = list.pop_back() {
+            if now.duration_since(i.since) >= IDLE_TIMEOUT {
+                // The newest has waited too long: so have all the others.
+                list.clear();
+                return None;
+            }
             if i.conn.usable() {
                 return Some(i.conn);
             }
@@ -152,10 +157,11 @@ impl Pool {
             Some(l) => l,
             None => idle.entry(authority.clone()).or_default(),
         };
-        if list.len() >= self.max_idle {
-            list.remove(0);
+        let now = Instant::now();
+        while list.len() >= self.max_idle || list.front().is_some_and(|i| now.duration_since(i.since) >= IDLE_TIMEOUT) {
+            list.pop_front();
         }
-        list.push(Idle { conn, since: Instant::now() });
+        list.push_back(Idle { conn, since: now });
     }
 
     /// A new connection to `authority`, within the connect timeout.

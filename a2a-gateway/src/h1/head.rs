@@ -133,7 +133,12 @@ impl Headers {
         if self.seen & key_bit(key) == 0 {
             return None;
         }
-        self.fields.iter().find(|f| self.is(f, key, name)).map(|f| self.bytes(&f.value))
+        for f in &self.fields {
+            if f.key == key && (name.len() <= 7 || self.bytes(&f.name).eq_ignore_ascii_case(name.as_bytes())) {
+                return Some(self.bytes(&f.value));
+            }
+        }
+        None
     }
 
     /// [`Headers::get`] as text: `Some(Err(()))` when the value is not visible ASCII.
@@ -429,6 +434,8 @@ pub struct RequestHead {
     pub version: u8,
     /// The fields.
     pub headers: Headers,
+    /// [`Headers::size`] of the fields as received (before any edit), for the limits.
+    pub received_size: usize,
 }
 
 impl RequestHead {
@@ -449,7 +456,8 @@ impl RequestHead {
 
     /// A request built by the gateway (the HTTP/2 path).
     pub fn new(method: Method, target: PathAndQuery, headers: Headers) -> RequestHead {
-        RequestHead { method, target, version: 1, headers }
+        let received_size = headers.size();
+        RequestHead { method, target, version: 1, headers, received_size }
     }
 }
 
@@ -469,17 +477,20 @@ fn offsets(base: &[u8], part: &[u8]) -> (u32, u32) {
     (s as u32, (s + part.len()) as u32)
 }
 
-fn fields(base: &[u8], parsed: &[httparse::Header<'_>]) -> (Vec<Field>, u64) {
+/// The fields of a parsed head: their offsets, the set of their name keys, and their [`Headers::size`].
+fn fields(base: &[u8], parsed: &[httparse::Header<'_>]) -> (Vec<Field>, u64, usize) {
     let mut out = Vec::with_capacity(parsed.len() + 4);
     let mut seen = 0;
+    let mut size = 0;
     for h in parsed {
+        size += h.name.len() + h.value.len() + 4;
         let (ns, ne) = offsets(base, h.name.as_bytes());
         let (vs, ve) = offsets(base, h.value);
         let key = name_key(h.name.as_bytes());
         seen |= key_bit(key);
         out.push(Field { key, name: Part::Head(ns, ne), value: Part::Head(vs, ve) });
     }
-    (out, seen)
+    (out, seen, size)
 }
 
 /// Most fields a head may have before parsing stops (the configured limits are checked after parsing, with a clear
@@ -491,7 +502,7 @@ pub struct ParsedRequest {
     method: Method,
     target: (u32, u32),
     version: u8,
-    fields: (Vec<Field>, u64),
+    fields: (Vec<Field>, u64, usize),
     /// Length of the head in bytes (up to and including the empty line).
     pub len: usize,
 }
@@ -506,12 +517,8 @@ impl ParsedRequest {
             PathAndQuery::from_maybe_shared(head.slice(self.target.0 as usize..self.target.1 as usize))
                 .map_err(|e| HeadError::Malformed(format!("the request target: {e}")))?
         };
-        Ok(RequestHead {
-            method: self.method,
-            target,
-            version: self.version,
-            headers: Headers { head, fields: self.fields.0, seen: self.fields.1 },
-        })
+        let headers = Headers { head, fields: self.fields.0, seen: self.fields.1 };
+        Ok(RequestHead { method: self.method, target, version: self.version, headers, received_size: self.fields.2 })
     }
 }
 
@@ -582,7 +589,7 @@ pub struct ParsedResponse {
     /// The status code.
     pub status: u16,
     version: u8,
-    fields: (Vec<Field>, u64),
+    fields: (Vec<Field>, u64, usize),
     /// Length of the head in bytes.
     pub len: usize,
 }

@@ -191,7 +191,7 @@ async fn read_head(
     stream: &mut TcpStream,
     buf: &mut BytesMut,
     limits: ConnLimits,
-    stop: &CancellationToken,
+    mut stopped: std::pin::Pin<&mut tokio_util::sync::WaitForCancellationFuture<'_>>,
     first: bool,
     deadline: &mut super::Deadline,
 ) -> HeadRead {
@@ -242,7 +242,7 @@ async fn read_head(
             r = stream.read_buf(buf) => r,
             () = deadline.passed() => return HeadRead::Closed,
             // Stopping: a connection waiting between requests closes; one in the middle of a head finishes it.
-            () = stop.cancelled(), if buf.is_empty() => return HeadRead::Closed,
+            () = stopped.as_mut(), if buf.is_empty() => return HeadRead::Closed,
         };
         match read {
             Ok(n) if n > 0 => {}
@@ -391,13 +391,16 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
     let mut first = true;
     let mut deadline = super::Deadline::new();
     let mut write_deadline = super::Deadline::new();
+    // One wait for the shutdown for the connection's life (registered once, not once per request).
+    let stopped = stop.cancelled();
+    tokio::pin!(stopped);
     loop {
-        let head = match read_head(&mut stream, &mut buf, limits, &stop, first, &mut deadline).await {
+        let head = match read_head(&mut stream, &mut buf, limits, stopped.as_mut(), first, &mut deadline).await {
             HeadRead::Head(h) => h,
             HeadRead::Closed => return,
             HeadRead::H2 => {
                 let prefix = buf.split().freeze();
-                serve_h2(stream, prefix, peer, served, stop).await;
+                serve_h2(stream, prefix, peer, served, stop.clone()).await;
                 return;
             }
             HeadRead::Refused(e) => {
