@@ -400,7 +400,7 @@ async fn process(
     let sender = sender_id(head.headers.get(h::A2A_SENDER_ID))?;
     ctx.sender = Some(sender.clone());
     let sender = &*sender;
-    gw.edge.rate_limit(&sender)?;
+    gw.edge.rate_limit(sender)?;
     let mut body = if head.method == Method::POST { json_body(&head.headers, body)? } else { Bytes::new() };
     if let Some(t) = translation.as_ref().filter(|t| t.renames_fields()) {
         body = t.request_body(body);
@@ -437,7 +437,7 @@ async fn process(
             ctx.negotiation_id = Some(id.to_owned());
             let (agent, r) = route(gw, Kind::Negotiation, id).await?;
             if let Some(key) = idempotency_key(&head.headers)? {
-                let key = idempotency_id(&sender, key);
+                let key = idempotency_id(sender, key);
                 let used = gw.routes.get(Kind::Idempotency, &key).await.map_err(unavailable)?;
                 ctx.idempotency = Some(key);
                 // The key names an execution at another agent, so another negotiation (EXE-7): the agent holding
@@ -511,7 +511,7 @@ async fn process(
         }
         (None, None) => None,
     };
-    gw.edge.authorize(&sender, signed, requirement, &head.headers, !body.is_empty())?;
+    gw.edge.authorize(sender, signed, requirement, &head.headers, !body.is_empty())?;
 
     if step == Step::Fallback {
         let cap = ctx.capability.as_deref().unwrap_or_default().to_owned();
@@ -546,7 +546,7 @@ async fn process(
         };
         ctx.agent = Some(agent.clone());
         let agent_target = agent.endpoint.target(target);
-        let message = build_request(gw, &agent, info.as_deref(), &head, &agent_target, &sender, signed, &body)?;
+        let message = build_request(gw, &agent, info.as_deref(), &head, &agent_target, sender, signed, &body)?;
         ctx.forwarded = true;
         let guard = agent.start(&gw.metrics);
         let sent = gw.upstream.send_raw(agent.endpoint.authority(), &message, gw.upstream.timeout()).await;
