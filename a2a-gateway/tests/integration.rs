@@ -9,6 +9,8 @@ mod bridge;
 mod common;
 #[path = "it/h1.rs"]
 mod h1;
+#[path = "it/h1_props.rs"]
+mod h1_props;
 // The redis-server harness of a2a-server's tests, used as is.
 #[allow(dead_code)]
 #[path = "../../a2a-server/tests/e2e/redis_support.rs"]
