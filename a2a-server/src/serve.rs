@@ -123,6 +123,29 @@ pub async fn serve(
     serve_with(listener, per_connection, limits, shutdown, grace).await
 }
 
+/// The next connection on `listener` (with `TCP_NODELAY` set), or `None` once `shutdown` completes. A failed accept
+/// (out of file descriptors and the like) is logged and retried after a short pause: a server keeps serving.
+pub async fn accept(
+    listener: &TcpListener,
+    mut shutdown: Pin<&mut impl Future<Output = ()>>,
+) -> Option<(TcpStream, SocketAddr)> {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    return Some((stream, peer));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            () = shutdown.as_mut() => return None,
+        }
+    }
+}
+
 /// [`serve`] for any service (one made per connection by `per_connection`, given the peer's address): the same
 /// connection limits, HTTP/1.1 and HTTP/2, graceful shutdown, without a router in between (the gateway's proxy path
 /// uses it).
@@ -149,20 +172,7 @@ where
     let header_timeout = limits.header_read_timeout();
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
-    loop {
-        let (mut stream, peer): (TcpStream, SocketAddr) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of file descriptors and the like: log, back off briefly, keep serving.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
+    while let Some((mut stream, peer)) = accept(&listener, shutdown.as_mut()).await {
         let svc = per_connection(peer);
         let service =
             hyper::service::service_fn(move |req: hyper::Request<Incoming>| svc.clone().oneshot(req.map(Body::new)));

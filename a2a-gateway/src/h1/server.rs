@@ -147,20 +147,7 @@ pub(crate) async fn serve(
     let stop = CancellationToken::new();
     let tracker = tokio_util::task::TaskTracker::new();
     tokio::pin!(shutdown);
-    loop {
-        let (stream, peer): (TcpStream, SocketAddr) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of file descriptors and the like: log, back off briefly, keep serving.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
+    while let Some((stream, peer)) = a2a_server::serve::accept(&listener, shutdown.as_mut()).await {
         let served = served.clone();
         let stop = stop.clone();
         tracker.spawn(async move {
@@ -271,7 +258,8 @@ async fn read_body(
         Framing::Length(n) if buf.len() as u64 >= n => (Ok(buf.split_to(n as usize).freeze()), true),
         Framing::Length(n) if n > limits.max_body as u64 => {
             if n <= limits.max_body as u64 + DRAIN_MAX_BYTES {
-                drain_length(stream, buf, n).await;
+                let more = n.saturating_sub(buf.len() as u64);
+                drain(stream, buf, more).await;
             }
             (Err(BodyError::TooLarge { limit: limits.max_body }), false)
         }
@@ -321,7 +309,7 @@ async fn read_body(
             match tokio::time::timeout(limits.body_timeout, read).await {
                 Ok(Ok(())) => (Ok(out.freeze()), true),
                 Ok(Err(e @ BodyError::TooLarge { .. })) => {
-                    drain_any(stream, buf).await;
+                    drain(stream, buf, DRAIN_MAX_BYTES).await;
                     (Err(e), false)
                 }
                 Ok(Err(e)) => (Err(e), false),
@@ -331,29 +319,13 @@ async fn read_body(
     }
 }
 
-/// Reads and drops the rest of a `Content-Length` body of `n` bytes, bounded in time.
-async fn drain_length(stream: &mut TcpStream, buf: &mut BytesMut, n: u64) {
-    let run = async {
-        let mut seen = buf.len() as u64;
-        buf.clear();
-        while seen < n {
-            buf.reserve(16 * 1024);
-            match stream.read_buf(buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(k) => seen += k as u64,
-            }
-            buf.clear();
-        }
-    };
-    let _ = tokio::time::timeout(DRAIN_MAX_TIME, run).await;
-}
-
-/// Reads and drops what the client still sends (at most [`DRAIN_MAX_BYTES`]), bounded in time.
-async fn drain_any(stream: &mut TcpStream, buf: &mut BytesMut) {
+/// Drops what `buf` holds and reads and drops up to `more` bytes the client still sends, for at most
+/// [`DRAIN_MAX_TIME`] (the lingering read before a `413`, LIM-3).
+async fn drain(stream: &mut TcpStream, buf: &mut BytesMut, more: u64) {
+    buf.clear();
     let run = async {
         let mut seen = 0u64;
-        buf.clear();
-        while seen < DRAIN_MAX_BYTES {
+        while seen < more {
             buf.reserve(16 * 1024);
             match stream.read_buf(buf).await {
                 Ok(0) | Err(_) => return,
