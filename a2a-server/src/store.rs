@@ -6,8 +6,9 @@
 //! one shared test suite (`a2a-server/tests/store`).
 //!
 //! The state machine of an execution (`spec/PROTOCOL.md` §8.1) is applied by [`ExecutionRecord::apply`], the one
-//! place that decides whether a transition is allowed; a store only makes the read-check-write atomic (the memory
-//! store under a lock, Redis by a compare-and-set on the record's revision inside one Lua script).
+//! place that decides whether a transition is allowed; a store only makes it atomic (the memory store under a lock;
+//! Redis checks it on the record the caller has and writes only the stage's own fields, with native guards that
+//! refuse it when the stored state moved on: see [`redis`]).
 //!
 //! ## The work queue
 //!
@@ -183,15 +184,18 @@ impl ExecutionRecord {
     /// `retention_ms` is how long a terminal record is kept.
     pub fn apply(&mut self, t: &Transition, retention_ms: u64) -> bool {
         if let Transition::Ran { now_ms, rerun, status, result, error } = t {
-            let mut next = self.clone();
-            let finish =
-                Transition::Finish { now_ms: *now_ms, status: *status, result: result.clone(), error: error.clone() };
-            if !next.apply(&Transition::Start { now_ms: *now_ms, rerun: *rerun }, retention_ms)
-                || !next.apply(&finish, retention_ms)
-            {
+            // `Start` (from `accepted`, or from `running` when re-run) then `Finish` (to where `running` may move).
+            let startable = self.status == ExecutionStatus::Accepted || (*rerun && self.status == ExecutionStatus::Running);
+            if !startable || !ExecutionStatus::Running.can_move_to(*status) {
                 return false;
             }
-            *self = next;
+            self.attempts = self.attempts.saturating_add(1);
+            self.result = result.clone();
+            self.error = error.clone();
+            self.updated_at_ms = *now_ms;
+            self.retain_until_ms = now_ms.saturating_add(retention_ms);
+            self.status = *status;
+            self.rev = self.rev.wrapping_add(2);
             return true;
         }
         let target = t.target();

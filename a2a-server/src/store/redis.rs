@@ -5,38 +5,73 @@
 //!
 //! Everything about one execution lives in one *shard*: `{<prefix>:<ns>:<k>}` where `ns` is a digest of the agent's
 //! DID (two agents on one Redis never share state) and `k = fnv1a(execution_id) % shards`. The braces are a Redis
-//! Cluster hash tag, so that the keys one Lua script touches are in one slot:
+//! Cluster hash tag, so that the keys one transaction (`MULTI`/`EXEC`) or script touches are in one slot:
 //!
 //! | key | type | holds | expires |
 //! |---|---|---|---|
-//! | `{…:k}:x:<execution_id>` | hash `rev`, `st`, `rec` | the record (JSON), its revision and status | at the record's retention |
-//! | `{…:k}:received` | sorted set | executions waiting for CONFIRM, by `confirm_by` (the `max_received` limit) | members leave on CONFIRM or when their window elapses |
+//! | `{…:k}:x:<execution_id>` | hash `c`, `a`, `n`, `s`, `t` | the execution, one field per stage (below) | at the record's retention |
+//! | `{…:k}:received` | sorted set | executions waiting for CONFIRM, by `confirm_by` (the `max_received` limit) | members leave on CONFIRM, on cancel, or when their window elapsed and the set is full |
 //! | `{…:k}:i:<sha256(sender, key)>` | string | `execution_id \n fingerprint` of an `Idempotency-Key` | with its execution |
-//! | `{…:k}:q:<capability>` | stream + group `workers` | queued and claimed work; entries are deleted when done | `MAXLEN ~` bound |
+//! | `{…:k}:q:<capability>` | stream + group `workers` | queued and claimed work, entries `id`, `tok`; deleted when done | `MAXLEN ~` bound |
 //! | `<prefix>:<ns>:n:<id>` | string | a negotiation (JSON) | at its expiry |
 //! | `<prefix>:<ns>:j:<sha256(issuer, jti)>` | string | a replay nonce | at the signature's expiry |
-//! | channel `<prefix>:<ns>:done` | pub/sub | ids of executions that became terminal (wakes long-polls) | — |
+//! | channel `{…:k}:done` | pub/sub | ids of the shard's executions that became terminal (wakes long-polls) | — |
 //!
-//! ## Atomicity and round trips
+//! The execution's hash ([`layout`]): `c` the fields fixed at creation (JSON, written once by EXECUTE); `a` the
+//! acceptance (`<token> <at> <verified> <traceparent>`, written once by CONFIRM, or `-` when the execution was
+//! canceled before it was confirmed); `n` and `s` the starts a worker recorded and the time of the last; `t` the
+//! terminal state (JSON: status, time, result or error). Status, deadline, timestamps, attempts and revision are
+//! derived from them. The channel is per shard so that the terminal write's `PUBLISH` is in the transaction's slot.
 //!
-//! A transition is [`ExecutionRecord::apply`] in Rust followed by one Lua script that writes the new record only if
-//! the stored revision is the one it was computed from (compare-and-set) and, in the same step, queues the work
-//! (`XADD`) and claims the oldest unclaimed work of that queue for the confirming process (`XREADGROUP` without
-//! blocking: usually the work just queued), releases it (`XACK` + `XDEL`), drops the execution from the `received`
-//! set and publishes a terminal state. A conflict returns the current record and the transition is re-applied to it:
-//! no read is needed before a write when the caller has the record.
+//! This layout (and the work entries and channels) is not that of versions before it: a Redis holding an older
+//! version's executions must be emptied (or the key prefix changed) when upgrading; processes of this version
+//! interoperate.
 //!
-//! Round trips of the warm path, per execution, when one process serves it: EXECUTE 1 (one `create` script; the
-//! negotiation is cached); CONFIRM 1 (the record EXECUTE created here is the compare-and-set's `seen`, so no read;
-//! the script accepts, queues and claims); the worker 1 (a handler done within 10 ms records its start and
-//! its end in one script, [`super::Transition::Ran`], which also releases the work and publishes; a longer one
-//! writes `running` first, one more); RESULT with long-poll 0 (a terminal record is final, ST-2, so the process
-//! that wrote or read one serves later reads from memory; a long-poll that finds none starts from the record this
-//! process last wrote, [`Store::get_execution_for_wait`], and is woken locally by the worker's write). That is 3.
-//! CONFIRM on a process that did not create the execution reads it first (+1), one without a free worker slot
-//! leaves the work to the workers' blocking `XREADGROUP` (+1, shared by the items it takes at once), and a RESULT on
-//! a process that did not write the execution reads it (+1, then the pub/sub wake-up). `docs/BENCHMARKS.md` has the
-//! measured figure.
+//! ## Atomicity
+//!
+//! No warm transition reads or compares the record: each stage writes its own field with a native primitive that
+//! decides the race, in one `MULTI`/`EXEC` with everything that must happen with it. [`ExecutionRecord::apply`] first
+//! checks the transition against the record the caller has (`seen`, or a read); since an execution never moves
+//! backwards, the stored state is the same or later, and the guards below refuse what the state machine would refuse
+//! from it:
+//!
+//! - CONFIRM (`Accept`): `HSETNX a` — the first CONFIRM wins; a cancel before it has set `a` to `-`. In the same
+//!   transaction: the record's expiry, `ZREM` from `received`, `XADD` of the work with the CONFIRM's token, and, with
+//!   a free worker slot, `XREADGROUP` (no `BLOCK`) of the oldest unclaimed work for this process (usually that work).
+//!   A CONFIRM that lost its `HSETNX` has queued work that is not the execution's: it deletes it at once (`XACK` +
+//!   `XDEL`), and a worker that gets such an entry first finds that its token is not the one in `a` and drops it too,
+//!   so the handler never runs for a duplicate CONFIRM.
+//! - The end (`Finish`; `Ran`, a start and end in one): `HSETNX t` — the first terminal write wins (ST-2) and nothing
+//!   moves after it. With it: the expiry, the release of the worker's work (`XACK` + `XDEL`), `PUBLISH`, and for an
+//!   execution still `received`, `HSETNX a -` and `ZREM` (a CONFIRM racing the cancel either wins first, and the
+//!   cancel then ends an accepted execution, or fails).
+//! - A worker's start (`Start`, only for a handler still running after 10 ms) and creation with an
+//!   `Idempotency-Key` are short Lua scripts: the start must not count an attempt after the end or start twice
+//!   without a take-over, the key must be checked and claimed with the creation. They write the same fields, so they
+//!   stay correct against the transactions running beside them.
+//! - EXECUTE without a key: `ZADD` to `received`, `ZCARD`, `HSET c`, expiries. Over the `max_received` bound it drops
+//!   the entries whose window elapsed and counts again, and if still over, removes what it added and refuses
+//!   (`Created::Full`): the bound is never exceeded, and creations racing at the bound may be refused a little early.
+//!
+//! Every transaction also checks that the record exists (`HEXISTS c`): a write to an execution that expired meanwhile
+//! is undone and answers `NotFound`. A refused write reads the record (`HGETALL`) to answer with it; that and the
+//! cleanups above are the rare paths' extra round trips. Work taken by the workers' blocking `XREADGROUP` or taken
+//! over from a lost worker (`XAUTOCLAIM`) is checked the same way: one `HGETALL` per claimed item, pipelined, which
+//! is also the worker's snapshot; items that are not the execution's own (wrong token), or of an execution that
+//! ended or expired, are released.
+//!
+//! ## Round trips
+//!
+//! Per execution of the warm path, when one process serves it: EXECUTE 1 (the negotiation is cached); CONFIRM 1
+//! (the record EXECUTE created here is `seen`, so no read; the transaction accepts, queues and claims); the worker 1
+//! (a handler done within 10 ms records its start and its end in one transaction, [`Transition::Ran`], which also
+//! releases the work and publishes; a longer one runs the start script first, one more); RESULT with long-poll 0 (a
+//! terminal record is final, ST-2, so the process that wrote or read one serves later reads from memory; a long-poll
+//! that finds none starts from the record this process last wrote, [`Store::get_execution_for_wait`], and is woken
+//! locally by the worker's write). That is 3. CONFIRM on a process that did not create the execution reads it first
+//! (+1), one without a free worker slot leaves the work to the workers' blocking `XREADGROUP` (+2, its read and the
+//! check of the items it took, shared by the items taken at once), and a RESULT on a process that did not write the
+//! execution reads it (+1, then the pub/sub wake-up). `docs/BENCHMARKS.md` has the measured figure.
 //!
 //! The terminal write's `PUBLISH` reaches this process's own subscriber too, possibly before the write's reply: such
 //! a message is held until the reply has put the record into the cache of final records, so that the local waiters
@@ -47,6 +82,9 @@
 //! Every operation has a deadline (`op_timeout_ms`); a Redis that is down or slow is a [`StoreError`] (the router
 //! answers `503 store_unavailable`), never a hang. Connections re-establish themselves when Redis is back.
 
+mod layout;
+
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -62,6 +100,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
+use self::layout::{Fields, Stored};
 use super::{
     Created, ExecutionRecord, IdempotencyClaim, NegotiationRecord, Store, StoreError, Transition, TransitionOutcome,
     WorkItem, now_ms,
@@ -312,92 +351,41 @@ fn sha_hex(parts: &[&str]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn terminal_list() -> String {
-    let all = [
-        ExecutionStatus::Received,
-        ExecutionStatus::Accepted,
-        ExecutionStatus::Running,
-        ExecutionStatus::Succeeded,
-        ExecutionStatus::Failed,
-        ExecutionStatus::TimedOut,
-        ExecutionStatus::Canceled,
-    ];
-    let mut s = String::from("|");
-    for st in all.into_iter().filter(|s| s.is_terminal()) {
-        s.push_str(st.as_str());
-        s.push('|');
-    }
-    s
-}
-
+/// Creation with an `Idempotency-Key` (the warm path creates without a script).
+/// KEYS: record, received set, idempotency key. ARGV: the fixed fields (`c`), expire at, confirm by, now, the
+/// `received` bound of the shard, execution id, fingerprint, the prefix of record keys.
+/// Reply: `{'new'}`, `{'full'}`, `{'conflict'}`, `{'existing', <HGETALL of the existing execution>}`.
 const CREATE_LUA: &str = r"
-if ARGV[6] == '1' then
-  local v = redis.call('GET', KEYS[3])
-  if v then
-    local sep = string.find(v, '\n', 1, true)
-    if sep then
-      local id = string.sub(v, 1, sep - 1)
-      if string.sub(v, sep + 1) ~= ARGV[8] then return {'conflict'} end
-      local existing = redis.call('HGET', ARGV[9] .. id, 'rec')
-      if existing then return {'existing', existing} end
-    end
+local v = redis.call('GET', KEYS[3])
+if v then
+  local sep = string.find(v, '\n', 1, true)
+  if sep then
+    local id = string.sub(v, 1, sep - 1)
+    if string.sub(v, sep + 1) ~= ARGV[7] then return {'conflict'} end
+    local existing = redis.call('HGETALL', ARGV[8] .. id)
+    if #existing > 0 then return {'existing', existing} end
   end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[4])
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return {'full'} end
-redis.call('HSET', KEYS[1], 'rev', '1', 'st', 'received', 'rec', ARGV[1])
+redis.call('HSET', KEYS[1], 'c', ARGV[1])
 redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[10])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[6])
 redis.call('PEXPIREAT', KEYS[2], ARGV[2])
-if ARGV[6] == '1' then redis.call('SET', KEYS[3], ARGV[10] .. '\n' .. ARGV[8], 'PXAT', ARGV[2]) end
+redis.call('SET', KEYS[3], ARGV[6] .. '\n' .. ARGV[7], 'PXAT', ARGV[2])
 return {'new'}
 ";
 
-/// KEYS: record, received set, idempotency key (or a placeholder), work stream (or a placeholder).
-/// ARGV: expected rev, new rev, new status, new record, expire at, queue?, MAXLEN, channel, entry to release,
-/// group, execution id, terminal statuses, consumer that claims the oldest unclaimed work after queueing (or '').
-/// Reply: `{'ok'}`, or `{'ok', queued entry, claimed entry, its execution id, its record}` after a claim (the
-/// record is '' when the claimed entry is the one just queued), `{'conflict', current record}`, `{'missing'}`.
-const CAS_LUA: &str = r"
-local function release()
-  if ARGV[9] ~= '' then
-    redis.call('XACK', KEYS[4], ARGV[10], ARGV[9])
-    redis.call('XDEL', KEYS[4], ARGV[9])
-  end
-end
-local cur = redis.call('HMGET', KEYS[1], 'rev', 'st', 'rec')
-if not cur[1] then
-  release()
-  return {'missing'}
-end
-if cur[1] ~= ARGV[1] then
-  if string.find(ARGV[12], '|' .. cur[2] .. '|', 1, true) then release() end
-  return {'conflict', cur[3]}
-end
-redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'st', ARGV[3], 'rec', ARGV[4])
-redis.call('PEXPIREAT', KEYS[1], ARGV[5])
-if cur[2] == 'received' then redis.call('ZREM', KEYS[2], ARGV[11]) end
-if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PEXPIREAT', KEYS[3], ARGV[5]) end
-local reply = {'ok'}
-if ARGV[6] == '1' then
-  local added = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'id', ARGV[11], 'rec', ARGV[4])
-  if ARGV[13] ~= '' then
-    -- No group yet (a Redis that lost it): the workers re-create it and take the work from there.
-    local r = redis.pcall('XREADGROUP', 'GROUP', ARGV[10], ARGV[13], 'COUNT', '1', 'STREAMS', KEYS[4], '>')
-    if type(r) == 'table' and not r.err and r[1] and r[1][2][1] then
-      local e = r[1][2][1]
-      local id, rec = '', ''
-      for i = 1, #e[2], 2 do
-        if e[2][i] == 'id' then id = e[2][i + 1] elseif e[2][i] == 'rec' then rec = e[2][i + 1] end
-      end
-      if e[1] == added then rec = '' end
-      reply = {'ok', added, e[1], id, rec}
-    end
-  end
-end
-release()
-if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[11]) end
-return reply
+/// A worker's start (`Transition::Start`): only of an accepted execution that has not ended, and, unless `rerun`, not
+/// started yet. KEYS: record. ARGV: now, rerun ('1' or '0').
+/// Reply: the number of recorded starts after this one; 0 when refused; -1 when the execution does not exist.
+const START_LUA: &str = r"
+if redis.call('HEXISTS', KEYS[1], 'c') == 0 then return -1 end
+local f = redis.call('HMGET', KEYS[1], 'a', 't', 'n')
+if not f[1] or f[1] == '-' or f[2] then return 0 end
+if ARGV[2] ~= '1' and f[3] and tonumber(f[3]) > 0 then return 0 end
+redis.call('HSET', KEYS[1], 's', ARGV[1])
+return redis.call('HINCRBY', KEYS[1], 'n', 1)
 ";
 
 const GROUP: &str = "workers";
@@ -546,14 +534,17 @@ pub struct RedisStore {
     consumer: String,
     capabilities: Mutex<Vec<String>>,
     create: Script,
-    cas: Script,
-    terminal: String,
+    start: Script,
+    /// Tokens of this process's CONFIRMs (marks the work each queues as its execution's own): a random prefix and a
+    /// counter.
+    token_prefix: String,
+    tokens: AtomicU64,
     waiters: Arc<Waiters>,
     negotiations: moka::sync::Cache<String, NegotiationRecord>,
     /// Terminal records written or read here: final (ST-2), so a read of one needs no round trip.
-    /// Weighed by the size of the record's JSON: at most [`FINALS_BYTES`] in all.
+    /// Weighed by a rough size of the record (`layout::weight`): at most [`FINALS_BYTES`] in all.
     finals: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
-    /// Executions created here and not changed here since: the record CONFIRM passes to its compare-and-set without
+    /// Executions created here and not changed here since: the record CONFIRM checks its transition on without
     /// reading it first ([`Store::get_execution_for_update`]). Weighed like `finals`.
     created: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
     /// The last non-terminal record this process wrote of an execution, while nothing else here saw a change of it:
@@ -570,13 +561,13 @@ const SAFETY_REREAD: Duration = Duration::from_secs(5);
 /// How long a long-poll first waits for a wake-up before it reads the record again (see `wait_change`).
 const FIRST_SLICE: Duration = Duration::from_millis(50);
 
-/// Bytes of terminal records kept in memory at most (JSON size).
+/// Bytes of terminal records kept in memory at most (rough size).
 const FINALS_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Bytes of records of executions created here kept in memory at most (JSON size), for CONFIRM.
+/// Bytes of records of executions created here kept in memory at most (rough size), for CONFIRM.
 const CREATED_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Bytes of the non-terminal records last written here kept in memory at most (JSON size), for RESULT's long-poll.
+/// Bytes of the non-terminal records last written here kept in memory at most (rough size), for RESULT's long-poll.
 const WRITTEN_BYTES: u64 = 16 * 1024 * 1024;
 
 impl RedisStore {
@@ -610,13 +601,13 @@ impl RedisStore {
         let ns = sha_hex(&[&scope.did])[..16].to_owned();
         let mut suffix = [0u8; 8];
         getrandom::fill(&mut suffix).map_err(|e| StoreError(format!("no randomness: {e}")))?;
-        let consumer =
-            format!("{}-{}", std::process::id(), suffix.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        let token_prefix = suffix.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let consumer = format!("{}-{token_prefix}", std::process::id());
         let waiters = Arc::new(Waiters::default());
         let stop = tokio_util::sync::CancellationToken::new();
-        let channel = format!("{}:{ns}:done", cfg.key_prefix);
+        let channels = (0..cfg.shards).map(|k| format!("{{{}:{ns}:{k}}}:done", cfg.key_prefix)).collect();
         let woken = waiters.clone();
-        tokio::spawn(subscribe(cfg.clone(), channel, stop.clone(), || {}, move |id| woken.signal(&id)));
+        tokio::spawn(subscribe(cfg.clone(), channels, stop.clone(), || {}, move |id| woken.signal(&id)));
         Ok(Arc::new(RedisStore {
             ns,
             conn,
@@ -624,8 +615,9 @@ impl RedisStore {
             consumer,
             capabilities: Mutex::new(Vec::new()),
             create: Script::new(CREATE_LUA),
-            cas: Script::new(CAS_LUA),
-            terminal: terminal_list(),
+            start: Script::new(START_LUA),
+            token_prefix,
+            tokens: AtomicU64::new(0),
             waiters,
             negotiations: moka::sync::Cache::builder().max_capacity(10_000).build(),
             finals: moka::sync::Cache::builder()
@@ -733,88 +725,132 @@ impl RedisStore {
         format!("{}:q:{capability}", self.tag(shard))
     }
 
-    fn channel(&self) -> String {
-        format!("{}:{}:done", self.cfg.key_prefix, self.ns)
+    fn channel(&self, shard: u16) -> String {
+        format!("{}:done", self.tag(shard))
     }
 
-    fn decode(json: &str) -> Result<ExecutionRecord, StoreError> {
-        serde_json::from_str(json).map_err(|e| StoreError(format!("a stored execution is not readable: {e}")))
+    fn received_key(&self, shard: u16) -> String {
+        format!("{}:received", self.tag(shard))
     }
 
-    /// One compare-and-set script call. Returns `Ok(Ok(claimed))` when written (with the work claimed when `claim`),
-    /// `Ok(Err(Some(current)))` on a conflict, `Ok(Err(None))` when the record is missing.
-    async fn cas(
-        &self,
-        expected: &ExecutionRecord,
-        next: &ExecutionRecord,
-        enqueue: bool,
-        release: Option<&str>,
-        claim: bool,
-    ) -> Result<Result<Option<WorkItem>, Option<ExecutionRecord>>, StoreError> {
-        let shard = self.shard_of(&next.id);
-        let json = serde_json::to_string(next).map_err(|e| StoreError(e.to_string()))?;
-        let json_len = u32::try_from(json.len()).unwrap_or(u32::MAX);
-        let idem = match &next.idempotency_key {
-            Some(k) => self.idem_key(shard, &next.sender, k),
-            None => format!("{}:none", self.tag(shard)),
-        };
-        let channel = if next.status.is_terminal() { self.channel() } else { String::new() };
-        let mut inv = self.cas.prepare_invoke();
-        inv.key(self.exec_key(&next.id))
-            .key(format!("{}:received", self.tag(shard)))
-            .key(idem)
-            .key(self.stream_key(shard, &next.capability))
-            .arg(expected.rev)
-            .arg(next.rev)
-            .arg(next.status.as_str())
-            .arg(json)
-            .arg(next.retain_until_ms)
-            .arg(if enqueue { "1" } else { "0" })
-            .arg(self.cfg.max_queue_len)
-            .arg(channel)
-            .arg(release.unwrap_or(""))
-            .arg(GROUP)
-            .arg(&next.id)
-            .arg(&self.terminal)
-            .arg(if claim && enqueue { self.consumer.as_str() } else { "" });
-        // A terminal write holds this process's own pub/sub message until the record is in `finals` (see `Waiters`).
-        let mut guard = next.status.is_terminal().then(|| self.waiters.begin_write(&next.id));
-        let mut reply: Vec<String> =
-            self.run("transition", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
-        self.created.invalidate(&next.id);
-        match reply.first().map(String::as_str) {
-            Some("ok") => {
-                if let Some(mut g) = guard.take() {
-                    self.written.invalidate(&next.id);
-                    self.finals.insert(next.id.clone(), (Arc::new(next.clone()), json_len));
-                    g.applied = true;
-                } else {
-                    self.written.insert(next.id.clone(), (Arc::new(next.clone()), json_len));
+    fn retention_ms(&self) -> u64 {
+        self.scope.retention.as_millis() as u64
+    }
+
+    /// A token unique to one CONFIRM (see `layout`).
+    fn next_token(&self) -> String {
+        format!("{}.{:x}", self.token_prefix, self.tokens.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The execution an `HGETALL` reply holds (`None`: no such execution).
+    fn decode(&self, v: &Value) -> Result<Option<Stored>, StoreError> {
+        let mut f = Fields::default();
+        match v {
+            Value::Array(items) => {
+                for pair in items.chunks_exact(2) {
+                    if let (Some(k), Some(val)) = (bytes(&pair[0]), bytes(&pair[1])) {
+                        f.set(k, val);
+                    }
                 }
-                let claimed = (reply.len() == 5).then(|| {
-                    let rec = reply.pop().unwrap_or_default();
-                    let execution_id = reply.pop().unwrap_or_default();
-                    let receipt = reply.pop().unwrap_or_default();
-                    let snapshot = if rec.is_empty() { Some(next.clone()) } else { Self::decode(&rec).ok() };
-                    let capability =
-                        snapshot.as_ref().map_or_else(|| next.capability.clone(), |r| r.capability.clone());
-                    WorkItem { execution_id, capability, deliveries: 1, snapshot, receipt }
-                });
-                Ok(Ok(claimed))
             }
-            Some("conflict") => {
-                self.written.invalidate(&next.id);
-                Ok(Err(Some(Self::decode(reply.get(1).map_or("", String::as_str))?)))
+            Value::Map(items) => {
+                for (k, val) in items {
+                    if let (Some(k), Some(val)) = (bytes(k), bytes(val)) {
+                        f.set(k, val);
+                    }
+                }
             }
-            _ => {
-                self.written.invalidate(&next.id);
-                Ok(Err(None))
-            }
+            Value::Nil => return Ok(None),
+            other => return Err(StoreError(format!("redis: unexpected reply to HGETALL: {other:?}"))),
         }
+        layout::assemble(&f, self.retention_ms())
     }
 
-    /// Applies `t` by compare-and-set, re-applying it to the current record after a conflict; with `claim`, an
-    /// applied `Accept` also claims work for this process (see [`Store::accept_and_claim`]).
+    /// Reads an execution from Redis (no cache); a terminal record read is kept as final.
+    async fn read(&self, id: &str) -> Result<Option<Stored>, StoreError> {
+        let key = self.exec_key(id);
+        let v: Value = self
+            .run("get execution", move |mut c| async move { redis::cmd("HGETALL").arg(&key).query_async(&mut c).await })
+            .await?;
+        let stored = self.decode(&v)?;
+        if let Some(s) = stored.as_ref().filter(|s| s.rec.status.is_terminal()) {
+            self.finals.insert(s.rec.id.clone(), (Arc::new(s.rec.clone()), layout::weight(&s.rec)));
+        }
+        Ok(stored)
+    }
+
+    /// EXECUTE without an `Idempotency-Key`: one transaction adds the execution to `received`, counts it and writes
+    /// the fixed fields. Over the shard's bound, it drops the entries whose confirm window elapsed and counts again;
+    /// still over, it removes what it added and answers [`Created::Full`].
+    async fn create_plain(
+        &self,
+        rec: &ExecutionRecord,
+        key: String,
+        received: String,
+        fixed: String,
+        per_shard: usize,
+    ) -> Result<Created, StoreError> {
+        let mut p = redis::pipe();
+        p.atomic();
+        p.cmd("ZADD").arg(&received).arg(rec.confirm_by_ms).arg(&rec.id).ignore();
+        p.cmd("ZCARD").arg(&received);
+        p.cmd("PEXPIREAT").arg(&received).arg(rec.retain_until_ms).ignore();
+        p.cmd("HSET").arg(&key).arg(layout::FIXED).arg(fixed).ignore();
+        p.cmd("PEXPIREAT").arg(&key).arg(rec.retain_until_ms).ignore();
+        let recv = received.clone();
+        let (waiting,): (usize,) = self.run("create", move |mut c| async move { p.query_async(&mut c).await }).await?;
+        if waiting <= per_shard {
+            return Ok(Created::New);
+        }
+        let now = now_ms();
+        let (waiting,): (usize,) = self
+            .run("create", move |mut c| async move {
+                redis::pipe()
+                    .atomic()
+                    .cmd("ZREMRANGEBYSCORE")
+                    .arg(&recv)
+                    .arg("-inf")
+                    .arg(now)
+                    .ignore()
+                    .cmd("ZCARD")
+                    .arg(&recv)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        if waiting <= per_shard {
+            return Ok(Created::New);
+        }
+        let id = rec.id.clone();
+        self.run("create", move |mut c| async move {
+            redis::pipe()
+                .atomic()
+                .cmd("ZREM")
+                .arg(&received)
+                .arg(&id)
+                .ignore()
+                .cmd("DEL")
+                .arg(&key)
+                .ignore()
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await?;
+        Ok(Created::Full)
+    }
+
+    /// The outcome of a write that a guard refused: the record as stored.
+    async fn refused(&self, id: &str) -> Result<TransitionOutcome, StoreError> {
+        Ok(match self.read(id).await? {
+            Some(s) => TransitionOutcome::Refused(Box::new(s.rec)),
+            None => TransitionOutcome::NotFound,
+        })
+    }
+
+    /// Applies `t`: checks it against `seen` (or the stored record) with [`ExecutionRecord::apply`], then writes the
+    /// stage's fields with the native guard that refuses it if the stored state moved on meanwhile (see the module
+    /// docs). With `claim`, an applied `Accept` also claims work for this process (see [`Store::accept_and_claim`]);
+    /// with `release`, a terminal write releases that work.
     async fn apply(
         &self,
         id: &str,
@@ -823,12 +859,12 @@ impl RedisStore {
         release: Option<&WorkItem>,
         claim: bool,
     ) -> Result<(TransitionOutcome, Option<WorkItem>), StoreError> {
-        let retention = self.scope.retention.as_millis() as u64;
+        let retention = self.retention_ms();
         let mut fresh = seen.is_none();
-        let mut cur = match seen {
-            Some(r) => r.clone(),
+        let mut cur: Cow<'_, ExecutionRecord> = match seen {
+            Some(r) => Cow::Borrowed(r),
             None => match self.get_execution(id).await? {
-                Some(r) => r,
+                Some(r) => Cow::Owned(r),
                 None => {
                     if let Some(item) = release {
                         self.release(item).await?;
@@ -837,36 +873,223 @@ impl RedisStore {
                 }
             },
         };
-        for _ in 0..32 {
-            let mut next = cur.clone();
-            if !next.apply(t, retention) {
-                if !fresh {
-                    // `seen` may be stale: decide on the stored record.
-                    fresh = true;
-                    match self.get_execution(id).await? {
-                        Some(r) => {
-                            cur = r;
-                            continue;
-                        }
-                        None => return Ok((TransitionOutcome::NotFound, None)),
-                    }
-                }
-                if let Some(item) = release.filter(|_| cur.status.is_terminal()) {
-                    self.release(item).await?;
-                }
-                return Ok((TransitionOutcome::Refused(Box::new(cur)), None));
+        let next = loop {
+            let mut next = cur.as_ref().clone();
+            if next.apply(t, retention) {
+                break next;
             }
-            let enqueue = matches!(t, Transition::Accept { .. });
-            match self.cas(&cur, &next, enqueue, release.map(|i| i.receipt.as_str()), claim).await? {
-                Ok(claimed) => return Ok((TransitionOutcome::Applied(Box::new(next)), claimed)),
-                Err(Some(current)) => {
-                    cur = current;
-                    fresh = true;
+            if !fresh {
+                // `seen` may be stale: decide on the stored record.
+                fresh = true;
+                match self.get_execution(id).await? {
+                    Some(r) => {
+                        cur = Cow::Owned(r);
+                        continue;
+                    }
+                    None => return Ok((TransitionOutcome::NotFound, None)),
                 }
-                Err(None) => return Ok((TransitionOutcome::NotFound, None)),
+            }
+            if let Some(item) = release.filter(|_| cur.status.is_terminal()) {
+                self.release(item).await?;
+            }
+            return Ok((TransitionOutcome::Refused(Box::new(cur.into_owned())), None));
+        };
+        match t {
+            Transition::Accept { now_ms, sender_verified, traceparent } => {
+                self.write_accept(next, *now_ms, *sender_verified, traceparent.as_deref(), claim).await
+            }
+            Transition::Start { now_ms, rerun } => Ok((self.write_start(next, *now_ms, *rerun).await?, None)),
+            Transition::Finish { .. } | Transition::Ran { .. } => {
+                let ran = matches!(t, Transition::Ran { .. });
+                Ok((self.write_end(cur.status, next, ran, release).await?, None))
             }
         }
-        Err(StoreError(format!("execution {id}: too many concurrent writers; retry")))
+    }
+
+    /// CONFIRM's transaction: `HSETNX a` (the first CONFIRM wins), the expiry, `ZREM` from `received`, `XADD` of the
+    /// work with this CONFIRM's token and, with `claim`, `XREADGROUP` of the oldest unclaimed work for this process.
+    async fn write_accept(
+        &self,
+        next: ExecutionRecord,
+        now: u64,
+        sender_verified: bool,
+        traceparent: Option<&str>,
+        claim: bool,
+    ) -> Result<(TransitionOutcome, Option<WorkItem>), StoreError> {
+        let shard = self.shard_of(&next.id);
+        let key = self.exec_key(&next.id);
+        let stream = self.stream_key(shard, &next.capability);
+        let token = self.next_token();
+        let mut p = redis::pipe();
+        p.atomic().ignore_errors();
+        p.cmd("HSETNX").arg(&key).arg(layout::ACCEPT).arg(layout::accept_value(&token, now, sender_verified, traceparent));
+        p.cmd("HEXISTS").arg(&key).arg(layout::FIXED);
+        p.cmd("PEXPIREAT").arg(&key).arg(next.retain_until_ms);
+        p.cmd("ZREM").arg(self.received_key(shard)).arg(&next.id);
+        if let Some(k) = &next.idempotency_key {
+            p.cmd("PEXPIREAT").arg(self.idem_key(shard, &next.sender, k)).arg(next.retain_until_ms);
+        }
+        let at = p.len();
+        p.cmd("XADD")
+            .arg(&stream)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(self.cfg.max_queue_len)
+            .arg("*")
+            .arg("id")
+            .arg(&next.id)
+            .arg("tok")
+            .arg(&token);
+        if claim {
+            p.cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg(GROUP)
+                .arg(&self.consumer)
+                .arg("COUNT")
+                .arg(1)
+                .arg("STREAMS")
+                .arg(&stream)
+                .arg(">");
+        }
+        let mut reply: Vec<Value> =
+            self.run("accept", move |mut c| async move { p.query_async(&mut c).await }).await?;
+        self.created.invalidate(&next.id);
+        let applied = int_at(&reply, 0)? == 1;
+        let exists = int_at(&reply, 1)? == 1;
+        let added = match reply.get(at).and_then(bytes).and_then(|b| std::str::from_utf8(b).ok()) {
+            Some(a) => a.to_owned(),
+            None => return Err(StoreError(format!("redis accept: the work was not queued: {:?}", reply.get(at)))),
+        };
+        // No group yet (a Redis that lost it): the reply is an error; the workers re-create the group and take the
+        // work from there.
+        let claimed = match reply.get_mut(at + 1).map(std::mem::take) {
+            Some(v @ Value::Array(_)) => redis::from_redis_value::<StreamReadReply>(v)
+                .ok()
+                .and_then(|r| r.keys.into_iter().next())
+                .and_then(|k| k.ids.into_iter().next()),
+            _ => None,
+        };
+        let (own, other) = match claimed {
+            Some(e) if e.id == added => (true, None),
+            other => (false, other),
+        };
+        if !exists || !applied {
+            self.written.invalidate(&next.id);
+            // The work just queued is not the execution's: delete it (a worker that got it first drops it, its token
+            // not being the execution's). Without the record, also what the transaction left of it.
+            let mut p = redis::pipe();
+            p.cmd("XACK").arg(&stream).arg(GROUP).arg(&added).ignore();
+            p.cmd("XDEL").arg(&stream).arg(&added).ignore();
+            if exists {
+                p.cmd("HGETALL").arg(&key);
+            } else {
+                p.cmd("DEL").arg(&key).ignore();
+            }
+            let mut rest: Vec<Value> =
+                self.run("accept refused", move |mut c| async move { p.query_async(&mut c).await }).await?;
+            let item = self.check_one(&stream, other).await;
+            let outcome = match rest.pop().filter(|_| exists) {
+                Some(v) => match self.decode(&v)? {
+                    Some(s) => {
+                        if s.rec.status.is_terminal() {
+                            self.finals.insert(s.rec.id.clone(), (Arc::new(s.rec.clone()), layout::weight(&s.rec)));
+                        }
+                        TransitionOutcome::Refused(Box::new(s.rec))
+                    }
+                    None => TransitionOutcome::NotFound,
+                },
+                None => TransitionOutcome::NotFound,
+            };
+            return Ok((outcome, item));
+        }
+        self.written.insert(next.id.clone(), (Arc::new(next.clone()), layout::weight(&next)));
+        let item = if own {
+            Some(WorkItem {
+                execution_id: next.id.clone(),
+                capability: next.capability.clone(),
+                deliveries: 1,
+                snapshot: Some(next.clone()),
+                receipt: added,
+            })
+        } else {
+            self.check_one(&stream, other).await
+        };
+        Ok((TransitionOutcome::Applied(Box::new(next)), item))
+    }
+
+    /// A worker's start: the start script (see `START_LUA`).
+    async fn write_start(&self, mut next: ExecutionRecord, now: u64, rerun: bool) -> Result<TransitionOutcome, StoreError> {
+        let mut inv = self.start.prepare_invoke();
+        inv.key(self.exec_key(&next.id)).arg(now).arg(if rerun { "1" } else { "0" });
+        let starts: i64 = self.run("start", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
+        self.created.invalidate(&next.id);
+        if starts <= 0 {
+            self.written.invalidate(&next.id);
+            return if starts == 0 { self.refused(&next.id).await } else { Ok(TransitionOutcome::NotFound) };
+        }
+        next.attempts = u32::try_from(starts).unwrap_or(u32::MAX);
+        next.rev = layout::revision(&next);
+        self.written.insert(next.id.clone(), (Arc::new(next.clone()), layout::weight(&next)));
+        Ok(TransitionOutcome::Applied(Box::new(next)))
+    }
+
+    /// The end's transaction: `HSETNX t` (the first terminal write wins), the expiry, for an execution still
+    /// `received` (`from`) `HSETNX a -` and `ZREM`, the release of `release`, and `PUBLISH`.
+    async fn write_end(
+        &self,
+        from: ExecutionStatus,
+        mut next: ExecutionRecord,
+        ran: bool,
+        release: Option<&WorkItem>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        let shard = self.shard_of(&next.id);
+        let key = self.exec_key(&next.id);
+        let mut p = redis::pipe();
+        p.atomic().ignore_errors();
+        p.cmd("HSETNX").arg(&key).arg(layout::TERMINAL).arg(layout::terminal_value(&next, ran)?);
+        p.cmd("HEXISTS").arg(&key).arg(layout::FIXED);
+        p.cmd("HGET").arg(&key).arg(layout::STARTS);
+        p.cmd("PEXPIREAT").arg(&key).arg(next.retain_until_ms);
+        if let Some(k) = &next.idempotency_key {
+            p.cmd("PEXPIREAT").arg(self.idem_key(shard, &next.sender, k)).arg(next.retain_until_ms);
+        }
+        if from == ExecutionStatus::Received {
+            p.cmd("HSETNX").arg(&key).arg(layout::ACCEPT).arg(layout::CLOSED);
+            p.cmd("ZREM").arg(self.received_key(shard)).arg(&next.id);
+        }
+        if let Some(item) = release {
+            let stream = self.stream_key(self.shard_of(&item.execution_id), &item.capability);
+            p.cmd("XACK").arg(&stream).arg(GROUP).arg(&item.receipt);
+            p.cmd("XDEL").arg(&stream).arg(&item.receipt);
+        }
+        p.cmd("PUBLISH").arg(self.channel(shard)).arg(&next.id);
+        // This process's own pub/sub message is held until the record is in `finals` (see `Waiters`).
+        let mut guard = self.waiters.begin_write(&next.id);
+        let reply: Vec<Value> = self.run("finish", move |mut c| async move { p.query_async(&mut c).await }).await?;
+        self.created.invalidate(&next.id);
+        self.written.invalidate(&next.id);
+        if int_at(&reply, 1)? == 0 {
+            // The execution expired meanwhile: remove what the transaction left of it.
+            let key = key.clone();
+            self.run("clean up", move |mut c| async move { redis::cmd("DEL").arg(&key).query_async::<()>(&mut c).await })
+                .await?;
+            return Ok(TransitionOutcome::NotFound);
+        }
+        if int_at(&reply, 0)? != 1 {
+            return self.refused(&next.id).await;
+        }
+        let starts = reply
+            .get(2)
+            .and_then(bytes)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .and_then(|s| s.parse::<u32>().ok())
+            .unwrap_or(0);
+        next.attempts = starts.saturating_add(u32::from(ran));
+        next.rev = layout::revision(&next);
+        self.finals.insert(next.id.clone(), (Arc::new(next.clone()), layout::weight(&next)));
+        guard.applied = true;
+        drop(guard);
+        Ok(TransitionOutcome::Applied(Box::new(next)))
     }
 
     /// Releases claimed work (XACK + XDEL in one round trip).
@@ -894,16 +1117,66 @@ impl RedisStore {
         self.capabilities.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
-    fn items(&self, entries: Vec<StreamId>, deliveries: u64, out: &mut Vec<WorkItem>) {
-        for e in entries {
-            let id: Option<String> = e.get("id");
-            let rec: Option<String> = e.get("rec");
-            let snapshot = rec.and_then(|r| serde_json::from_str::<ExecutionRecord>(&r).ok());
-            let Some(id) = id.or_else(|| snapshot.as_ref().map(|s| s.id.clone())) else { continue };
-            let capability = snapshot.as_ref().map(|s| s.capability.clone()).unwrap_or_default();
-            let deliveries = e.delivered_count.map_or(deliveries, |d| d as u64).max(deliveries);
-            out.push(WorkItem { execution_id: id, capability, deliveries, snapshot, receipt: e.id });
+    /// [`RedisStore::check_claimed`] of one entry of `stream` that a CONFIRM claimed beside its own; an error leaves
+    /// the claim to be taken over after the visibility timeout.
+    async fn check_one(&self, stream: &str, entry: Option<StreamId>) -> Option<WorkItem> {
+        let entry = entry?;
+        match self.check_claimed(vec![(stream.to_owned(), entry, 1)]).await {
+            Ok(mut items) => items.pop(),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not check claimed work; it is taken over later");
+                None
+            }
         }
+    }
+
+    /// Checks work claimed from the streams (`(stream key, entry, deliveries at least)`, all of one shard) against
+    /// the executions, with one pipelined `HGETALL` per entry: returns the entries that are their execution's own work
+    /// (their token is the one of the CONFIRM that accepted it) and whose execution has not ended, with the record as
+    /// the snapshot; releases the others (queued by a CONFIRM that lost, or of an execution that ended or expired).
+    async fn check_claimed(&self, entries: Vec<(String, StreamId, u64)>) -> Result<Vec<WorkItem>, StoreError> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<(Option<String>, Option<String>)> =
+            entries.iter().map(|(_, e, _)| (e.get::<String>("id"), e.get::<String>("tok"))).collect();
+        let mut p = redis::pipe();
+        for (id, _) in &ids {
+            p.cmd("HGETALL").arg(self.exec_key(id.as_deref().unwrap_or_default()));
+        }
+        let records: Vec<Value> =
+            self.run("check claimed work", move |mut c| async move { p.query_async(&mut c).await }).await?;
+        let mut out = Vec::new();
+        let mut junk = redis::pipe();
+        for (((stream, e, deliveries), (id, token)), v) in entries.into_iter().zip(ids).zip(records) {
+            let stored = match self.decode(&v) {
+                Ok(s) => s,
+                Err(err) => {
+                    tracing::warn!(error = %err, execution_id = ?id, "claimed work of an unreadable execution; dropped");
+                    None
+                }
+            };
+            match stored {
+                Some(s) if id.is_some() && token.is_some() && s.token == token && !s.rec.status.is_terminal() => {
+                    let deliveries = e.delivered_count.map_or(deliveries, |d| d as u64).max(deliveries);
+                    out.push(WorkItem {
+                        execution_id: s.rec.id.clone(),
+                        capability: s.rec.capability.clone(),
+                        deliveries,
+                        snapshot: Some(s.rec),
+                        receipt: e.id,
+                    });
+                }
+                _ => {
+                    junk.cmd("XACK").arg(&stream).arg(GROUP).arg(&e.id).ignore();
+                    junk.cmd("XDEL").arg(&stream).arg(&e.id).ignore();
+                }
+            }
+        }
+        if !junk.is_empty() {
+            self.run("release work", move |mut c| async move { junk.query_async::<()>(&mut c).await }).await?;
+        }
+        Ok(out)
     }
 
     /// Takes over work idle for longer than the visibility timeout (XAUTOCLAIM), at most every half timeout.
@@ -934,10 +1207,11 @@ impl RedisStore {
             let consumer = self.consumer.clone();
             let count = max - out.len();
             let min_idle = self.cfg.visibility_timeout_ms;
+            let stream = key.clone();
             let reply: StreamAutoClaimReply = self
                 .run("xautoclaim", move |mut c| async move {
                     redis::cmd("XAUTOCLAIM")
-                        .arg(&key)
+                        .arg(&stream)
                         .arg(GROUP)
                         .arg(&consumer)
                         .arg(min_idle)
@@ -951,9 +1225,27 @@ impl RedisStore {
             if !reply.claimed.is_empty() {
                 tracing::info!(taken_over = reply.claimed.len(), "took over work of a lost worker");
             }
-            self.items(reply.claimed, 2, &mut out);
+            let entries = reply.claimed.into_iter().map(|e| (key.clone(), e, 2)).collect();
+            out.extend(self.check_claimed(entries).await?);
         }
         Ok(out)
+    }
+}
+
+/// The bytes of a string reply.
+fn bytes(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}
+
+/// The integer reply at `i` of a transaction.
+fn int_at(reply: &[Value], i: usize) -> Result<i64, StoreError> {
+    match reply.get(i) {
+        Some(Value::Int(n)) => Ok(*n),
+        other => Err(StoreError(format!("redis: unexpected reply in a transaction: {other:?}"))),
     }
 }
 
@@ -988,13 +1280,13 @@ impl RedisStore {
     }
 }
 
-/// Subscribes to `channel` on the Redis of `cfg` until `stop`: `on_message` gets the payload of every message;
+/// Subscribes to `channels` on the Redis of `cfg` until `stop`: `on_message` gets the payload of every message;
 /// `on_subscribed` runs after every (re)subscription, so that a caller can wake whoever may have missed a message
 /// while the subscription was down. A lost subscription is made again, trying the seed URLs in turn, with a backoff
 /// from 100 ms doubling to 2 s. The one subscriber of the agent's store and of the sessions store.
 pub(crate) async fn subscribe(
     cfg: RedisConfig,
-    channel: String,
+    channels: Vec<String>,
     stop: tokio_util::sync::CancellationToken,
     on_subscribed: impl Fn() + Send,
     on_message: impl Fn(String) + Send,
@@ -1008,7 +1300,7 @@ pub(crate) async fn subscribe(
         let connect = async {
             let client = redis::Client::open(url.as_str())?;
             let mut ps = client.get_async_pubsub().await?;
-            ps.subscribe(&channel).await?;
+            ps.subscribe(&channels).await?;
             Ok::<_, redis::RedisError>(ps)
         };
         let ps = tokio::select! {
@@ -1028,10 +1320,10 @@ pub(crate) async fn subscribe(
                     let Some(msg) = msg else { break };
                     on_message(msg.get_payload::<String>().unwrap_or_default());
                 }
-                tracing::warn!(channel = %channel, "redis subscription lost; reconnecting");
+                tracing::warn!(channels = ?channels.first(), "redis subscription lost; reconnecting");
             }
-            Ok(Err(e)) => tracing::debug!(error = %e, channel = %channel, "redis subscription failed"),
-            Err(_) => tracing::debug!(channel = %channel, "redis subscription timed out"),
+            Ok(Err(e)) => tracing::debug!(error = %e, channels = ?channels.first(), "redis subscription failed"),
+            Err(_) => tracing::debug!(channels = ?channels.first(), "redis subscription timed out"),
         }
         tokio::select! {
             () = stop.cancelled() => return,
@@ -1089,61 +1381,55 @@ impl Store for RedisStore {
         let mut rec = rec;
         rec.rev = 1;
         rec.idempotency_key = idempotency.as_ref().map(|c| c.key.clone());
-        let idem = match &idempotency {
+        let per_shard = self.scope.max_received.div_ceil(usize::from(self.cfg.shards)).max(1);
+        let fixed = layout::fixed_value(&rec)?;
+        let key = self.exec_key(&rec.id);
+        let received = self.received_key(shard);
+        let created = match &idempotency {
             Some(c) => {
                 if self.claim_shard(c) != shard {
                     return Err(StoreError("the execution id does not fit its idempotency claim's shard".into()));
                 }
-                self.idem_key(shard, &c.sender, &c.key)
+                let mut inv = self.create.prepare_invoke();
+                inv.key(&key)
+                    .key(&received)
+                    .key(self.idem_key(shard, &c.sender, &c.key))
+                    .arg(fixed)
+                    .arg(rec.retain_until_ms)
+                    .arg(rec.confirm_by_ms)
+                    .arg(now_ms())
+                    .arg(per_shard)
+                    .arg(&rec.id)
+                    .arg(&c.fingerprint)
+                    .arg(format!("{}:x:", self.tag(shard)));
+                let reply: Vec<Value> =
+                    self.run("create", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
+                match reply.first().and_then(bytes) {
+                    Some(b"new") => Created::New,
+                    Some(b"existing") => match reply.get(1).map(|v| self.decode(v)).transpose()?.flatten() {
+                        Some(s) => Created::Existing(Box::new(s.rec)),
+                        None => return Err(StoreError("redis create: the existing execution is gone".into())),
+                    },
+                    Some(b"conflict") => Created::Conflict,
+                    Some(b"full") => Created::Full,
+                    _ => return Err(StoreError(format!("redis create: unexpected reply {reply:?}"))),
+                }
             }
-            None => format!("{}:none", self.tag(shard)),
+            None => self.create_plain(&rec, key, received, fixed, per_shard).await?,
         };
-        let per_shard = self.scope.max_received.div_ceil(usize::from(self.cfg.shards)).max(1);
-        let json = serde_json::to_string(&rec).map_err(|e| StoreError(e.to_string()))?;
-        let json_len = u32::try_from(json.len()).unwrap_or(u32::MAX);
-        let mut inv = self.create.prepare_invoke();
-        inv.key(self.exec_key(&rec.id))
-            .key(format!("{}:received", self.tag(shard)))
-            .key(idem)
-            .arg(json)
-            .arg(rec.retain_until_ms)
-            .arg(rec.confirm_by_ms)
-            .arg(now_ms())
-            .arg(per_shard)
-            .arg(if idempotency.is_some() { "1" } else { "0" })
-            .arg(&rec.id)
-            .arg(idempotency.as_ref().map_or("", |c| c.fingerprint.as_str()))
-            .arg(format!("{}:x:", self.tag(shard)))
-            .arg(&rec.id);
-        let reply: Vec<String> = self.run("create", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
-        match reply.first().map(String::as_str) {
-            Some("new") => {
-                self.created.insert(rec.id.clone(), (Arc::new(rec), json_len));
-                Ok(Created::New)
-            }
-            Some("existing") => Ok(Created::Existing(Box::new(Self::decode(reply.get(1).map_or("", String::as_str))?))),
-            Some("conflict") => Ok(Created::Conflict),
-            Some("full") => Ok(Created::Full),
-            other => Err(StoreError(format!("redis create: unexpected reply {other:?}"))),
+        if created == Created::New {
+            let weight = layout::weight(&rec);
+            self.created.insert(rec.id.clone(), (Arc::new(rec), weight));
         }
+        Ok(created)
     }
 
     async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         if let Some((rec, _)) = self.finals.get(id) {
             return Ok((rec.retain_until_ms > now_ms()).then(|| (*rec).clone()));
         }
-        let key = self.exec_key(id);
-        let json: Option<String> = self
-            .run("get execution", move |mut c| async move {
-                redis::cmd("HGET").arg(&key).arg("rec").query_async(&mut c).await
-            })
-            .await?;
-        let Some(json) = json else { return Ok(None) };
-        let rec = Self::decode(&json)?;
-        if rec.status.is_terminal() {
-            self.finals.insert(rec.id.clone(), (Arc::new(rec.clone()), u32::try_from(json.len()).unwrap_or(u32::MAX)));
-        }
-        Ok((rec.retain_until_ms > now_ms()).then_some(rec))
+        let Some(stored) = self.read(id).await? else { return Ok(None) };
+        Ok((stored.rec.retain_until_ms > now_ms()).then_some(stored.rec))
     }
 
     async fn transition(
@@ -1320,11 +1606,11 @@ impl Store for RedisStore {
             Ok(r) => r?,
             Err(_) => return Err(StoreError("redis claim: no answer in time".into())),
         };
-        let mut out = Vec::new();
+        let mut entries = Vec::new();
         for k in reply.map(|r| r.keys).unwrap_or_default() {
-            self.items(k.ids, 1, &mut out);
+            entries.extend(k.ids.into_iter().map(|e| (k.key.clone(), e, 1)));
         }
-        Ok(out)
+        self.check_claimed(entries).await
     }
 
     async fn touch_work(&self, items: &[WorkItem]) -> Result<(), StoreError> {

@@ -433,6 +433,73 @@ pub async fn work_of_a_lost_worker_is_taken_over_after_the_visibility_timeout(b:
     assert!(taken[0].deliveries >= 2, "a take-over is a redelivery: {:?}", taken[0]);
 }
 
+/// Two instances of the Redis store on one Redis (two processes), for the tests of its own layout.
+fn redis_pair(b: Backend, name: &str) -> (Arc<RedisStore>, Arc<RedisStore>) {
+    let cfg = redis_config(b, &unique_prefix(name), Duration::from_secs(30));
+    let a = RedisStore::connect(cfg.clone(), scope(1000)).expect("connect a");
+    let b = RedisStore::connect(cfg, scope(1000)).expect("connect b");
+    (a, b)
+}
+
+pub async fn queued_work_that_is_not_its_execution_s_own_is_dropped_not_run(b: Backend) {
+    // The memory store queues under its lock: only the Redis store can hold such work.
+    if b == Backend::Memory {
+        return;
+    }
+    let (a, other) = redis_pair(b, "stray");
+    a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    other.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    let accepted = created(&*a, "submit_report").await;
+    let r = a.transition(&accepted.id, accept(), Some(&accepted)).await.expect("accept");
+    assert!(matches!(r, TransitionOutcome::Applied(_)), "{r:?}");
+    let canceled = created(&*a, "submit_report").await;
+    a.transition(&canceled.id, finish(ExecutionStatus::Canceled), None).await.expect("cancel");
+    let missing = new_id(&*a, None);
+    // Work as a CONFIRM that lost its race to another leaves it for a moment (its token is not the one that
+    // accepted the execution), and work of executions that were never accepted or do not exist.
+    let streams: BTreeSet<String> =
+        [&accepted.id, &canceled.id, &missing].iter().map(|id| format!("{}:q:submit_report", a.execution_tag(id))).collect();
+    for (id, token) in [(&accepted.id, "stray.1"), (&canceled.id, "stray.2"), (&missing, "stray.3")] {
+        let stream = format!("{}:q:submit_report", a.execution_tag(id));
+        let cmd = ::redis::cmd("XADD").arg(&stream).arg("*").arg("id").arg(id).arg("tok").arg(token).clone();
+        a.command::<String>("xadd", cmd).await.expect("xadd");
+    }
+    let items = claim_all(&*other, 4, Duration::from_secs(2)).await;
+    let got: Vec<(&str, u64)> = items.iter().map(|i| (i.execution_id.as_str(), i.deliveries)).collect();
+    assert_eq!(got, vec![(accepted.id.as_str(), 1)], "only the execution's own work is handed to a worker");
+    let snapshot = items[0].snapshot.as_ref().expect("snapshot");
+    assert_eq!((snapshot.status, snapshot.confirmed), (ExecutionStatus::Accepted, true));
+    let mut left = 0;
+    for stream in &streams {
+        left += a.command::<u64>("xlen", ::redis::cmd("XLEN").arg(stream).clone()).await.expect("xlen");
+    }
+    assert_eq!(left, 1, "the stray entries were deleted; the claimed one stays until it is done");
+}
+
+pub async fn a_write_to_an_execution_that_expired_answers_not_found_and_leaves_nothing(b: Backend) {
+    if b == Backend::Memory {
+        return;
+    }
+    let (a, other) = redis_pair(b, "expired");
+    a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    other.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    let id = new_id(&*a, None);
+    let mut rec = record(&id, "submit_report", 30_000);
+    rec.retain_until_ms = now_ms() + 200;
+    assert_eq!(a.create_execution(rec.clone(), None).await.expect("create"), Created::New);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(a.get_execution(&id).await.expect("get").is_none(), "expired");
+    // The caller still holds the record (as CONFIRM does from EXECUTE): the native writes find it gone.
+    let (r, claimed) = a.accept_and_claim(&id, accept(), Some(&rec)).await.expect("accept");
+    assert_eq!((r, claimed), (TransitionOutcome::NotFound, None));
+    let r = other.transition(&id, finish(ExecutionStatus::Canceled), Some(&rec)).await.expect("cancel");
+    assert_eq!(r, TransitionOutcome::NotFound);
+    let key = format!("{}:x:{id}", a.execution_tag(&id));
+    let exists: u64 = a.command("exists", ::redis::cmd("EXISTS").arg(&key).clone()).await.expect("exists");
+    assert_eq!(exists, 0, "a write to the expired execution left a record behind");
+    assert!(claim_all(&*other, 1, Duration::from_millis(300)).await.is_empty(), "no work was left queued");
+}
+
 pub async fn idempotency_keys_return_the_existing_execution_or_conflict(b: Backend) {
     let st = stores(b, "idem", Duration::from_secs(30), 1000);
     let claim = |fp: &str| IdempotencyClaim { sender: SENDER.into(), key: "key-1".into(), fingerprint: fp.into() };
@@ -699,6 +766,8 @@ run_suite!(
     confirm_claims_queued_work_for_its_own_process_and_a_lost_claim_is_taken_over,
     queued_work_is_claimed_once_across_processes_and_released_when_done,
     work_of_a_lost_worker_is_taken_over_after_the_visibility_timeout,
+    queued_work_that_is_not_its_execution_s_own_is_dropped_not_run,
+    a_write_to_an_execution_that_expired_answers_not_found_and_leaves_nothing,
     idempotency_keys_return_the_existing_execution_or_conflict,
     received_executions_are_bounded,
     replayed_nonces_are_refused,

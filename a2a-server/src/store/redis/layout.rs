@@ -1,0 +1,433 @@
+//! How an execution is laid out in its Redis hash: each stage writes only its own small fields, once, so that a
+//! warm transition is a handful of native commands (no read, no compare-and-set of the whole record, no script).
+//!
+//! | field | written by | holds |
+//! |---|---|---|
+//! | `c` | EXECUTE (`HSET`) | the fields fixed at creation, JSON ([`Fixed`]) |
+//! | `a` | CONFIRM (`HSETNX`) | `<token> <at_ms> <verified 0/1> <traceparent>`; or `-` when closed unconfirmed |
+//! | `n` | a worker's start (`HINCRBY`, in a script) | how many starts were recorded |
+//! | `s` | a worker's start | the time of the last recorded start |
+//! | `t` | the first terminal write (`HSETNX`) | status, time, result or error, and whether it also ran (JSON) |
+//!
+//! The status, deadline, timestamps, retention, attempts and revision are derived from these fields
+//! ([`assemble`]); they are what [`ExecutionRecord::apply`] computes for the same transitions (tested below).
+
+use a2a_core::error::ErrorObject;
+use a2a_core::wire::ExecutionStatus;
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+use crate::store::{ExecutionRecord, StoreError};
+
+/// The hash field of the fields fixed at creation.
+pub(super) const FIXED: &str = "c";
+/// The hash field of the acceptance (or [`CLOSED`]).
+pub(super) const ACCEPT: &str = "a";
+/// The hash field counting the recorded starts.
+pub(super) const STARTS: &str = "n";
+/// The hash field of the terminal state.
+pub(super) const TERMINAL: &str = "t";
+/// The value of [`ACCEPT`] that closes an execution that never was accepted (canceled while `received`): a CONFIRM's
+/// `HSETNX` then fails.
+pub(super) const CLOSED: &str = "-";
+
+/// The fields of an execution fixed at creation, as written (borrowed from the record).
+#[derive(Serialize)]
+struct FixedRef<'a> {
+    id: &'a str,
+    negotiation_id: &'a str,
+    sender: &'a str,
+    capability: &'a str,
+    payload: &'a Json,
+    timeout_ms: u64,
+    created_at_ms: u64,
+    confirm_by_ms: u64,
+    retain_until_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idempotency_key: Option<&'a str>,
+}
+
+/// The fields of an execution fixed at creation, as read.
+#[derive(Deserialize)]
+struct Fixed {
+    id: String,
+    negotiation_id: String,
+    sender: String,
+    capability: String,
+    payload: Json,
+    timeout_ms: u64,
+    created_at_ms: u64,
+    confirm_by_ms: u64,
+    retain_until_ms: u64,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+/// A terminal state, as written.
+#[derive(Serialize)]
+struct TerminalRef<'a> {
+    st: ExecutionStatus,
+    at: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a Json>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a ErrorObject>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    ran: bool,
+}
+
+/// A terminal state, as read.
+#[derive(Deserialize)]
+struct Terminal {
+    st: ExecutionStatus,
+    at: u64,
+    #[serde(default)]
+    result: Option<Json>,
+    #[serde(default)]
+    error: Option<ErrorObject>,
+    #[serde(default)]
+    ran: bool,
+}
+
+/// The value of [`FIXED`] for a new execution.
+pub(super) fn fixed_value(rec: &ExecutionRecord) -> Result<String, StoreError> {
+    serde_json::to_string(&FixedRef {
+        id: &rec.id,
+        negotiation_id: &rec.negotiation_id,
+        sender: &rec.sender,
+        capability: &rec.capability,
+        payload: &rec.payload,
+        timeout_ms: rec.timeout_ms,
+        created_at_ms: rec.created_at_ms,
+        confirm_by_ms: rec.confirm_by_ms,
+        retain_until_ms: rec.retain_until_ms,
+        idempotency_key: rec.idempotency_key.as_deref(),
+    })
+    .map_err(|e| StoreError(e.to_string()))
+}
+
+/// The value of [`ACCEPT`] written by a CONFIRM: `token` marks the work it queues as the execution's own.
+pub(super) fn accept_value(token: &str, at_ms: u64, sender_verified: bool, traceparent: Option<&str>) -> String {
+    format!("{token} {at_ms} {} {}", u8::from(sender_verified), traceparent.unwrap_or(""))
+}
+
+/// The value of [`TERMINAL`] for `next`, a record in its terminal state; `ran` when the write also records the start
+/// ([`crate::store::Transition::Ran`]: one more attempt).
+pub(super) fn terminal_value(next: &ExecutionRecord, ran: bool) -> Result<String, StoreError> {
+    serde_json::to_string(&TerminalRef {
+        st: next.status,
+        at: next.updated_at_ms,
+        result: next.result.as_ref(),
+        error: next.error.as_ref(),
+        ran,
+    })
+    .map_err(|e| StoreError(e.to_string()))
+}
+
+/// The revision the fields stand for: one per applied transition (creation 1, acceptance, each start, the end), as
+/// [`ExecutionRecord::apply`] counts them.
+pub(super) fn revision(rec: &ExecutionRecord) -> u64 {
+    1 + u64::from(rec.confirmed) + u64::from(rec.attempts) + u64::from(rec.status.is_terminal())
+}
+
+/// An execution as read from its hash.
+pub(super) struct Stored {
+    /// The record.
+    pub(super) rec: ExecutionRecord,
+    /// The token of the CONFIRM that accepted it: the work queued with another token is not its own.
+    pub(super) token: Option<String>,
+}
+
+/// The raw fields of an execution's hash.
+#[derive(Default)]
+pub(super) struct Fields<'a> {
+    pub(super) fixed: Option<&'a [u8]>,
+    pub(super) accept: Option<&'a [u8]>,
+    pub(super) starts: Option<&'a [u8]>,
+    pub(super) started: Option<&'a [u8]>,
+    pub(super) terminal: Option<&'a [u8]>,
+}
+
+impl<'a> Fields<'a> {
+    /// Sets a field by its name (others are ignored).
+    pub(super) fn set(&mut self, name: &[u8], value: &'a [u8]) {
+        match name {
+            b"c" => self.fixed = Some(value),
+            b"a" => self.accept = Some(value),
+            b"n" => self.starts = Some(value),
+            b"s" => self.started = Some(value),
+            b"t" => self.terminal = Some(value),
+            _ => {}
+        }
+    }
+}
+
+fn unreadable(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError(format!("a stored execution is not readable ({what}): {e}"))
+}
+
+fn number<T: std::str::FromStr>(what: &str, v: &[u8]) -> Result<T, StoreError> {
+    std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()).ok_or_else(|| unreadable(what, "not a number"))
+}
+
+/// The record the fields stand for; `None` without [`FIXED`] (no such execution: a hash holding only later fields is
+/// what a write to an expired execution leaves behind). `retention_ms` is how long a terminal record is kept.
+pub(super) fn assemble(f: &Fields<'_>, retention_ms: u64) -> Result<Option<Stored>, StoreError> {
+    let Some(fixed) = f.fixed else { return Ok(None) };
+    let fixed: Fixed = serde_json::from_slice(fixed).map_err(|e| unreadable("c", e))?;
+    let accept = match f.accept {
+        None => None,
+        Some(a) if a == CLOSED.as_bytes() => None,
+        Some(a) => {
+            let a = std::str::from_utf8(a).map_err(|e| unreadable("a", e))?;
+            let mut parts = a.splitn(4, ' ');
+            let token = parts.next().unwrap_or_default().to_owned();
+            let at: u64 = number("a", parts.next().unwrap_or_default().as_bytes())?;
+            let verified = parts.next() == Some("1");
+            let traceparent = parts.next().filter(|t| !t.is_empty()).map(str::to_owned);
+            Some((token, at, verified, traceparent))
+        }
+    };
+    let starts: u32 = f.starts.map(|v| number("n", v)).transpose()?.unwrap_or(0);
+    let started: Option<u64> = f.started.map(|v| number("s", v)).transpose()?;
+    let terminal: Option<Terminal> =
+        f.terminal.map(|t| serde_json::from_slice(t).map_err(|e| unreadable("t", e))).transpose()?;
+    let confirmed = accept.is_some();
+    let attempts = starts.saturating_add(u32::from(terminal.as_ref().is_some_and(|t| t.ran)));
+    let status = match (&terminal, &accept) {
+        (Some(t), _) => t.st,
+        (None, Some(_)) if starts > 0 => ExecutionStatus::Running,
+        (None, Some(_)) => ExecutionStatus::Accepted,
+        (None, None) => ExecutionStatus::Received,
+    };
+    let accepted_at = accept.as_ref().map(|a| a.1);
+    let deadline_ms = accepted_at.map(|at| at.saturating_add(fixed.timeout_ms));
+    let updated_at_ms = match (&terminal, started.filter(|_| starts > 0), accepted_at) {
+        (Some(t), _, _) => t.at,
+        (None, Some(s), _) => s,
+        (None, None, Some(a)) => a,
+        (None, None, None) => fixed.created_at_ms,
+    };
+    let retain_until_ms = match (&terminal, deadline_ms) {
+        (Some(t), _) => t.at.saturating_add(retention_ms),
+        (None, Some(d)) => d.saturating_add(retention_ms),
+        (None, None) => fixed.retain_until_ms,
+    };
+    let (token, sender_verified, traceparent) = match accept {
+        Some((token, _, verified, traceparent)) => (Some(token), verified, traceparent),
+        None => (None, false, None),
+    };
+    let (result, error) = match terminal {
+        Some(t) => (t.result, t.error),
+        None => (None, None),
+    };
+    let mut rec = ExecutionRecord {
+        id: fixed.id,
+        negotiation_id: fixed.negotiation_id,
+        sender: fixed.sender,
+        capability: fixed.capability,
+        payload: fixed.payload,
+        status,
+        timeout_ms: fixed.timeout_ms,
+        created_at_ms: fixed.created_at_ms,
+        updated_at_ms,
+        confirm_by_ms: fixed.confirm_by_ms,
+        deadline_ms,
+        confirmed,
+        attempts,
+        result,
+        error,
+        retain_until_ms,
+        idempotency_key: fixed.idempotency_key,
+        sender_verified,
+        traceparent,
+        rev: 0,
+    };
+    rec.rev = revision(&rec);
+    Ok(Some(Stored { rec, token }))
+}
+
+/// A rough size of a record in memory, in bytes (the weight of the in-process caches): its strings and JSON values.
+pub(super) fn weight(rec: &ExecutionRecord) -> u32 {
+    fn json(v: &Json) -> usize {
+        match v {
+            Json::String(s) => s.len() + 8,
+            Json::Array(a) => 16 + a.iter().map(json).sum::<usize>(),
+            Json::Object(o) => 16 + o.iter().map(|(k, v)| k.len() + 8 + json(v)).sum::<usize>(),
+            _ => 8,
+        }
+    }
+    let strings = rec.id.len() + rec.negotiation_id.len() + rec.sender.len() + rec.capability.len();
+    let error = rec.error.as_ref().map_or(0, |e| e.message.len() + e.details.as_ref().map_or(0, json));
+    let total = 256 + strings + json(&rec.payload) + rec.result.as_ref().map_or(0, json) + error;
+    u32::try_from(total).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use a2a_core::error::ErrorCode;
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::Transition;
+
+    const RETENTION: u64 = 3_600_000;
+
+    /// The hash of an execution, as the Redis store's writes leave it.
+    #[derive(Default, Clone)]
+    struct Hash {
+        c: Option<String>,
+        a: Option<String>,
+        n: u32,
+        s: Option<String>,
+        t: Option<String>,
+    }
+
+    impl Hash {
+        fn read(&self) -> ExecutionRecord {
+            let n = self.n.to_string();
+            let f = Fields {
+                fixed: self.c.as_deref().map(str::as_bytes),
+                accept: self.a.as_deref().map(str::as_bytes),
+                starts: (self.n > 0).then_some(n.as_bytes()),
+                started: self.s.as_deref().map(str::as_bytes),
+                terminal: self.t.as_deref().map(str::as_bytes),
+            };
+            assemble(&f, RETENTION).expect("readable").expect("present").rec
+        }
+
+        /// What the store writes for `t` applied to `cur` (giving `next`); false when a guard (`HSETNX`, the start
+        /// script) refuses it.
+        fn write(&mut self, cur: &ExecutionRecord, next: &ExecutionRecord, t: &Transition) -> bool {
+            match t {
+                Transition::Accept { now_ms, sender_verified, traceparent } => {
+                    if self.a.is_some() {
+                        return false;
+                    }
+                    self.a = Some(accept_value("tok1", *now_ms, *sender_verified, traceparent.as_deref()));
+                }
+                Transition::Start { now_ms, rerun } => {
+                    if self.t.is_some() || self.a.as_deref().is_none_or(|a| a == CLOSED) || (!rerun && self.n > 0) {
+                        return false;
+                    }
+                    self.n += 1;
+                    self.s = Some(now_ms.to_string());
+                }
+                Transition::Finish { .. } | Transition::Ran { .. } => {
+                    if self.t.is_some() {
+                        return false;
+                    }
+                    if cur.status == ExecutionStatus::Received && self.a.is_none() {
+                        self.a = Some(CLOSED.into());
+                    }
+                    self.t = Some(terminal_value(next, matches!(t, Transition::Ran { .. })).expect("json"));
+                }
+            }
+            true
+        }
+    }
+
+    fn created() -> ExecutionRecord {
+        ExecutionRecord {
+            id: "did:web:c.example.com_1_x".into(),
+            negotiation_id: "n_1".into(),
+            sender: "did:web:c.example.com".into(),
+            capability: "echo_message".into(),
+            payload: json!({"message": "hello", "big": 12345678901234567890u64, "f": 0.1}),
+            status: ExecutionStatus::Received,
+            timeout_ms: 30_000,
+            created_at_ms: 1_000,
+            updated_at_ms: 1_000,
+            confirm_by_ms: 61_000,
+            deadline_ms: None,
+            confirmed: false,
+            attempts: 0,
+            result: None,
+            error: None,
+            retain_until_ms: 61_000 + RETENTION,
+            idempotency_key: Some("key-1".into()),
+            sender_verified: false,
+            traceparent: None,
+            rev: 1,
+        }
+    }
+
+    fn accept(at: u64, tp: Option<&str>) -> Transition {
+        Transition::Accept { now_ms: at, sender_verified: true, traceparent: tp.map(str::to_owned) }
+    }
+
+    fn finish(at: u64, status: ExecutionStatus) -> Transition {
+        let ok = status == ExecutionStatus::Succeeded;
+        Transition::Finish {
+            now_ms: at,
+            status,
+            result: ok.then(|| json!({"echo": "hello"})),
+            error: (!ok).then(|| ErrorObject { code: ErrorCode::CANCELED, message: "m".into(), details: None }),
+        }
+    }
+
+    fn ran(at: u64, rerun: bool) -> Transition {
+        Transition::Ran {
+            now_ms: at,
+            rerun,
+            status: ExecutionStatus::Succeeded,
+            result: Some(json!({"echo": "hello"})),
+            error: None,
+        }
+    }
+
+    /// Runs `steps` through [`ExecutionRecord::apply`] and through the fields the store writes; after every step the
+    /// record read back from the fields equals the one `apply` computed, and the guards refuse what `apply` refuses.
+    fn check(steps: &[Transition]) {
+        let mut rec = created();
+        let mut hash = Hash { c: Some(fixed_value(&rec).expect("json")), ..Hash::default() };
+        assert_eq!(hash.read(), rec, "as created");
+        for t in steps {
+            let mut next = rec.clone();
+            let applied = next.apply(t, RETENTION);
+            if applied {
+                assert!(hash.write(&rec, &next, t), "the store's guard refused {t:?} from {:?}", rec.status);
+                rec = next;
+            }
+            assert_eq!(hash.read(), rec, "after {t:?} (applied: {applied})");
+        }
+    }
+
+    #[test]
+    fn the_fields_read_back_as_the_record_apply_computes_on_every_path() {
+        use ExecutionStatus::*;
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        check(&[accept(2_000, Some(tp)), ran(2_005, false)]);
+        check(&[accept(2_000, None), Transition::Start { now_ms: 2_010, rerun: false }, finish(2_500, Succeeded)]);
+        check(&[
+            accept(2_000, None),
+            Transition::Start { now_ms: 2_010, rerun: false },
+            Transition::Start { now_ms: 9_000, rerun: true },
+            ran(9_001, true),
+            finish(9_500, Failed),
+        ]);
+        check(&[finish(1_500, Canceled), accept(2_000, None)]);
+        check(&[accept(2_000, None), finish(40_000, TimedOut), finish(40_001, Canceled)]);
+        check(&[accept(2_000, None), accept(2_001, None), Transition::Start { now_ms: 2_010, rerun: false }]);
+    }
+
+    #[test]
+    fn the_guards_refuse_what_the_state_machine_refuses_from_the_stored_state() {
+        let rec = created();
+        let mut hash = Hash { c: Some(fixed_value(&rec).expect("json")), ..Hash::default() };
+        let mut canceled = rec.clone();
+        assert!(canceled.apply(&finish(1_500, ExecutionStatus::Canceled), RETENTION));
+        assert!(hash.write(&rec, &canceled, &finish(1_500, ExecutionStatus::Canceled)));
+        // A CONFIRM that computed its acceptance from the stale `received` record loses its HSETNX.
+        let mut accepted = rec.clone();
+        assert!(accepted.apply(&accept(1_600, None), RETENTION));
+        assert!(!hash.write(&rec, &accepted, &accept(1_600, None)), "accepted after it was closed");
+        assert_eq!(hash.read(), canceled);
+    }
+
+    #[test]
+    fn a_hash_without_the_fixed_fields_is_no_execution() {
+        let f = Fields { terminal: Some(br#"{"st":"canceled","at":1}"#), ..Fields::default() };
+        assert!(assemble(&f, RETENTION).expect("readable").is_none());
+    }
+}
