@@ -83,6 +83,7 @@
 //! answers `503 store_unavailable`), never a hang. Connections re-establish themselves when Redis is back.
 
 mod layout;
+mod local;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -101,6 +102,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
 use self::layout::{Fields, Stored};
+use self::local::{Known, Local};
 use super::{
     Created, ExecutionRecord, IdempotencyClaim, NegotiationRecord, Store, StoreError, Transition, TransitionOutcome,
     WorkItem, now_ms,
@@ -268,21 +270,27 @@ impl ConnectionLike for Conn {
 struct Connector {
     cfg: RedisConfig,
     round_trips: Arc<AtomicU64>,
-    /// Response timeout of the connections made (blocking reads need more than an operation's deadline).
-    response_timeout: Duration,
+    /// Response timeout of the connections made (blocking reads need more than an operation's deadline); `None` when
+    /// every request runs under `RedisStore::run`'s deadline (the main connection): a second timer per request inside
+    /// a single connection would only cost. A cluster connection always has one (the operation's deadline).
+    response_timeout: Option<Duration>,
     single: Option<ConnectionManager>,
     cluster: tokio::sync::Mutex<Option<ClusterConnection>>,
 }
 
 impl Connector {
-    fn new(cfg: &RedisConfig, round_trips: Arc<AtomicU64>, response_timeout: Duration) -> Result<Self, StoreError> {
+    fn new(
+        cfg: &RedisConfig,
+        round_trips: Arc<AtomicU64>,
+        response_timeout: Option<Duration>,
+    ) -> Result<Self, StoreError> {
         let single = if cfg.cluster {
             None
         } else {
             let url = cfg.urls().into_iter().next().unwrap_or_default();
             let client = redis::Client::open(url.as_str()).map_err(|e| StoreError(format!("{url}: {e}")))?;
             let config = ConnectionManagerConfig::new()
-                .set_response_timeout(Some(response_timeout))
+                .set_response_timeout(response_timeout)
                 .set_connection_timeout(Some(Duration::from_millis(cfg.connect_timeout_ms)))
                 .set_number_of_retries(1)
                 .set_max_delay(Duration::from_millis(500));
@@ -308,7 +316,9 @@ impl Connector {
                 if slot.is_none() {
                     let client = redis::cluster::ClusterClient::builder(self.cfg.urls())
                         .connection_timeout(Duration::from_millis(self.cfg.connect_timeout_ms))
-                        .response_timeout(self.response_timeout)
+                        .response_timeout(
+                            self.response_timeout.unwrap_or(Duration::from_millis(self.cfg.op_timeout_ms)),
+                        )
                         .retries(2)
                         .min_retry_wait(20)
                         .max_retry_wait(200)
@@ -399,9 +409,9 @@ const GROUP: &str = "workers";
 /// as a mark or wakes the waiter.
 ///
 /// This process's own terminal writes publish too, and the subscriber may hear the message before the write's reply
-/// has put the record into `finals`: a waiter woken then would read the record from Redis for nothing. So while a
+/// has made the record known here as final: a waiter woken then would read the record from Redis for nothing. So while a
 /// terminal write of an id is in flight here ([`Waiters::begin_write`]), a message for that id is held
-/// ([`Waiters::signal`]) and delivered when the write ends ([`WriteGuard`]): at once after the record is in `finals`
+/// ([`Waiters::signal`]) and delivered when the write ends ([`WriteGuard`]): at once after the record is known as final
 /// when the write was applied, or anyway if the write failed or lost (the message may be another process's).
 #[derive(Default)]
 struct Waiters {
@@ -419,7 +429,7 @@ struct WaitersInner {
 }
 
 /// A terminal write in flight ([`Waiters::begin_write`]); ends when dropped (also when the write's future is dropped
-/// half-way): wakes the id's waiters if the write was applied (`applied`, set once the record is in `finals`) or a
+/// half-way): wakes the id's waiters if the write was applied (`applied`, set once the record is known as final) or a
 /// message for the id was held meanwhile.
 struct WriteGuard<'a> {
     waiters: &'a Waiters,
@@ -541,15 +551,13 @@ pub struct RedisStore {
     tokens: AtomicU64,
     waiters: Arc<Waiters>,
     negotiations: moka::sync::Cache<String, NegotiationRecord>,
-    /// Terminal records written or read here: final (ST-2), so a read of one needs no round trip.
-    /// Weighed by a rough size of the record (`layout::weight`): at most [`FINALS_BYTES`] in all.
-    finals: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
-    /// Executions created here and not changed here since: the record CONFIRM checks its transition on without
-    /// reading it first ([`Store::get_execution_for_update`]). Weighed like `finals`.
-    created: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
-    /// The last non-terminal record this process wrote of an execution, while nothing else here saw a change of it:
-    /// where a long-poll starts waiting ([`Store::get_execution_for_wait`]) without reading it. Weighed like `finals`.
-    written: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
+    /// What this process knows of executions without reading them ([`local`]): the record it created and has not
+    /// changed since (CONFIRM checks its transition on it, [`Store::get_execution_for_update`]), the last non-terminal
+    /// record it wrote while nothing else here saw a change of it (where a long-poll starts waiting,
+    /// [`Store::get_execution_for_wait`]), and the terminal records it wrote or read: final (ST-2), so a read of one
+    /// needs no round trip. Weighed by a rough size of the record (`layout::weight`): at most [`LOCAL_BYTES`], none
+    /// older than [`LOCAL_TTL`].
+    local: Local,
     round_trips: Arc<AtomicU64>,
     _subscriber: tokio_util::sync::DropGuard,
 }
@@ -561,14 +569,11 @@ const SAFETY_REREAD: Duration = Duration::from_secs(5);
 /// How long a long-poll first waits for a wake-up before it reads the record again (see `wait_change`).
 const FIRST_SLICE: Duration = Duration::from_millis(50);
 
-/// Bytes of terminal records kept in memory at most (rough size).
-const FINALS_BYTES: u64 = 64 * 1024 * 1024;
+/// Bytes of records known here (`RedisStore::local`) at most (rough size).
+const LOCAL_BYTES: u64 = 96 * 1024 * 1024;
 
-/// Bytes of records of executions created here kept in memory at most (rough size), for CONFIRM.
-const CREATED_BYTES: u64 = 16 * 1024 * 1024;
-
-/// Bytes of the non-terminal records last written here kept in memory at most (rough size), for RESULT's long-poll.
-const WRITTEN_BYTES: u64 = 16 * 1024 * 1024;
+/// How long a record stays known here: it becomes known when created here, read, or written terminal here.
+const LOCAL_TTL: Duration = Duration::from_secs(60);
 
 impl RedisStore {
     /// Connects (lazily: a Redis that is down makes operations fail with [`StoreError`] until it is up) and starts the
@@ -577,14 +582,14 @@ impl RedisStore {
         cfg.validate().map_err(StoreError)?;
         let round_trips = Arc::new(AtomicU64::new(0));
         let op = Duration::from_millis(cfg.op_timeout_ms);
-        let conn = Connector::new(&cfg, round_trips.clone(), op)?;
+        let conn = Connector::new(&cfg, round_trips.clone(), None)?;
         let blocking = crate::engine::CLAIM_WAIT + op;
         let partitions: Vec<Partition> = if cfg.cluster {
             (0..cfg.shards)
                 .map(|k| {
                     Ok(Partition {
                         shards: vec![k],
-                        reader: Connector::new(&cfg, round_trips.clone(), blocking)?,
+                        reader: Connector::new(&cfg, round_trips.clone(), Some(blocking))?,
                         last_reclaim: tokio::sync::Mutex::new(None),
                         reclaims: AtomicU64::new(0),
                     })
@@ -593,7 +598,7 @@ impl RedisStore {
         } else {
             vec![Partition {
                 shards: (0..cfg.shards).collect(),
-                reader: Connector::new(&cfg, round_trips.clone(), blocking)?,
+                reader: Connector::new(&cfg, round_trips.clone(), Some(blocking))?,
                 last_reclaim: tokio::sync::Mutex::new(None),
                 reclaims: AtomicU64::new(0),
             }]
@@ -620,21 +625,7 @@ impl RedisStore {
             tokens: AtomicU64::new(0),
             waiters,
             negotiations: moka::sync::Cache::builder().max_capacity(10_000).build(),
-            finals: moka::sync::Cache::builder()
-                .max_capacity(FINALS_BYTES)
-                .weigher(|_, v: &(Arc<ExecutionRecord>, u32)| v.1)
-                .time_to_live(Duration::from_secs(60))
-                .build(),
-            created: moka::sync::Cache::builder()
-                .max_capacity(CREATED_BYTES)
-                .weigher(|_, v: &(Arc<ExecutionRecord>, u32)| v.1)
-                .time_to_live(Duration::from_secs(60))
-                .build(),
-            written: moka::sync::Cache::builder()
-                .max_capacity(WRITTEN_BYTES)
-                .weigher(|_, v: &(Arc<ExecutionRecord>, u32)| v.1)
-                .time_to_live(Duration::from_secs(60))
-                .build(),
+            local: Local::new(LOCAL_BYTES, LOCAL_TTL),
             round_trips,
             _subscriber: stop.drop_guard(),
             cfg,
@@ -774,7 +765,7 @@ impl RedisStore {
             .await?;
         let stored = self.decode(&v)?;
         if let Some(s) = stored.as_ref().filter(|s| s.rec.status.is_terminal()) {
-            self.finals.insert(s.rec.id.clone(), (Arc::new(s.rec.clone()), layout::weight(&s.rec)));
+            self.local.put(Arc::new(s.rec.clone()), Known::Final, layout::weight(&s.rec));
         }
         Ok(stored)
     }
@@ -953,7 +944,6 @@ impl RedisStore {
         }
         let mut reply: Vec<Value> =
             self.run("accept", move |mut c| async move { p.query_async(&mut c).await }).await?;
-        self.created.invalidate(&next.id);
         let applied = int_at(&reply, 0)? == 1;
         let exists = int_at(&reply, 1)? == 1;
         let added = match reply.get(at).and_then(bytes).and_then(|b| std::str::from_utf8(b).ok()) {
@@ -962,19 +952,15 @@ impl RedisStore {
         };
         // No group yet (a Redis that lost it): the reply is an error; the workers re-create the group and take the
         // work from there.
-        let claimed = match reply.get_mut(at + 1).map(std::mem::take) {
-            Some(v @ Value::Array(_)) => redis::from_redis_value::<StreamReadReply>(v)
-                .ok()
-                .and_then(|r| r.keys.into_iter().next())
-                .and_then(|k| k.ids.into_iter().next()),
-            _ => None,
-        };
-        let (own, other) = match claimed {
-            Some(e) if e.id == added => (true, None),
-            other => (false, other),
-        };
+        let claimed = reply.get_mut(at + 1).map(std::mem::take).filter(|v| matches!(v, Value::Array(_)));
+        // Usually the work just queued: then only its id is looked at.
+        let own = claimed.as_ref().and_then(first_entry_id) == Some(added.as_bytes());
+        let other = claimed.filter(|_| !own).and_then(|v| {
+            let reply = redis::from_redis_value::<StreamReadReply>(v).ok()?;
+            reply.keys.into_iter().next()?.ids.into_iter().next()
+        });
         if !exists || !applied {
-            self.written.invalidate(&next.id);
+            self.local.forget(&next.id);
             // The work just queued is not the execution's: delete it (a worker that got it first drops it, its token
             // not being the execution's). Without the record, also what the transaction left of it.
             let mut p = redis::pipe();
@@ -992,7 +978,7 @@ impl RedisStore {
                 Some(v) => match self.decode(&v)? {
                     Some(s) => {
                         if s.rec.status.is_terminal() {
-                            self.finals.insert(s.rec.id.clone(), (Arc::new(s.rec.clone()), layout::weight(&s.rec)));
+                            self.local.put(Arc::new(s.rec.clone()), Known::Final, layout::weight(&s.rec));
                         }
                         TransitionOutcome::Refused(Box::new(s.rec))
                     }
@@ -1002,7 +988,7 @@ impl RedisStore {
             };
             return Ok((outcome, item));
         }
-        self.written.insert(next.id.clone(), (Arc::new(next.clone()), layout::weight(&next)));
+        self.local.put(Arc::new(next.clone()), Known::Written, layout::weight(&next));
         let item = if own {
             Some(WorkItem {
                 execution_id: next.id.clone(),
@@ -1022,14 +1008,13 @@ impl RedisStore {
         let mut inv = self.start.prepare_invoke();
         inv.key(self.exec_key(&next.id)).arg(now).arg(if rerun { "1" } else { "0" });
         let starts: i64 = self.run("start", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
-        self.created.invalidate(&next.id);
         if starts <= 0 {
-            self.written.invalidate(&next.id);
+            self.local.forget(&next.id);
             return if starts == 0 { self.refused(&next.id).await } else { Ok(TransitionOutcome::NotFound) };
         }
         next.attempts = u32::try_from(starts).unwrap_or(u32::MAX);
         next.rev = layout::revision(&next);
-        self.written.insert(next.id.clone(), (Arc::new(next.clone()), layout::weight(&next)));
+        self.local.put(Arc::new(next.clone()), Known::Written, layout::weight(&next));
         Ok(TransitionOutcome::Applied(Box::new(next)))
     }
 
@@ -1063,11 +1048,12 @@ impl RedisStore {
             p.cmd("XDEL").arg(&stream).arg(&item.receipt);
         }
         p.cmd("PUBLISH").arg(self.channel(shard)).arg(&next.id);
-        // This process's own pub/sub message is held until the record is in `finals` (see `Waiters`).
+        // This process's own pub/sub message is held until the record is known here as final (see `Waiters`).
         let mut guard = self.waiters.begin_write(&next.id);
         let reply: Vec<Value> = self.run("finish", move |mut c| async move { p.query_async(&mut c).await }).await?;
-        self.created.invalidate(&next.id);
-        self.written.invalidate(&next.id);
+        if int_at(&reply, 0)? != 1 || int_at(&reply, 1)? == 0 {
+            self.local.forget(&next.id);
+        }
         if int_at(&reply, 1)? == 0 {
             // The execution expired meanwhile: remove what the transaction left of it.
             let key = key.clone();
@@ -1086,7 +1072,7 @@ impl RedisStore {
             .unwrap_or(0);
         next.attempts = starts.saturating_add(u32::from(ran));
         next.rev = layout::revision(&next);
-        self.finals.insert(next.id.clone(), (Arc::new(next.clone()), layout::weight(&next)));
+        self.local.put(Arc::new(next.clone()), Known::Final, layout::weight(&next));
         guard.applied = true;
         drop(guard);
         Ok(TransitionOutcome::Applied(Box::new(next)))
@@ -1239,6 +1225,15 @@ fn bytes(v: &Value) -> Option<&[u8]> {
         Value::SimpleString(s) => Some(s.as_bytes()),
         _ => None,
     }
+}
+
+/// The id of the first entry of an `XREADGROUP` reply (`[[stream, [[id, fields], ...]], ...]`).
+fn first_entry_id(v: &Value) -> Option<&[u8]> {
+    let Value::Array(streams) = v else { return None };
+    let Value::Array(stream) = streams.first()? else { return None };
+    let Value::Array(entries) = stream.get(1)? else { return None };
+    let Value::Array(entry) = entries.first()? else { return None };
+    bytes(entry.first()?)
 }
 
 /// The integer reply at `i` of a transaction.
@@ -1419,13 +1414,13 @@ impl Store for RedisStore {
         };
         if created == Created::New {
             let weight = layout::weight(&rec);
-            self.created.insert(rec.id.clone(), (Arc::new(rec), weight));
+            self.local.put(Arc::new(rec), Known::Created, weight);
         }
         Ok(created)
     }
 
     async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
-        if let Some((rec, _)) = self.finals.get(id) {
+        if let Some(rec) = self.local.final_record(id) {
             return Ok((rec.retain_until_ms > now_ms()).then(|| (*rec).clone()));
         }
         let Some(stored) = self.read(id).await? else { return Ok(None) };
@@ -1442,19 +1437,15 @@ impl Store for RedisStore {
     }
 
     async fn get_execution_for_update(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
-        match self.created.get(id) {
-            Some((rec, _)) if rec.retain_until_ms > now_ms() => Ok(Some((*rec).clone())),
+        match self.local.get(id) {
+            Some((rec, Known::Created)) if rec.retain_until_ms > now_ms() => Ok(Some((*rec).clone())),
             _ => self.get_execution(id).await,
         }
     }
 
     async fn get_execution_for_wait(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
-        if self.finals.contains_key(id) {
-            return self.get_execution(id).await;
-        }
-        let local = self.written.get(id).or_else(|| self.created.get(id));
-        match local {
-            Some((rec, _)) if rec.retain_until_ms > now_ms() => Ok(Some((*rec).clone())),
+        match self.local.get(id) {
+            Some((rec, known)) if known != Known::Final && rec.retain_until_ms > now_ms() => Ok(Some((*rec).clone())),
             _ => self.get_execution(id).await,
         }
     }
@@ -1481,7 +1472,7 @@ impl Store for RedisStore {
         // The caller has just read the record (`seen`): a wake-up within a short first slice saves reading it again
         // before waiting; a change that slipped in between that read and this registration is caught by the read
         // after the slice.
-        if let Some((rec, _)) = self.finals.get(id) {
+        if let Some(rec) = self.local.final_record(id) {
             return Ok((rec.retain_until_ms > now_ms()).then(|| (*rec).clone()));
         }
         // A terminal signal already came (before this registration): the stored record is terminal.
@@ -1526,7 +1517,7 @@ impl Store for RedisStore {
         tokio::pin!(notified);
         notified.as_mut().enable();
         // Registered first, then the marks: a signal that came before this call is not missed (see `Waiters`).
-        if self.waiters.fired(id) || self.finals.contains_key(id) {
+        if self.waiters.fired(id) || self.local.final_record(id).is_some() {
             return true;
         }
         tokio::time::timeout(timeout, notified).await.is_ok()
@@ -1684,7 +1675,7 @@ mod tests {
     #[test]
     fn a_signal_during_this_process_s_own_terminal_write_is_held_until_the_write_ends() {
         let w = Waiters::default();
-        // Applied: held while in flight, then one wake-up when the guard ends (the record is in `finals` by then).
+        // Applied: held while in flight, then one wake-up when the guard ends (the record is known as final by then).
         let mut guard = w.begin_write("e1");
         assert!(!wakes(&w, "e1", || w.signal("e1")), "woken before the write's record was final");
         assert!(!w.fired("e1"));
