@@ -185,7 +185,8 @@ impl ExecutionRecord {
     pub fn apply(&mut self, t: &Transition, retention_ms: u64) -> bool {
         if let Transition::Ran { now_ms, rerun, status, result, error } = t {
             // `Start` (from `accepted`, or from `running` when re-run) then `Finish` (to where `running` may move).
-            let startable = self.status == ExecutionStatus::Accepted || (*rerun && self.status == ExecutionStatus::Running);
+            let startable =
+                self.status == ExecutionStatus::Accepted || (*rerun && self.status == ExecutionStatus::Running);
             if !startable || !ExecutionStatus::Running.can_move_to(*status) {
                 return false;
             }

@@ -539,6 +539,8 @@ pub struct RedisStore {
     cfg: RedisConfig,
     scope: AgentScope,
     ns: String,
+    /// The hash tag of each shard, `{<prefix>:<ns>:<k>}`.
+    tags: Vec<String>,
     conn: Connector,
     partitions: Vec<Partition>,
     consumer: String,
@@ -613,7 +615,9 @@ impl RedisStore {
         let channels = (0..cfg.shards).map(|k| format!("{{{}:{ns}:{k}}}:done", cfg.key_prefix)).collect();
         let woken = waiters.clone();
         tokio::spawn(subscribe(cfg.clone(), channels, stop.clone(), || {}, move |id| woken.signal(&id)));
+        let tags = (0..cfg.shards).map(|k| format!("{{{}:{ns}:{k}}}", cfg.key_prefix)).collect();
         Ok(Arc::new(RedisStore {
+            tags,
             ns,
             conn,
             partitions,
@@ -694,14 +698,14 @@ impl RedisStore {
         (fnv1a(&format!("{}\n{}", c.sender, c.key)) % u64::from(self.cfg.shards)) as u16
     }
 
-    fn tag(&self, shard: u16) -> String {
-        format!("{{{}:{}:{shard}}}", self.cfg.key_prefix, self.ns)
+    fn tag(&self, shard: u16) -> &str {
+        self.tags.get(usize::from(shard)).map_or("", String::as_str)
     }
 
     /// The hash tag of an execution's keys (`{<prefix>:<ns>:<k>}`), for state kept beside it in the same slot (the
     /// event log of a streamed execution, `crate::streaming::redis_log`).
     pub fn execution_tag(&self, execution_id: &str) -> String {
-        self.tag(self.shard_of(execution_id))
+        self.tag(self.shard_of(execution_id)).to_owned()
     }
 
     fn exec_key(&self, id: &str) -> String {
@@ -913,7 +917,12 @@ impl RedisStore {
         let token = self.next_token();
         let mut p = redis::pipe();
         p.atomic().ignore_errors();
-        p.cmd("HSETNX").arg(&key).arg(layout::ACCEPT).arg(layout::accept_value(&token, now, sender_verified, traceparent));
+        p.cmd("HSETNX").arg(&key).arg(layout::ACCEPT).arg(layout::accept_value(
+            &token,
+            now,
+            sender_verified,
+            traceparent,
+        ));
         p.cmd("HEXISTS").arg(&key).arg(layout::FIXED);
         p.cmd("PEXPIREAT").arg(&key).arg(next.retain_until_ms);
         p.cmd("ZREM").arg(self.received_key(shard)).arg(&next.id);
@@ -942,8 +951,7 @@ impl RedisStore {
                 .arg(&stream)
                 .arg(">");
         }
-        let mut reply: Vec<Value> =
-            self.run("accept", move |mut c| async move { p.query_async(&mut c).await }).await?;
+        let mut reply: Vec<Value> = self.run("accept", move |mut c| async move { p.query_async(&mut c).await }).await?;
         let applied = int_at(&reply, 0)? == 1;
         let exists = int_at(&reply, 1)? == 1;
         let added = match reply.get(at).and_then(bytes).and_then(|b| std::str::from_utf8(b).ok()) {
@@ -1004,7 +1012,12 @@ impl RedisStore {
     }
 
     /// A worker's start: the start script (see `START_LUA`).
-    async fn write_start(&self, mut next: ExecutionRecord, now: u64, rerun: bool) -> Result<TransitionOutcome, StoreError> {
+    async fn write_start(
+        &self,
+        mut next: ExecutionRecord,
+        now: u64,
+        rerun: bool,
+    ) -> Result<TransitionOutcome, StoreError> {
         let mut inv = self.start.prepare_invoke();
         inv.key(self.exec_key(&next.id)).arg(now).arg(if rerun { "1" } else { "0" });
         let starts: i64 = self.run("start", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
@@ -1057,8 +1070,11 @@ impl RedisStore {
         if int_at(&reply, 1)? == 0 {
             // The execution expired meanwhile: remove what the transaction left of it.
             let key = key.clone();
-            self.run("clean up", move |mut c| async move { redis::cmd("DEL").arg(&key).query_async::<()>(&mut c).await })
-                .await?;
+            self.run(
+                "clean up",
+                move |mut c| async move { redis::cmd("DEL").arg(&key).query_async::<()>(&mut c).await },
+            )
+            .await?;
             return Ok(TransitionOutcome::NotFound);
         }
         if int_at(&reply, 0)? != 1 {

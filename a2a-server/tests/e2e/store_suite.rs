@@ -457,8 +457,10 @@ pub async fn queued_work_that_is_not_its_execution_s_own_is_dropped_not_run(b: B
     let missing = new_id(&*a, None);
     // Work as a CONFIRM that lost its race to another leaves it for a moment (its token is not the one that
     // accepted the execution), and work of executions that were never accepted or do not exist.
-    let streams: BTreeSet<String> =
-        [&accepted.id, &canceled.id, &missing].iter().map(|id| format!("{}:q:submit_report", a.execution_tag(id))).collect();
+    let streams: BTreeSet<String> = [&accepted.id, &canceled.id, &missing]
+        .iter()
+        .map(|id| format!("{}:q:submit_report", a.execution_tag(id)))
+        .collect();
     for (id, token) in [(&accepted.id, "stray.1"), (&canceled.id, "stray.2"), (&missing, "stray.3")] {
         let stream = format!("{}:q:submit_report", a.execution_tag(id));
         let cmd = ::redis::cmd("XADD").arg(&stream).arg("*").arg("id").arg(id).arg("tok").arg(token).clone();
