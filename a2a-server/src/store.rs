@@ -114,7 +114,7 @@ pub struct ExecutionRecord {
     /// The `traceparent` of the CONFIRM.
     #[serde(default)]
     pub traceparent: Option<String>,
-    /// Revision: incremented by every applied transition (the compare-and-set of shared stores).
+    /// Revision: incremented by every applied transition (`Ran` counts two).
     #[serde(default)]
     pub rev: u64,
 }
@@ -315,8 +315,8 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// Applies a transition atomically (see [`ExecutionRecord::apply`]). `seen` is the record as the caller last read
-    /// it, if it has one: a shared store then needs no read before its compare-and-set. An applied
-    /// [`Transition::Accept`] queues the execution in the same atomic step.
+    /// it, if it has one: a shared store then needs no read before its atomic write (which decides on the stored
+    /// state if `seen` is stale). An applied [`Transition::Accept`] queues the execution in the same atomic step.
     async fn transition(
         &self,
         id: &str,
@@ -325,9 +325,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<TransitionOutcome, StoreError>;
 
     /// Reads an execution for a transition that follows at once (CONFIRM). The store may answer from the record this
-    /// process created: it may be stale, which the transition's compare-and-set detects (it then decides on the
-    /// stored record), but the fields fixed at creation (sender, capability, negotiation, payload, confirm window)
-    /// are exact. Default: [`Store::get_execution`].
+    /// process created: it may be stale, which the transition's atomic write detects (it then decides on the stored
+    /// record), but the fields fixed at creation (sender, capability, negotiation, payload, confirm window) are
+    /// exact. Default: [`Store::get_execution`].
     async fn get_execution_for_update(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         self.get_execution(id).await
     }

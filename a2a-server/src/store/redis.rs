@@ -73,9 +73,12 @@
 //! check of the items it took, shared by the items taken at once), and a RESULT on a process that did not write the
 //! execution reads it (+1, then the pub/sub wake-up). `docs/BENCHMARKS.md` has the measured figure.
 //!
+//! What this process knows without a read (the record it created, the last it wrote, the final ones it wrote or
+//! read) is one map under a lock ([`local`]), bounded in bytes and age.
+//!
 //! The terminal write's `PUBLISH` reaches this process's own subscriber too, possibly before the write's reply: such
-//! a message is held until the reply has put the record into the cache of final records, so that the local waiters
-//! it wakes find it there instead of reading it again (`Waiters`); another process's messages are delivered at once.
+//! a message is held until the reply has made the record known here as final, so that the local waiters it wakes
+//! find it there instead of reading it again (`Waiters`); another process's messages are delivered at once.
 //!
 //! ## Failure
 //!
@@ -433,7 +436,7 @@ struct WaitersInner {
 /// message for the id was held meanwhile.
 struct WriteGuard<'a> {
     waiters: &'a Waiters,
-    id: &'a str,
+    id: String,
     applied: bool,
 }
 
@@ -441,12 +444,12 @@ impl Drop for WriteGuard<'_> {
     fn drop(&mut self) {
         let held = {
             let mut g = self.waiters.lock();
-            match g.writing.get_mut(self.id) {
+            match g.writing.get_mut(&self.id) {
                 Some((n, held)) => {
                     let held = *held;
                     *n -= 1;
                     if *n == 0 {
-                        g.writing.remove(self.id);
+                        g.writing.remove(&self.id);
                     }
                     held
                 }
@@ -454,7 +457,7 @@ impl Drop for WriteGuard<'_> {
             }
         };
         if self.applied || held {
-            self.waiters.wake(self.id);
+            self.waiters.wake(&self.id);
         }
     }
 }
@@ -486,9 +489,9 @@ impl Waiters {
     }
 
     /// Marks a terminal write of `id` in flight until the guard is dropped.
-    fn begin_write<'a>(&'a self, id: &'a str) -> WriteGuard<'a> {
+    fn begin_write(&self, id: &str) -> WriteGuard<'_> {
         self.lock().writing.entry(id.to_owned()).or_insert((0, false)).0 += 1;
-        WriteGuard { waiters: self, id, applied: false }
+        WriteGuard { waiters: self, id: id.to_owned(), applied: false }
     }
 
     /// A terminal signal from the subscriber: held while a terminal write of the id is in flight here, else
@@ -1046,7 +1049,9 @@ impl RedisStore {
         p.atomic().ignore_errors();
         p.cmd("HSETNX").arg(&key).arg(layout::TERMINAL).arg(layout::terminal_value(&next, ran)?);
         p.cmd("HEXISTS").arg(&key).arg(layout::FIXED);
-        p.cmd("HGET").arg(&key).arg(layout::STARTS);
+        // What the stored record holds beside what this write sets: `next` was computed from the record this process
+        // had, which may be stale (accepted or started elsewhere since).
+        p.cmd("HMGET").arg(&key).arg(layout::ACCEPT).arg(layout::STARTS);
         p.cmd("PEXPIREAT").arg(&key).arg(next.retain_until_ms);
         if let Some(k) = &next.idempotency_key {
             p.cmd("PEXPIREAT").arg(self.idem_key(shard, &next.sender, k)).arg(next.retain_until_ms);
@@ -1080,14 +1085,11 @@ impl RedisStore {
         if int_at(&reply, 0)? != 1 {
             return self.refused(&next.id).await;
         }
-        let starts = reply
-            .get(2)
-            .and_then(bytes)
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .and_then(|s| s.parse::<u32>().ok())
-            .unwrap_or(0);
-        next.attempts = starts.saturating_add(u32::from(ran));
-        next.rev = layout::revision(&next);
+        let held = match reply.get(2) {
+            Some(Value::Array(v)) => (v.first().and_then(bytes), v.get(1).and_then(bytes)),
+            _ => (None, None),
+        };
+        layout::Settled::read(held.0, held.1, ran)?.apply(&mut next);
         self.local.put(Arc::new(next.clone()), Known::Final, layout::weight(&next));
         guard.applied = true;
         drop(guard);

@@ -433,6 +433,47 @@ pub async fn work_of_a_lost_worker_is_taken_over_after_the_visibility_timeout(b:
     assert!(taken[0].deliveries >= 2, "a take-over is a redelivery: {:?}", taken[0]);
 }
 
+pub async fn a_confirm_racing_a_cancel_is_answered_as_stored_and_leaves_no_runnable_work(b: Backend) {
+    let st = stores(b, "confcancel", Duration::from_secs(30), 1000);
+    st.a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    st.b.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    let mut ids = BTreeSet::new();
+    let mut accepted = 0;
+    for _ in 0..20 {
+        let rec = created(&*st.a, "submit_report").await;
+        let (a, other, seen) = (st.a.clone(), st.b.clone(), rec.clone());
+        let confirm = tokio::spawn(async move { a.accept_and_claim(&seen.id, accept(), Some(&seen)).await });
+        let seen = rec.clone();
+        let cancel =
+            tokio::spawn(
+                async move { other.transition(&seen.id, finish(ExecutionStatus::Canceled), Some(&seen)).await },
+            );
+        let (confirm, claimed) = confirm.await.expect("task").expect("accept");
+        let cancel = cancel.await.expect("task").expect("cancel");
+        // Canceling is allowed from `received` and from `accepted`: it applies whichever came first.
+        assert!(matches!(cancel, TransitionOutcome::Applied(_)), "{cancel:?}");
+        let stored = st.b.get_execution(&rec.id).await.expect("get").expect("stored");
+        assert_eq!(stored.status, ExecutionStatus::Canceled);
+        let applied = matches!(confirm, TransitionOutcome::Applied(_));
+        assert_eq!(stored.confirmed, applied, "CONFIRM's answer is what was stored: {confirm:?} / {stored:?}");
+        accepted += usize::from(applied);
+        if let Some(item) = claimed {
+            // Claimed while accepted: the worker learns of the end and releases it.
+            st.a.complete_work(&item, None, None).await.expect("release");
+        }
+        ids.insert(rec.id);
+    }
+    let runnable: Vec<WorkItem> = claim_all(&*st.b, 20, Duration::from_millis(600))
+        .await
+        .into_iter()
+        .filter(|i| ids.contains(&i.execution_id) && i.snapshot.as_ref().is_none_or(|s| !s.status.is_terminal()))
+        .collect();
+    assert!(
+        runnable.is_empty(),
+        "work of canceled executions was handed out to run ({accepted} of 20 were accepted first): {runnable:?}"
+    );
+}
+
 /// Two instances of the Redis store on one Redis (two processes), for the tests of its own layout.
 fn redis_pair(b: Backend, name: &str) -> (Arc<RedisStore>, Arc<RedisStore>) {
     let cfg = redis_config(b, &unique_prefix(name), Duration::from_secs(30));
@@ -768,6 +809,7 @@ run_suite!(
     confirm_claims_queued_work_for_its_own_process_and_a_lost_claim_is_taken_over,
     queued_work_is_claimed_once_across_processes_and_released_when_done,
     work_of_a_lost_worker_is_taken_over_after_the_visibility_timeout,
+    a_confirm_racing_a_cancel_is_answered_as_stored_and_leaves_no_runnable_work,
     queued_work_that_is_not_its_execution_s_own_is_dropped_not_run,
     a_write_to_an_execution_that_expired_answers_not_found_and_leaves_nothing,
     idempotency_keys_return_the_existing_execution_or_conflict,

@@ -170,24 +170,61 @@ fn number<T: std::str::FromStr>(what: &str, v: &[u8]) -> Result<T, StoreError> {
     std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()).ok_or_else(|| unreadable(what, "not a number"))
 }
 
+/// The acceptance an [`ACCEPT`] value stands for: `(token, at, sender verified, traceparent)`; `None` when absent or
+/// [`CLOSED`].
+fn acceptance(a: Option<&[u8]>) -> Result<Option<(String, u64, bool, Option<String>)>, StoreError> {
+    let Some(a) = a.filter(|a| *a != CLOSED.as_bytes()) else { return Ok(None) };
+    let a = std::str::from_utf8(a).map_err(|e| unreadable("a", e))?;
+    let mut parts = a.splitn(4, ' ');
+    let token = parts.next().unwrap_or_default().to_owned();
+    let at: u64 = number("a", parts.next().unwrap_or_default().as_bytes())?;
+    let verified = parts.next() == Some("1");
+    let traceparent = parts.next().filter(|t| !t.is_empty()).map(str::to_owned);
+    Ok(Some((token, at, verified, traceparent)))
+}
+
+/// The fields of a terminal record that the hash holds beside the terminal state: see [`Settled::apply`].
+pub(super) struct Settled {
+    confirmed: bool,
+    deadline_ms: Option<u64>,
+    sender_verified: bool,
+    traceparent: Option<String>,
+    attempts: u32,
+}
+
+impl Settled {
+    /// What the hash holds beside the terminal state: its acceptance and starts (`accept`, `starts`, read in the
+    /// same transaction as the terminal write); `ran` when that write also recorded a start.
+    pub(super) fn read(accept: Option<&[u8]>, starts: Option<&[u8]>, ran: bool) -> Result<Self, StoreError> {
+        let starts: u32 = starts.map(|v| number("n", v)).transpose()?.unwrap_or(0);
+        let accept = acceptance(accept)?;
+        Ok(Settled {
+            confirmed: accept.is_some(),
+            deadline_ms: accept.as_ref().map(|a| a.1),
+            sender_verified: accept.as_ref().is_some_and(|a| a.2),
+            traceparent: accept.and_then(|a| a.3),
+            attempts: starts.saturating_add(u32::from(ran)),
+        })
+    }
+
+    /// Makes `next`, a terminal record this process computed from the record it had (which may be stale: accepted
+    /// or started elsewhere since) and wrote first, the stored one. The terminal fields are the ones written.
+    pub(super) fn apply(self, next: &mut ExecutionRecord) {
+        next.confirmed = self.confirmed;
+        next.deadline_ms = self.deadline_ms.map(|at| at.saturating_add(next.timeout_ms));
+        next.sender_verified = self.sender_verified;
+        next.traceparent = self.traceparent;
+        next.attempts = self.attempts;
+        next.rev = revision(next);
+    }
+}
+
 /// The record the fields stand for; `None` without [`FIXED`] (no such execution: a hash holding only later fields is
 /// what a write to an expired execution leaves behind). `retention_ms` is how long a terminal record is kept.
 pub(super) fn assemble(f: &Fields<'_>, retention_ms: u64) -> Result<Option<Stored>, StoreError> {
     let Some(fixed) = f.fixed else { return Ok(None) };
     let fixed: Fixed = serde_json::from_slice(fixed).map_err(|e| unreadable("c", e))?;
-    let accept = match f.accept {
-        None => None,
-        Some(a) if a == CLOSED.as_bytes() => None,
-        Some(a) => {
-            let a = std::str::from_utf8(a).map_err(|e| unreadable("a", e))?;
-            let mut parts = a.splitn(4, ' ');
-            let token = parts.next().unwrap_or_default().to_owned();
-            let at: u64 = number("a", parts.next().unwrap_or_default().as_bytes())?;
-            let verified = parts.next() == Some("1");
-            let traceparent = parts.next().filter(|t| !t.is_empty()).map(str::to_owned);
-            Some((token, at, verified, traceparent))
-        }
-    };
+    let accept = acceptance(f.accept)?;
     let starts: u32 = f.starts.map(|v| number("n", v)).transpose()?.unwrap_or(0);
     let started: Option<u64> = f.started.map(|v| number("s", v)).transpose()?;
     let terminal: Option<Terminal> =
@@ -423,6 +460,27 @@ mod tests {
         assert!(accepted.apply(&accept(1_600, None), RETENTION));
         assert!(!hash.write(&rec, &accepted, &accept(1_600, None)), "accepted after it was closed");
         assert_eq!(hash.read(), canceled);
+    }
+
+    #[test]
+    fn a_terminal_record_computed_from_a_stale_record_is_settled_to_the_stored_one() {
+        let rec = created();
+        let mut hash = Hash { c: Some(fixed_value(&rec).expect("json")), ..Hash::default() };
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let mut accepted = rec.clone();
+        assert!(accepted.apply(&accept(1_600, Some(tp)), RETENTION));
+        assert!(hash.write(&rec, &accepted, &accept(1_600, Some(tp))));
+        let mut running = accepted.clone();
+        assert!(running.apply(&Transition::Start { now_ms: 1_700, rerun: false }, RETENTION));
+        assert!(hash.write(&accepted, &running, &Transition::Start { now_ms: 1_700, rerun: false }));
+        // A cancel computed from the `received` record (another process accepted and started it meanwhile).
+        let t = finish(1_800, ExecutionStatus::Canceled);
+        let mut canceled = rec.clone();
+        assert!(canceled.apply(&t, RETENTION));
+        assert!(hash.write(&rec, &canceled, &t));
+        assert_ne!(canceled, hash.read(), "computed from a stale record");
+        Settled::read(hash.a.as_deref().map(str::as_bytes), Some(b"1"), false).expect("settle").apply(&mut canceled);
+        assert_eq!(canceled, hash.read());
     }
 
     #[test]
