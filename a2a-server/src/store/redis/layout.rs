@@ -170,23 +170,30 @@ fn number<T: std::str::FromStr>(what: &str, v: &[u8]) -> Result<T, StoreError> {
     std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()).ok_or_else(|| unreadable(what, "not a number"))
 }
 
-/// The acceptance an [`ACCEPT`] value stands for: `(token, at, sender verified, traceparent)`; `None` when absent or
-/// [`CLOSED`].
-fn acceptance(a: Option<&[u8]>) -> Result<Option<(String, u64, bool, Option<String>)>, StoreError> {
+/// An acceptance, as [`ACCEPT`] holds it.
+struct Acceptance {
+    token: String,
+    at: u64,
+    sender_verified: bool,
+    traceparent: Option<String>,
+}
+
+/// The acceptance an [`ACCEPT`] value stands for; `None` when absent or [`CLOSED`].
+fn acceptance(a: Option<&[u8]>) -> Result<Option<Acceptance>, StoreError> {
     let Some(a) = a.filter(|a| *a != CLOSED.as_bytes()) else { return Ok(None) };
     let a = std::str::from_utf8(a).map_err(|e| unreadable("a", e))?;
     let mut parts = a.splitn(4, ' ');
     let token = parts.next().unwrap_or_default().to_owned();
     let at: u64 = number("a", parts.next().unwrap_or_default().as_bytes())?;
-    let verified = parts.next() == Some("1");
+    let sender_verified = parts.next() == Some("1");
     let traceparent = parts.next().filter(|t| !t.is_empty()).map(str::to_owned);
-    Ok(Some((token, at, verified, traceparent)))
+    Ok(Some(Acceptance { token, at, sender_verified, traceparent }))
 }
 
 /// The fields of a terminal record that the hash holds beside the terminal state: see [`Settled::apply`].
 pub(super) struct Settled {
     confirmed: bool,
-    deadline_ms: Option<u64>,
+    accepted_at_ms: Option<u64>,
     sender_verified: bool,
     traceparent: Option<String>,
     attempts: u32,
@@ -200,9 +207,9 @@ impl Settled {
         let accept = acceptance(accept)?;
         Ok(Settled {
             confirmed: accept.is_some(),
-            deadline_ms: accept.as_ref().map(|a| a.1),
-            sender_verified: accept.as_ref().is_some_and(|a| a.2),
-            traceparent: accept.and_then(|a| a.3),
+            accepted_at_ms: accept.as_ref().map(|a| a.at),
+            sender_verified: accept.as_ref().is_some_and(|a| a.sender_verified),
+            traceparent: accept.and_then(|a| a.traceparent),
             attempts: starts.saturating_add(u32::from(ran)),
         })
     }
@@ -211,7 +218,7 @@ impl Settled {
     /// or started elsewhere since) and wrote first, the stored one. The terminal fields are the ones written.
     pub(super) fn apply(self, next: &mut ExecutionRecord) {
         next.confirmed = self.confirmed;
-        next.deadline_ms = self.deadline_ms.map(|at| at.saturating_add(next.timeout_ms));
+        next.deadline_ms = self.accepted_at_ms.map(|at| at.saturating_add(next.timeout_ms));
         next.sender_verified = self.sender_verified;
         next.traceparent = self.traceparent;
         next.attempts = self.attempts;
@@ -237,7 +244,7 @@ pub(super) fn assemble(f: &Fields<'_>, retention_ms: u64) -> Result<Option<Store
         (None, Some(_)) => ExecutionStatus::Accepted,
         (None, None) => ExecutionStatus::Received,
     };
-    let accepted_at = accept.as_ref().map(|a| a.1);
+    let accepted_at = accept.as_ref().map(|a| a.at);
     let deadline_ms = accepted_at.map(|at| at.saturating_add(fixed.timeout_ms));
     let updated_at_ms = match (&terminal, started.filter(|_| starts > 0), accepted_at) {
         (Some(t), _, _) => t.at,
@@ -251,7 +258,7 @@ pub(super) fn assemble(f: &Fields<'_>, retention_ms: u64) -> Result<Option<Store
         (None, None) => fixed.retain_until_ms,
     };
     let (token, sender_verified, traceparent) = match accept {
-        Some((token, _, verified, traceparent)) => (Some(token), verified, traceparent),
+        Some(a) => (Some(a.token), a.sender_verified, a.traceparent),
         None => (None, false, None),
     };
     let (result, error) = match terminal {
