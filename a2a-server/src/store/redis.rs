@@ -42,9 +42,13 @@
 //!   `XDEL`), and a worker that gets such an entry first finds that its token is not the one in `a` and drops it too,
 //!   so the handler never runs for a duplicate CONFIRM.
 //! - The end (`Finish`; `Ran`, a start and end in one): `HSETNX t` — the first terminal write wins (ST-2) and nothing
-//!   moves after it. With it: the expiry, the release of the worker's work (`XACK` + `XDEL`), `PUBLISH`, and for an
+//!   moves after it. With it: the expiry, the release of the worker's work (`XACK` + `XDEL`), `PUBLISH`, for an
 //!   execution still `received`, `HSETNX a -` and `ZREM` (a CONFIRM racing the cancel either wins first, and the
-//!   cancel then ends an accepted execution, or fails).
+//!   cancel then ends an accepted execution, or fails), and `HMGET a n`: the record the write was computed from may
+//!   be stale (accepted or started elsewhere since), and the final record this process keeps must be the stored one.
+//!   Unlike the compare-and-set of earlier versions, a worker's `Ran` is not refused because a worker that took the
+//!   work over recorded a start meanwhile: both ran the handler (ST-5 allows it for taken-over work), and the first
+//!   end written is the execution's (ST-2).
 //! - A worker's start (`Start`, only for a handler still running after 10 ms) and creation with an
 //!   `Idempotency-Key` are short Lua scripts: the start must not count an attempt after the end or start twice
 //!   without a take-over, the key must be checked and claimed with the creation. They write the same fields, so they
