@@ -1240,6 +1240,15 @@ impl RedisStore {
     }
 }
 
+/// Whether a non-final record known here may stand for the stored one without a read
+/// ([`Store::get_execution_for_update`], [`Store::get_execution_for_wait`]): not past its retention, and not
+/// `received` past its confirm window. The engine closes such a record for its window (`confirm_window_elapsed`), and
+/// a transition computed from a stale `received` record applies to what is stored: had another process confirmed the
+/// execution meanwhile, a RESULT or a repeated CONFIRM here would cancel an accepted, maybe running, execution.
+fn usable_unread(rec: &ExecutionRecord, now: u64) -> bool {
+    rec.retain_until_ms > now && !(rec.status == ExecutionStatus::Received && now >= rec.confirm_by_ms)
+}
+
 /// The bytes of a string reply.
 fn bytes(v: &Value) -> Option<&[u8]> {
     match v {
@@ -1460,14 +1469,14 @@ impl Store for RedisStore {
 
     async fn get_execution_for_update(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         match self.local.get(id) {
-            Some((rec, Known::Created)) if rec.retain_until_ms > now_ms() => Ok(Some((*rec).clone())),
+            Some((rec, Known::Created)) if usable_unread(&rec, now_ms()) => Ok(Some((*rec).clone())),
             _ => self.get_execution(id).await,
         }
     }
 
     async fn get_execution_for_wait(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         match self.local.get(id) {
-            Some((rec, known)) if known != Known::Final && rec.retain_until_ms > now_ms() => Ok(Some((*rec).clone())),
+            Some((rec, known)) if known != Known::Final && usable_unread(&rec, now_ms()) => Ok(Some((*rec).clone())),
             _ => self.get_execution(id).await,
         }
     }
