@@ -967,7 +967,8 @@ impl RedisStore {
         };
         // No group yet (a Redis that lost it): the reply is an error; the workers re-create the group and take the
         // work from there.
-        let claimed = reply.get_mut(at + 1).map(std::mem::take).filter(|v| matches!(v, Value::Array(_)));
+        let claimed =
+            reply.get_mut(at + 1).map(std::mem::take).filter(|v| matches!(v, Value::Array(_) | Value::Map(_)));
         // Usually the work just queued: then only its id is looked at.
         let own = claimed.as_ref().and_then(first_entry_id) == Some(added.as_bytes());
         let other = claimed.filter(|_| !own).and_then(|v| {
@@ -1258,11 +1259,18 @@ fn bytes(v: &Value) -> Option<&[u8]> {
     }
 }
 
-/// The id of the first entry of an `XREADGROUP` reply (`[[stream, [[id, fields], ...]], ...]`).
+/// The id of the first entry of an `XREADGROUP` reply: `[[stream, [[id, fields], ...]], ...]` (RESP2) or
+/// `{stream: [[id, fields], ...], ...}` (RESP3, a URL with `protocol=resp3`).
 fn first_entry_id(v: &Value) -> Option<&[u8]> {
-    let Value::Array(streams) = v else { return None };
-    let Value::Array(stream) = streams.first()? else { return None };
-    let Value::Array(entries) = stream.get(1)? else { return None };
+    let entries = match v {
+        Value::Array(streams) => {
+            let Value::Array(stream) = streams.first()? else { return None };
+            stream.get(1)?
+        }
+        Value::Map(streams) => &streams.first()?.1,
+        _ => return None,
+    };
+    let Value::Array(entries) = entries else { return None };
     let Value::Array(entry) = entries.first()? else { return None };
     bytes(entry.first()?)
 }

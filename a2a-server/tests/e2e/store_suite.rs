@@ -543,6 +543,39 @@ pub async fn a_write_to_an_execution_that_expired_answers_not_found_and_leaves_n
     assert!(claim_all(&*other, 1, Duration::from_millis(300)).await.is_empty(), "no work was left queued");
 }
 
+pub async fn confirm_claims_its_work_over_resp3_too(b: Backend) {
+    // The reply of the CONFIRM's transaction is parsed by hand: with `protocol=resp3` its `XREADGROUP` is a map.
+    if b != Backend::Redis {
+        return;
+    }
+    let url = format!("{}?protocol=resp3", shared_server().url());
+    let cfg =
+        RedisConfig::new(url).with_key_prefix(unique_prefix("resp3")).with_visibility_timeout(Duration::from_secs(30));
+    let a = RedisStore::connect(cfg, scope(1000)).expect("connect");
+    a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    // The work just queued is the one claimed.
+    let rec = created(&*a, "submit_report").await;
+    let (r, claimed) = a.accept_and_claim(&rec.id, accept(), Some(&rec)).await.expect("accept");
+    assert!(matches!(r, TransitionOutcome::Applied(_)), "{r:?}");
+    let item = claimed.expect("the CONFIRM claimed its work but did not hand it over");
+    assert_eq!((item.execution_id.as_str(), item.deliveries), (rec.id.as_str(), 1));
+    a.complete_work(&item, None, None).await.expect("release");
+    // Older unclaimed work of the queue (in the same shard) is claimed instead.
+    let older = created(&*a, "submit_report").await;
+    let r = a.transition(&older.id, accept(), Some(&older)).await.expect("accept");
+    assert!(matches!(r, TransitionOutcome::Applied(_)), "{r:?}");
+    let newer = loop {
+        let rec = created(&*a, "submit_report").await;
+        if a.execution_tag(&rec.id) == a.execution_tag(&older.id) {
+            break rec;
+        }
+    };
+    let (r, claimed) = a.accept_and_claim(&newer.id, accept(), Some(&newer)).await.expect("accept");
+    assert!(matches!(r, TransitionOutcome::Applied(_)), "{r:?}");
+    let item = claimed.expect("the CONFIRM claimed older work but did not hand it over");
+    assert_eq!(item.execution_id, older.id);
+}
+
 pub async fn idempotency_keys_return_the_existing_execution_or_conflict(b: Backend) {
     let st = stores(b, "idem", Duration::from_secs(30), 1000);
     let claim = |fp: &str| IdempotencyClaim { sender: SENDER.into(), key: "key-1".into(), fingerprint: fp.into() };
@@ -812,6 +845,7 @@ run_suite!(
     a_confirm_racing_a_cancel_is_answered_as_stored_and_leaves_no_runnable_work,
     queued_work_that_is_not_its_execution_s_own_is_dropped_not_run,
     a_write_to_an_execution_that_expired_answers_not_found_and_leaves_nothing,
+    confirm_claims_its_work_over_resp3_too,
     idempotency_keys_return_the_existing_execution_or_conflict,
     received_executions_are_bounded,
     replayed_nonces_are_refused,
