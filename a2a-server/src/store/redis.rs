@@ -9,7 +9,7 @@
 //!
 //! | key | type | holds | expires |
 //! |---|---|---|---|
-//! | `{…:k}:x:<execution_id>` | hash `c`, `a`, `n`, `s`, `t` | the execution, one field per stage (below) | at the record's retention |
+//! | `{…:k}:x:<execution_id>` | hash `c`, `a`, `n`, `s`, `t`, `w:<token>` | the execution, one field per stage (below) | at the record's retention |
 //! | `{…:k}:received` | sorted set | executions waiting for CONFIRM, by `confirm_by` (the `max_received` limit) | members leave on CONFIRM, on cancel, or when their window elapsed and the set is full |
 //! | `{…:k}:i:<sha256(sender, key)>` | string | `execution_id \n fingerprint` of an `Idempotency-Key` | with its execution |
 //! | `{…:k}:q:<capability>` | stream + group `workers` | queued and claimed work, entries `id`, `tok`; deleted when done | `MAXLEN ~` bound |
@@ -20,8 +20,9 @@
 //! The execution's hash ([`layout`]): `c` the fields fixed at creation (JSON, written once by EXECUTE); `a` the
 //! acceptance (`<token> <at> <verified> <traceparent>`, written once by CONFIRM, or `-` when the execution was
 //! canceled before it was confirmed); `n` and `s` the starts a worker recorded and the time of the last; `t` the
-//! terminal state (JSON: status, time, result or error). Status, deadline, timestamps, attempts and revision are
-//! derived from them. The channel is per shard so that the terminal write's `PUBLISH` is in the transaction's slot.
+//! terminal state (JSON: status, time, result or error); `w:<token>` the work entry of that CONFIRM token that runs
+//! (see "Requests sent again"). Status, deadline, timestamps, attempts and revision are derived from them. The
+//! channel is per shard so that the terminal write's `PUBLISH` is in the transaction's slot.
 //!
 //! This layout (and the work entries and channels) is not that of versions before it: a Redis holding an older
 //! version's executions must be emptied (or the key prefix changed) when upgrading; processes of this version
@@ -38,9 +39,10 @@
 //! - CONFIRM (`Accept`): `HSETNX a` — the first CONFIRM wins; a cancel before it has set `a` to `-`. In the same
 //!   transaction: the record's expiry, `ZREM` from `received`, `XADD` of the work with the CONFIRM's token, and, with
 //!   a free worker slot, `XREADGROUP` (no `BLOCK`) of the oldest unclaimed work for this process (usually that work).
-//!   A CONFIRM that lost its `HSETNX` has queued work that is not the execution's: it deletes it at once (`XACK` +
-//!   `XDEL`), and a worker that gets such an entry first finds that its token is not the one in `a` and drops it too,
-//!   so the handler never runs for a duplicate CONFIRM.
+//!   A CONFIRM that lost its `HSETNX` reads the record: if `a` holds another token, the work it queued is not the
+//!   execution's and it deletes it (`XACK` + `XDEL`), and a worker that gets such an entry first finds that its token
+//!   is not the one in `a` and drops it too, so the handler never runs for a duplicate CONFIRM; if `a` holds its own
+//!   token, an earlier run of its own transaction won (see "Requests sent again").
 //! - The end (`Finish`; `Ran`, a start and end in one): `HSETNX t` — the first terminal write wins (ST-2) and nothing
 //!   moves after it. With it: the expiry, the release of the worker's work (`XACK` + `XDEL`), `PUBLISH`, for an
 //!   execution still `received`, `HSETNX a -` and `ZREM` (a CONFIRM racing the cancel either wins first, and the
@@ -59,10 +61,39 @@
 //!
 //! Every transaction also checks that the record exists (`HEXISTS c`): a write to an execution that expired meanwhile
 //! is undone and answers `NotFound`. A refused write reads the record (`HGETALL`) to answer with it; that and the
-//! cleanups above are the rare paths' extra round trips. Work taken by the workers' blocking `XREADGROUP` or taken
-//! over from a lost worker (`XAUTOCLAIM`) is checked the same way: one `HGETALL` per claimed item, pipelined, which
-//! is also the worker's snapshot; items that are not the execution's own (wrong token), or of an execution that
-//! ended or expired, are released.
+//! cleanups above are the rare paths' extra round trips (a CONFIRM that lost takes two: the read, then the deletion
+//! of its work). Work taken by the workers' blocking `XREADGROUP` or taken over from a lost worker (`XAUTOCLAIM`),
+//! and work a CONFIRM's transaction claimed other than its own, is checked the same way: per claimed item, pipelined,
+//! `HSETNX w:<token> <entry id>` and `HGETALL`, which is also the worker's snapshot; items that are not the
+//! execution's own (a wrong token, or another entry of the token checked first), or of an execution that ended or
+//! expired, are released (with the hash that `HSETNX` made of an expired execution).
+//!
+//! ## Requests sent again
+//!
+//! The Redis Cluster client (redis-rs 1.8, `cluster_async`) sends a request again, up to `retries` (2) times, when it
+//! failed with an I/O error: a dropped connection (`RetryMethod::Reconnect`) or the node connection's response
+//! timeout (`io::ErrorKind::TimedOut`, `RetryImmediately`; that timeout is `op_timeout_ms`, so the operation's own
+//! deadline, as long and started first, usually drops the request before, and the client sends nothing for a caller
+//! that is gone). Redis may have run the request before the failure: the request then runs twice, with the same
+//! bytes. The single-node connection manager never sends a request again. A redirection does not make a transaction
+//! run twice: `MOVED`, `ASK`, `TRYAGAIN` or `CLUSTERDOWN` answer the commands queued after `MULTI`, Redis refuses the
+//! `EXEC` (`EXECABORT`), and the client gives the aborted transaction back without following it (a store error).
+//!
+//! CONFIRM's transaction run twice carries its token twice: the second run's `HSETNX a` fails, but its `XADD` queues
+//! the work a second time with that token, and Redis may hand it at once to a worker waiting in `XREADGROUP`. The
+//! workers' check makes that harmless: the first entry of a token checked (`HSETNX w:<token>`) is the execution's
+//! work and any other entry of that token is released, so the handler runs once, on either entry (a take-over checks
+//! the same entry again and passes). The work a CONFIRM claims in its own transaction is not checked: that reply
+//! shows its `HSETNX a` applied, so no earlier run of it ran (it would have set `a`) and no later one follows (the
+//! reply came). A CONFIRM whose reply shows `HSETNX a` failed but whose read finds its own token in `a` was applied by
+//! an earlier run: it answers as applied (202, and holds its admission slot), keeps the work its run queued and
+//! checks what that run claimed like a worker. This costs no round trip on the warm path (an `HSETNX` beside each
+//! claimed item's `HGETALL`; none for the work a CONFIRM claims for itself).
+//!
+//! Other writes are not protected this way: a start script run twice finds its own start and is refused (the worker
+//! stops the handler, and the work is taken over and run again after the visibility timeout); the end's transaction
+//! run twice is answered as refused with the record it wrote; a creation with an `Idempotency-Key` run twice answers
+//! with the execution it created as an existing one. None of them queues work.
 //!
 //! ## Round trips
 //!
@@ -94,7 +125,7 @@ mod local;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -235,6 +266,8 @@ pub struct AgentScope {
 struct Conn {
     inner: ConnKind,
     round_trips: Arc<AtomicU64>,
+    /// Test hook ([`RedisStore::send_transactions_twice`]): every transaction is sent twice.
+    twice: Arc<AtomicBool>,
 }
 
 #[derive(Clone)]
@@ -258,11 +291,15 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        match &mut self.inner {
-            ConnKind::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            ConnKind::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        if pipeline.is_transaction() && self.twice.load(Ordering::Relaxed) {
+            return Box::pin(async move {
+                // The first reply is lost, as when the cluster client sends a request again after its connection
+                // dropped or its response timeout passed while Redis had run it.
+                let _lost = self.send_commands(pipeline, offset, count).await;
+                self.send_commands(pipeline, offset, count).await
+            });
         }
+        self.send_commands(pipeline, offset, count)
     }
 
     fn get_db(&self) -> i64 {
@@ -273,10 +310,26 @@ impl ConnectionLike for Conn {
     }
 }
 
+impl Conn {
+    fn send_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        match &mut self.inner {
+            ConnKind::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            ConnKind::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+}
+
 /// Connects on demand and keeps the connection; a cluster connection is re-made after it failed to connect.
 struct Connector {
     cfg: RedisConfig,
     round_trips: Arc<AtomicU64>,
+    twice: Arc<AtomicBool>,
     /// Response timeout of the connections made (blocking reads need more than an operation's deadline); `None` when
     /// every request runs under `RedisStore::run`'s deadline (the main connection): a second timer per request inside
     /// a single connection would only cost. A cluster connection always has one (the operation's deadline).
@@ -289,6 +342,7 @@ impl Connector {
     fn new(
         cfg: &RedisConfig,
         round_trips: Arc<AtomicU64>,
+        twice: Arc<AtomicBool>,
         response_timeout: Option<Duration>,
     ) -> Result<Self, StoreError> {
         let single = if cfg.cluster {
@@ -309,6 +363,7 @@ impl Connector {
         Ok(Connector {
             cfg: cfg.clone(),
             round_trips,
+            twice,
             response_timeout,
             single,
             cluster: tokio::sync::Mutex::new(None),
@@ -346,7 +401,7 @@ impl Connector {
                 }
             }
         };
-        Ok(Conn { inner, round_trips: self.round_trips.clone() })
+        Ok(Conn { inner, round_trips: self.round_trips.clone(), twice: self.twice.clone() })
     }
 }
 
@@ -568,6 +623,7 @@ pub struct RedisStore {
     /// older than [`LOCAL_TTL`].
     local: Local,
     round_trips: Arc<AtomicU64>,
+    twice: Arc<AtomicBool>,
     _subscriber: tokio_util::sync::DropGuard,
 }
 
@@ -591,14 +647,15 @@ impl RedisStore {
         cfg.validate().map_err(StoreError)?;
         let round_trips = Arc::new(AtomicU64::new(0));
         let op = Duration::from_millis(cfg.op_timeout_ms);
-        let conn = Connector::new(&cfg, round_trips.clone(), None)?;
+        let twice = Arc::new(AtomicBool::new(false));
+        let conn = Connector::new(&cfg, round_trips.clone(), twice.clone(), None)?;
         let blocking = crate::engine::CLAIM_WAIT + op;
         let partitions: Vec<Partition> = if cfg.cluster {
             (0..cfg.shards)
                 .map(|k| {
                     Ok(Partition {
                         shards: vec![k],
-                        reader: Connector::new(&cfg, round_trips.clone(), Some(blocking))?,
+                        reader: Connector::new(&cfg, round_trips.clone(), twice.clone(), Some(blocking))?,
                         last_reclaim: tokio::sync::Mutex::new(None),
                         reclaims: AtomicU64::new(0),
                     })
@@ -607,7 +664,7 @@ impl RedisStore {
         } else {
             vec![Partition {
                 shards: (0..cfg.shards).collect(),
-                reader: Connector::new(&cfg, round_trips.clone(), Some(blocking))?,
+                reader: Connector::new(&cfg, round_trips.clone(), twice.clone(), Some(blocking))?,
                 last_reclaim: tokio::sync::Mutex::new(None),
                 reclaims: AtomicU64::new(0),
             }]
@@ -638,6 +695,7 @@ impl RedisStore {
             negotiations: moka::sync::Cache::builder().max_capacity(10_000).build(),
             local: Local::new(LOCAL_BYTES, LOCAL_TTL),
             round_trips,
+            twice,
             _subscriber: stop.drop_guard(),
             cfg,
             scope,
@@ -647,6 +705,14 @@ impl RedisStore {
     /// Round trips to Redis made so far (pipelines and scripts count one), for benchmarks.
     pub fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Test hook: while `on`, every transaction (`MULTI`/`EXEC`) is sent twice and answered with the second reply,
+    /// as the cluster client does with a request whose connection dropped or whose response timeout passed after Redis
+    /// ran it (see "Requests sent again" in the module docs). Not for production use.
+    #[doc(hidden)]
+    pub fn send_transactions_twice(&self, on: bool) {
+        self.twice.store(on, Ordering::Relaxed);
     }
 
     /// This process's consumer name in the work streams.
@@ -971,35 +1037,45 @@ impl RedisStore {
             reply.get_mut(at + 1).map(std::mem::take).filter(|v| matches!(v, Value::Array(_) | Value::Map(_)));
         // Usually the work just queued: then only its id is looked at.
         let own = claimed.as_ref().and_then(first_entry_id) == Some(added.as_bytes());
-        let other = claimed.filter(|_| !own).and_then(|v| {
+        let entry = |v: Value| {
             let reply = redis::from_redis_value::<StreamReadReply>(v).ok()?;
             reply.keys.into_iter().next()?.ids.into_iter().next()
-        });
-        if !exists || !applied {
+        };
+        if !exists {
             self.local.forget(&next.id);
-            // The work just queued is not the execution's: delete it (a worker that got it first drops it, its token
-            // not being the execution's). Without the record, also what the transaction left of it.
+            // The execution expired: delete what the transaction left of it, and the work just queued.
             let mut p = redis::pipe();
             p.cmd("XACK").arg(&stream).arg(GROUP).arg(&added).ignore();
             p.cmd("XDEL").arg(&stream).arg(&added).ignore();
-            if exists {
-                p.cmd("HGETALL").arg(&key);
-            } else {
-                p.cmd("DEL").arg(&key).ignore();
+            p.cmd("DEL").arg(&key).ignore();
+            self.run("accept refused", move |mut c| async move { p.query_async::<()>(&mut c).await }).await?;
+            let item = self.check_one(&stream, claimed.filter(|_| !own).and_then(entry)).await;
+            return Ok((TransitionOutcome::NotFound, item));
+        }
+        if !applied {
+            self.local.forget(&next.id);
+            let stored = self.read(&next.id).await?;
+            if let Some(s) = stored.as_ref().filter(|s| s.token.as_deref() == Some(token.as_str())) {
+                // Accepted with this CONFIRM's token: by an earlier run of this very transaction, whose reply was
+                // lost (the cluster client sent it again, see "Requests sent again"). It is applied. This run queued
+                // the work a second time, with the same token: what it claimed is checked as a worker checks claimed
+                // work, so that only one of the entries runs.
+                let rec = s.rec.clone();
+                if !rec.status.is_terminal() {
+                    self.local.put(Arc::new(rec.clone()), Known::Written, layout::weight(&rec));
+                }
+                let item = self.check_one(&stream, claimed.and_then(entry)).await;
+                return Ok((TransitionOutcome::Applied(Box::new(rec)), item));
             }
-            let mut rest: Vec<Value> =
-                self.run("accept refused", move |mut c| async move { p.query_async(&mut c).await }).await?;
-            let item = self.check_one(&stream, other).await;
-            let outcome = match rest.pop().filter(|_| exists) {
-                Some(v) => match self.decode(&v)? {
-                    Some(s) => {
-                        if s.rec.status.is_terminal() {
-                            self.local.put(Arc::new(s.rec.clone()), Known::Final, layout::weight(&s.rec));
-                        }
-                        TransitionOutcome::Refused(Box::new(s.rec))
-                    }
-                    None => TransitionOutcome::NotFound,
-                },
+            // Another CONFIRM or a cancel came first: the work just queued is not the execution's: delete it (a worker
+            // that got it first drops it, its token not being the execution's).
+            let mut p = redis::pipe();
+            p.cmd("XACK").arg(&stream).arg(GROUP).arg(&added).ignore();
+            p.cmd("XDEL").arg(&stream).arg(&added).ignore();
+            self.run("accept refused", move |mut c| async move { p.query_async::<()>(&mut c).await }).await?;
+            let item = self.check_one(&stream, claimed.filter(|_| !own).and_then(entry)).await;
+            let outcome = match stored {
+                Some(s) => TransitionOutcome::Refused(Box::new(s.rec)),
                 None => TransitionOutcome::NotFound,
             };
             return Ok((outcome, item));
@@ -1014,7 +1090,7 @@ impl RedisStore {
                 receipt: added,
             })
         } else {
-            self.check_one(&stream, other).await
+            self.check_one(&stream, claimed.and_then(entry)).await
         };
         Ok((TransitionOutcome::Applied(Box::new(next)), item))
     }
@@ -1140,9 +1216,11 @@ impl RedisStore {
     }
 
     /// Checks work claimed from the streams (`(stream key, entry, deliveries at least)`, all of one shard) against
-    /// the executions, with one pipelined `HGETALL` per entry: returns the entries that are their execution's own work
-    /// (their token is the one of the CONFIRM that accepted it) and whose execution has not ended, with the record as
-    /// the snapshot; releases the others (queued by a CONFIRM that lost, or of an execution that ended or expired).
+    /// the executions, with one pipelined `HSETNX w:<token>` and `HGETALL` per entry: returns the entries that are
+    /// their execution's own work (their token is the one of the CONFIRM that accepted it, and no other entry with
+    /// that token was checked first) and whose execution has not ended, with the record as the snapshot; releases the
+    /// others (queued by a CONFIRM that lost, by a second run of the accepting CONFIRM's transaction, or of an
+    /// execution that ended or expired).
     async fn check_claimed(&self, entries: Vec<(String, StreamId, u64)>) -> Result<Vec<WorkItem>, StoreError> {
         if entries.is_empty() {
             return Ok(Vec::new());
@@ -1150,8 +1228,14 @@ impl RedisStore {
         let ids: Vec<(Option<String>, Option<String>)> =
             entries.iter().map(|(_, e, _)| (e.get::<String>("id"), e.get::<String>("tok"))).collect();
         let mut p = redis::pipe();
-        for (id, _) in &ids {
-            p.cmd("HGETALL").arg(self.exec_key(id.as_deref().unwrap_or_default()));
+        for ((_, e, _), (id, token)) in entries.iter().zip(&ids) {
+            let key = self.exec_key(id.as_deref().unwrap_or_default());
+            // The first entry of a token checked is the one that runs (see "Requests sent again"); a take-over checks
+            // the same entry again and finds it there.
+            if let (Some(_), Some(token)) = (id, token) {
+                p.cmd("HSETNX").arg(&key).arg(layout::work_field(token)).arg(&e.id).ignore();
+            }
+            p.cmd("HGETALL").arg(key);
         }
         let records: Vec<Value> =
             self.run("check claimed work", move |mut c| async move { p.query_async(&mut c).await }).await?;
@@ -1159,6 +1243,13 @@ impl RedisStore {
         let mut junk = redis::pipe();
         for (((stream, e, deliveries), (id, token)), v) in entries.into_iter().zip(ids).zip(records) {
             let stored = match self.decode(&v) {
+                Ok(None) => {
+                    // The execution expired: remove what the `HSETNX` left of it.
+                    if let Some(id) = &id {
+                        junk.cmd("DEL").arg(self.exec_key(id)).ignore();
+                    }
+                    None
+                }
                 Ok(s) => s,
                 Err(err) => {
                     tracing::warn!(error = %err, execution_id = ?id, "claimed work of an unreadable execution; dropped");
@@ -1166,7 +1257,13 @@ impl RedisStore {
                 }
             };
             match stored {
-                Some(s) if id.is_some() && token.is_some() && s.token == token && !s.rec.status.is_terminal() => {
+                Some(s)
+                    if id.is_some()
+                        && token.is_some()
+                        && s.token == token
+                        && s.work.as_deref() == Some(e.id.as_str())
+                        && !s.rec.status.is_terminal() =>
+                {
                     let deliveries = e.delivered_count.map_or(deliveries, |d| d as u64).max(deliveries);
                     out.push(WorkItem {
                         execution_id: s.rec.id.clone(),

@@ -519,6 +519,80 @@ pub async fn queued_work_that_is_not_its_execution_s_own_is_dropped_not_run(b: B
     assert_eq!(left, 1, "the stray entries were deleted; the claimed one stays until it is done");
 }
 
+/// The queue partition a worker reads for `id`'s work (the cluster reads one per shard).
+fn partition_of(s: &RedisStore, id: &str) -> usize {
+    if s.queue_partitions() == 1 {
+        return 0;
+    }
+    let tag = s.execution_tag(id);
+    tag.trim_end_matches('}').rsplit(':').next().and_then(|k| k.parse().ok()).expect("shard of the tag")
+}
+
+/// The distinct work entries of `id` handed out to run (a take-over hands the same entry out again: ST-5).
+fn runnable_entries<'a>(id: &str, items: impl IntoIterator<Item = &'a WorkItem>) -> BTreeSet<String> {
+    items
+        .into_iter()
+        .filter(|i| i.execution_id == id && i.snapshot.as_ref().is_none_or(|s| !s.status.is_terminal()))
+        .map(|i| i.receipt.clone())
+        .collect()
+}
+
+pub async fn a_confirm_transaction_run_twice_queues_runnable_work_once(b: Backend) {
+    // The cluster client sends a request again when its connection dropped or its response timeout passed, also when
+    // Redis had run it: the CONFIRM's transaction then runs twice, with the same token. The memory store has no such
+    // client.
+    if b == Backend::Memory {
+        return;
+    }
+    let vis = Duration::from_millis(600);
+    let cfg = redis_config(b, &unique_prefix("twice"), vis);
+    let connect = || RedisStore::connect(cfg.clone(), scope(1000)).expect("connect");
+    let (a, w1, w2, other) = (connect(), connect(), connect(), connect());
+    for s in [&a, &w1, &w2, &other] {
+        s.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    }
+
+    // Without a free worker slot (no claim in the transaction), while workers of two other processes wait in
+    // XREADGROUP: Redis hands each run's work to one of them as soon as that run's EXEC is done.
+    let rec = created(&*a, "submit_report").await;
+    let p = partition_of(&a, &rec.id);
+    let waiting: Vec<_> = [w1.clone(), w2.clone()]
+        .into_iter()
+        .map(|w| tokio::spawn(async move { w.claim_work(p, 10, Duration::from_secs(1)).await.expect("claim") }))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    a.send_transactions_twice(true);
+    let r = a.transition(&rec.id, accept(), Some(&rec)).await.expect("accept");
+    a.send_transactions_twice(false);
+    let mut items = Vec::new();
+    for w in waiting {
+        items.extend(w.await.expect("worker"));
+    }
+    // And whatever is left, taken over once the claims lapse.
+    items.extend(claim_all(&*other, 3, vis * 4).await);
+    let runnable = runnable_entries(&rec.id, &items);
+    assert_eq!(runnable.len(), 1, "one CONFIRM queued runnable work twice: {items:?}");
+    assert!(
+        matches!(r, TransitionOutcome::Applied(ref r) if r.status == ExecutionStatus::Accepted),
+        "the CONFIRM that accepted is answered as applied, not as already confirmed: {r:?}"
+    );
+
+    // With a free worker slot: each run's transaction also claims for this process. The first run's claim is lost
+    // with its reply; the work is handed out to run once all the same, also after that claim lapsed.
+    let rec = created(&*a, "submit_report").await;
+    a.send_transactions_twice(true);
+    let (r, claimed) = a.accept_and_claim(&rec.id, accept(), Some(&rec)).await.expect("accept");
+    a.send_transactions_twice(false);
+    let mut items: Vec<WorkItem> = claimed.into_iter().collect();
+    items.extend(claim_all(&*other, 3, vis * 4).await);
+    let runnable = runnable_entries(&rec.id, &items);
+    assert_eq!(runnable.len(), 1, "one CONFIRM queued runnable work twice: {items:?}");
+    assert!(
+        matches!(r, TransitionOutcome::Applied(ref r) if r.status == ExecutionStatus::Accepted),
+        "the CONFIRM that accepted is answered as applied, not as already confirmed: {r:?}"
+    );
+}
+
 pub async fn a_write_to_an_execution_that_expired_answers_not_found_and_leaves_nothing(b: Backend) {
     if b == Backend::Memory {
         return;
@@ -844,6 +918,7 @@ run_suite!(
     work_of_a_lost_worker_is_taken_over_after_the_visibility_timeout,
     a_confirm_racing_a_cancel_is_answered_as_stored_and_leaves_no_runnable_work,
     queued_work_that_is_not_its_execution_s_own_is_dropped_not_run,
+    a_confirm_transaction_run_twice_queues_runnable_work_once,
     a_write_to_an_execution_that_expired_answers_not_found_and_leaves_nothing,
     confirm_claims_its_work_over_resp3_too,
     idempotency_keys_return_the_existing_execution_or_conflict,

@@ -8,9 +8,15 @@
 //! | `n` | a worker's start (`HINCRBY`, in a script) | how many starts were recorded |
 //! | `s` | a worker's start | the time of the last recorded start |
 //! | `t` | the first terminal write (`HSETNX`) | status, time, result or error, and whether it also ran (JSON) |
+//! | `w:<token>` | a worker's check of claimed work (`HSETNX`) | the id of the first work entry with that token checked |
 //!
 //! The status, deadline, timestamps, retention, attempts and revision are derived from these fields
 //! ([`assemble`]); they are what [`ExecutionRecord::apply`] computes for the same transitions (tested below).
+//!
+//! `w:<token>` is not part of the record: it decides which of several work entries queued with one CONFIRM's token
+//! runs (a CONFIRM transaction that ran twice queues two, see "Requests sent again" in [`super`]). Only the field of
+//! the accepting token counts ([`Stored::work`]); entries with another token are dropped before it matters, and the
+//! fields they leave are a few bytes that expire with the execution.
 
 use a2a_core::error::ErrorObject;
 use a2a_core::wire::ExecutionStatus;
@@ -27,6 +33,8 @@ pub(super) const ACCEPT: &str = "a";
 pub(super) const STARTS: &str = "n";
 /// The hash field of the terminal state.
 pub(super) const TERMINAL: &str = "t";
+/// The prefix of the hash fields that name the work entry that runs for a CONFIRM's token ([`work_field`]).
+const WORK_PREFIX: &[u8] = b"w:";
 /// The value of [`ACCEPT`] that closes an execution that never was accepted (canceled while `received`): a CONFIRM's
 /// `HSETNX` then fails.
 pub(super) const CLOSED: &str = "-";
@@ -111,6 +119,11 @@ pub(super) fn accept_value(token: &str, at_ms: u64, sender_verified: bool, trace
     format!("{token} {at_ms} {} {}", u8::from(sender_verified), traceparent.unwrap_or(""))
 }
 
+/// The hash field naming the work entry of `token` that runs: the first one a worker checked (`HSETNX`).
+pub(super) fn work_field(token: &str) -> String {
+    format!("w:{token}")
+}
+
 /// The value of [`TERMINAL`] for `next`, a record in its terminal state; `ran` when the write also records the start
 /// ([`crate::store::Transition::Ran`]: one more attempt).
 pub(super) fn terminal_value(next: &ExecutionRecord, ran: bool) -> Result<String, StoreError> {
@@ -136,6 +149,9 @@ pub(super) struct Stored {
     pub(super) rec: ExecutionRecord,
     /// The token of the CONFIRM that accepted it: the work queued with another token is not its own.
     pub(super) token: Option<String>,
+    /// The work entry of that token that runs, once a worker checked one ([`work_field`]): another entry with the
+    /// same token (queued by the same CONFIRM transaction run twice) is not the execution's own either.
+    pub(super) work: Option<String>,
 }
 
 /// The raw fields of an execution's hash.
@@ -146,18 +162,24 @@ pub(super) struct Fields<'a> {
     pub(super) starts: Option<&'a [u8]>,
     pub(super) started: Option<&'a [u8]>,
     pub(super) terminal: Option<&'a [u8]>,
+    /// The `w:<token>` fields: (token, entry id).
+    pub(super) work: Vec<(&'a [u8], &'a [u8])>,
 }
 
 impl<'a> Fields<'a> {
     /// Sets a field by its name (others are ignored).
-    pub(super) fn set(&mut self, name: &[u8], value: &'a [u8]) {
+    pub(super) fn set(&mut self, name: &'a [u8], value: &'a [u8]) {
         match name {
             b"c" => self.fixed = Some(value),
             b"a" => self.accept = Some(value),
             b"n" => self.starts = Some(value),
             b"s" => self.started = Some(value),
             b"t" => self.terminal = Some(value),
-            _ => {}
+            _ => {
+                if let Some(token) = name.strip_prefix(WORK_PREFIX) {
+                    self.work.push((token, value));
+                }
+            }
         }
     }
 }
@@ -257,6 +279,10 @@ pub(super) fn assemble(f: &Fields<'_>, retention_ms: u64) -> Result<Option<Store
         (None, Some(d)) => d.saturating_add(retention_ms),
         (None, None) => fixed.retain_until_ms,
     };
+    let work = accept.as_ref().and_then(|a| {
+        let (_, entry) = f.work.iter().find(|(token, _)| *token == a.token.as_bytes())?;
+        Some(String::from_utf8_lossy(entry).into_owned())
+    });
     let (token, sender_verified, traceparent) = match accept {
         Some(a) => (Some(a.token), a.sender_verified, a.traceparent),
         None => (None, false, None),
@@ -288,7 +314,7 @@ pub(super) fn assemble(f: &Fields<'_>, retention_ms: u64) -> Result<Option<Store
         rev: 0,
     };
     rec.rev = revision(&rec);
-    Ok(Some(Stored { rec, token }))
+    Ok(Some(Stored { rec, token, work }))
 }
 
 /// A rough size of a record in memory, in bytes (the weight of the in-process caches): its strings and JSON values.
@@ -336,6 +362,7 @@ mod tests {
                 starts: (self.n > 0).then_some(n.as_bytes()),
                 started: self.s.as_deref().map(str::as_bytes),
                 terminal: self.t.as_deref().map(str::as_bytes),
+                work: Vec::new(),
             };
             assemble(&f, RETENTION).expect("readable").expect("present").rec
         }
@@ -488,6 +515,27 @@ mod tests {
         assert_ne!(canceled, hash.read(), "computed from a stale record");
         Settled::read(hash.a.as_deref().map(str::as_bytes), Some(b"1"), false).expect("settle").apply(&mut canceled);
         assert_eq!(canceled, hash.read());
+    }
+
+    #[test]
+    fn the_work_entry_that_runs_is_the_one_named_under_the_accepting_token() {
+        let rec = created();
+        let fixed = fixed_value(&rec).expect("json");
+        let accepted = accept_value("tok1", 2_000, false, None);
+        let read = |work: Vec<(&'static [u8], &'static [u8])>| {
+            let f =
+                Fields { fixed: Some(fixed.as_bytes()), accept: Some(accepted.as_bytes()), work, ..Fields::default() };
+            assert_eq!(work_field("tok1").as_bytes(), b"w:tok1");
+            assemble(&f, RETENTION).expect("readable").expect("present").work
+        };
+        assert_eq!(read(vec![]), None, "no entry checked yet");
+        // A field of another token (work of a CONFIRM that lost, checked before it was deleted) does not count.
+        assert_eq!(read(vec![(b"tok0", b"1-0"), (b"tok1", b"2-0")]), Some("2-0".to_owned()));
+        assert_eq!(read(vec![(b"tok0", b"1-0")]), None);
+        let mut f = Fields::default();
+        f.set(b"w:tok1", b"3-0");
+        f.set(b"a", b"-");
+        assert_eq!(f.work, vec![(&b"tok1"[..], &b"3-0"[..])]);
     }
 
     #[test]
