@@ -726,9 +726,9 @@ impl Engine {
     }
 
     /// Runs one claimed item of work to its end.
-    async fn run(self: Arc<Self>, item: WorkItem) {
+    async fn run(self: Arc<Self>, mut item: WorkItem) {
         let store = self.store.clone();
-        let rec = match item.snapshot.clone() {
+        let rec = match item.snapshot.take() {
             Some(r) => Some(r),
             None => match store.get_execution(&item.execution_id).await {
                 Ok(r) => r,

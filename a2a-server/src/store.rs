@@ -6,8 +6,9 @@
 //! one shared test suite (`a2a-server/tests/store`).
 //!
 //! The state machine of an execution (`spec/PROTOCOL.md` §8.1) is applied by [`ExecutionRecord::apply`], the one
-//! place that decides whether a transition is allowed; a store only makes the read-check-write atomic (the memory
-//! store under a lock, Redis by a compare-and-set on the record's revision inside one Lua script).
+//! place that decides whether a transition is allowed; a store only makes it atomic (the memory store under a lock;
+//! Redis checks it on the record the caller has and writes only the stage's own fields, with native guards that
+//! refuse it when the stored state moved on: see [`redis`]).
 //!
 //! ## The work queue
 //!
@@ -113,7 +114,7 @@ pub struct ExecutionRecord {
     /// The `traceparent` of the CONFIRM.
     #[serde(default)]
     pub traceparent: Option<String>,
-    /// Revision: incremented by every applied transition (the compare-and-set of shared stores).
+    /// Revision: incremented by every applied transition (`Ran` counts two).
     #[serde(default)]
     pub rev: u64,
 }
@@ -183,15 +184,19 @@ impl ExecutionRecord {
     /// `retention_ms` is how long a terminal record is kept.
     pub fn apply(&mut self, t: &Transition, retention_ms: u64) -> bool {
         if let Transition::Ran { now_ms, rerun, status, result, error } = t {
-            let mut next = self.clone();
-            let finish =
-                Transition::Finish { now_ms: *now_ms, status: *status, result: result.clone(), error: error.clone() };
-            if !next.apply(&Transition::Start { now_ms: *now_ms, rerun: *rerun }, retention_ms)
-                || !next.apply(&finish, retention_ms)
-            {
+            // `Start` (from `accepted`, or from `running` when re-run) then `Finish` (to where `running` may move).
+            let startable =
+                self.status == ExecutionStatus::Accepted || (*rerun && self.status == ExecutionStatus::Running);
+            if !startable || !ExecutionStatus::Running.can_move_to(*status) {
                 return false;
             }
-            *self = next;
+            self.attempts = self.attempts.saturating_add(1);
+            self.result = result.clone();
+            self.error = error.clone();
+            self.updated_at_ms = *now_ms;
+            self.retain_until_ms = now_ms.saturating_add(retention_ms);
+            self.status = *status;
+            self.rev = self.rev.wrapping_add(2);
             return true;
         }
         let target = t.target();
@@ -310,8 +315,8 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// Applies a transition atomically (see [`ExecutionRecord::apply`]). `seen` is the record as the caller last read
-    /// it, if it has one: a shared store then needs no read before its compare-and-set. An applied
-    /// [`Transition::Accept`] queues the execution in the same atomic step.
+    /// it, if it has one: a shared store then needs no read before its atomic write (which decides on the stored
+    /// state if `seen` is stale). An applied [`Transition::Accept`] queues the execution in the same atomic step.
     async fn transition(
         &self,
         id: &str,
@@ -320,9 +325,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<TransitionOutcome, StoreError>;
 
     /// Reads an execution for a transition that follows at once (CONFIRM). The store may answer from the record this
-    /// process created: it may be stale, which the transition's compare-and-set detects (it then decides on the
-    /// stored record), but the fields fixed at creation (sender, capability, negotiation, payload, confirm window)
-    /// are exact. Default: [`Store::get_execution`].
+    /// process created: it may be stale, which the transition's atomic write detects (it then decides on the stored
+    /// record), but the fields fixed at creation (sender, capability, negotiation, payload, confirm window) are
+    /// exact. Default: [`Store::get_execution`].
     async fn get_execution_for_update(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         self.get_execution(id).await
     }

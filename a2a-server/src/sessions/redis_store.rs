@@ -89,7 +89,7 @@ impl RedisSessionStore {
         let (woken, bumped) = (tx.clone(), tx.clone());
         tokio::spawn(crate::store::redis::subscribe(
             cfg.clone(),
-            channel.clone(),
+            vec![channel.clone()],
             stop.clone(),
             // Writes made while the subscription was down woke nobody: wake every waiter once to re-read.
             move || woken.send_modify(|v| *v = v.wrapping_add(1)),

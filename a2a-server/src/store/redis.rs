@@ -5,50 +5,127 @@
 //!
 //! Everything about one execution lives in one *shard*: `{<prefix>:<ns>:<k>}` where `ns` is a digest of the agent's
 //! DID (two agents on one Redis never share state) and `k = fnv1a(execution_id) % shards`. The braces are a Redis
-//! Cluster hash tag, so that the keys one Lua script touches are in one slot:
+//! Cluster hash tag, so that the keys one transaction (`MULTI`/`EXEC`) or script touches are in one slot:
 //!
 //! | key | type | holds | expires |
 //! |---|---|---|---|
-//! | `{…:k}:x:<execution_id>` | hash `rev`, `st`, `rec` | the record (JSON), its revision and status | at the record's retention |
-//! | `{…:k}:received` | sorted set | executions waiting for CONFIRM, by `confirm_by` (the `max_received` limit) | members leave on CONFIRM or when their window elapses |
+//! | `{…:k}:x:<execution_id>` | hash `c`, `a`, `n`, `s`, `t`, `w:<token>` | the execution, one field per stage (below) | at the record's retention |
+//! | `{…:k}:received` | sorted set | executions waiting for CONFIRM, by `confirm_by` (the `max_received` limit) | members leave on CONFIRM, on cancel, or when their window elapsed and the set is full |
 //! | `{…:k}:i:<sha256(sender, key)>` | string | `execution_id \n fingerprint` of an `Idempotency-Key` | with its execution |
-//! | `{…:k}:q:<capability>` | stream + group `workers` | queued and claimed work; entries are deleted when done | `MAXLEN ~` bound |
+//! | `{…:k}:q:<capability>` | stream + group `workers` | queued and claimed work, entries `id`, `tok`; deleted when done | `MAXLEN ~` bound |
 //! | `<prefix>:<ns>:n:<id>` | string | a negotiation (JSON) | at its expiry |
 //! | `<prefix>:<ns>:j:<sha256(issuer, jti)>` | string | a replay nonce | at the signature's expiry |
-//! | channel `<prefix>:<ns>:done` | pub/sub | ids of executions that became terminal (wakes long-polls) | — |
+//! | channel `{…:k}:done` | pub/sub | ids of the shard's executions that became terminal (wakes long-polls) | — |
 //!
-//! ## Atomicity and round trips
+//! The execution's hash ([`layout`]): `c` the fields fixed at creation (JSON, written once by EXECUTE); `a` the
+//! acceptance (`<token> <at> <verified> <traceparent>`, written once by CONFIRM, or `-` when the execution was
+//! canceled before it was confirmed); `n` and `s` the starts a worker recorded and the time of the last; `t` the
+//! terminal state (JSON: status, time, result or error); `w:<token>` the work entry of that CONFIRM token that runs
+//! (see "Requests sent again"). Status, deadline, timestamps, attempts and revision are derived from them. The
+//! channel is per shard so that the terminal write's `PUBLISH` is in the transaction's slot.
 //!
-//! A transition is [`ExecutionRecord::apply`] in Rust followed by one Lua script that writes the new record only if
-//! the stored revision is the one it was computed from (compare-and-set) and, in the same step, queues the work
-//! (`XADD`) and claims the oldest unclaimed work of that queue for the confirming process (`XREADGROUP` without
-//! blocking: usually the work just queued), releases it (`XACK` + `XDEL`), drops the execution from the `received`
-//! set and publishes a terminal state. A conflict returns the current record and the transition is re-applied to it:
-//! no read is needed before a write when the caller has the record.
+//! This layout (and the work entries and channels) is not that of versions before it: a Redis holding an older
+//! version's executions must be emptied (or the key prefix changed) when upgrading; processes of this version
+//! interoperate.
 //!
-//! Round trips of the warm path, per execution, when one process serves it: EXECUTE 1 (one `create` script; the
-//! negotiation is cached); CONFIRM 1 (the record EXECUTE created here is the compare-and-set's `seen`, so no read;
-//! the script accepts, queues and claims); the worker 1 (a handler done within 10 ms records its start and
-//! its end in one script, [`super::Transition::Ran`], which also releases the work and publishes; a longer one
-//! writes `running` first, one more); RESULT with long-poll 0 (a terminal record is final, ST-2, so the process
-//! that wrote or read one serves later reads from memory; a long-poll that finds none starts from the record this
-//! process last wrote, [`Store::get_execution_for_wait`], and is woken locally by the worker's write). That is 3.
-//! CONFIRM on a process that did not create the execution reads it first (+1), one without a free worker slot
-//! leaves the work to the workers' blocking `XREADGROUP` (+1, shared by the items it takes at once), and a RESULT on
-//! a process that did not write the execution reads it (+1, then the pub/sub wake-up). `docs/BENCHMARKS.md` has the
-//! measured figure.
+//! ## Atomicity
+//!
+//! No warm transition reads or compares the record: each stage writes its own field with a native primitive that
+//! decides the race, in one `MULTI`/`EXEC` with everything that must happen with it. [`ExecutionRecord::apply`] first
+//! checks the transition against the record the caller has (`seen`, or a read); since an execution never moves
+//! backwards, the stored state is the same or later, and the guards below refuse what the state machine would refuse
+//! from it:
+//!
+//! - CONFIRM (`Accept`): `HSETNX a` — the first CONFIRM wins; a cancel before it has set `a` to `-`. In the same
+//!   transaction: the record's expiry, `ZREM` from `received`, `XADD` of the work with the CONFIRM's token, and, with
+//!   a free worker slot, `XREADGROUP` (no `BLOCK`) of the oldest unclaimed work for this process (usually that work).
+//!   A CONFIRM that lost its `HSETNX` reads the record: if `a` holds another token, the work it queued is not the
+//!   execution's and it deletes it (`XACK` + `XDEL`), and a worker that gets such an entry first finds that its token
+//!   is not the one in `a` and drops it too, so the handler never runs for a duplicate CONFIRM; if `a` holds its own
+//!   token, an earlier run of its own transaction won (see "Requests sent again").
+//! - The end (`Finish`; `Ran`, a start and end in one): `HSETNX t` — the first terminal write wins (ST-2) and nothing
+//!   moves after it. With it: the expiry, the release of the worker's work (`XACK` + `XDEL`), `PUBLISH`, for an
+//!   execution still `received`, `HSETNX a -` and `ZREM` (a CONFIRM racing the cancel either wins first, and the
+//!   cancel then ends an accepted execution, or fails), and `HMGET a n`: the record the write was computed from may
+//!   be stale (accepted or started elsewhere since), and the final record this process keeps must be the stored one.
+//!   Unlike the compare-and-set of earlier versions, a worker's `Ran` is not refused because a worker that took the
+//!   work over recorded a start meanwhile: both ran the handler (ST-5 allows it for taken-over work), and the first
+//!   end written is the execution's (ST-2).
+//! - A worker's start (`Start`, only for a handler still running after 10 ms) and creation with an
+//!   `Idempotency-Key` are short Lua scripts: the start must not count an attempt after the end or start twice
+//!   without a take-over, the key must be checked and claimed with the creation. They write the same fields, so they
+//!   stay correct against the transactions running beside them.
+//! - EXECUTE without a key: `ZADD` to `received`, `ZCARD`, `HSET c`, expiries. Over the `max_received` bound it drops
+//!   the entries whose window elapsed and counts again, and if still over, removes what it added and refuses
+//!   (`Created::Full`): the bound is never exceeded, and creations racing at the bound may be refused a little early.
+//!
+//! Every transaction also checks that the record exists (`HEXISTS c`): a write to an execution that expired meanwhile
+//! is undone and answers `NotFound`. A refused write reads the record (`HGETALL`) to answer with it; that and the
+//! cleanups above are the rare paths' extra round trips (a CONFIRM that lost takes two: the read, then the deletion
+//! of its work). Work taken by the workers' blocking `XREADGROUP` or taken over from a lost worker (`XAUTOCLAIM`),
+//! and work a CONFIRM's transaction claimed other than its own, is checked the same way: per claimed item, pipelined,
+//! `HSETNX w:<token> <entry id>` and `HGETALL`, which is also the worker's snapshot; items that are not the
+//! execution's own (a wrong token, or another entry of the token checked first), or of an execution that ended or
+//! expired, are released (with the hash that `HSETNX` made of an expired execution).
+//!
+//! ## Requests sent again
+//!
+//! The Redis Cluster client (redis-rs 1.8, `cluster_async`) sends a request again, up to `retries` (2) times, when it
+//! failed with an I/O error: a dropped connection (`RetryMethod::Reconnect`) or the node connection's response
+//! timeout (`io::ErrorKind::TimedOut`, `RetryImmediately`; that timeout is `op_timeout_ms`, so the operation's own
+//! deadline, as long and started first, usually drops the request before, and the client sends nothing for a caller
+//! that is gone). Redis may have run the request before the failure: the request then runs twice, with the same
+//! bytes. The single-node connection manager never sends a request again. A redirection does not make a transaction
+//! run twice: `MOVED`, `ASK`, `TRYAGAIN` or `CLUSTERDOWN` answer the commands queued after `MULTI`, Redis refuses the
+//! `EXEC` (`EXECABORT`), and the client gives the aborted transaction back without following it (a store error).
+//!
+//! CONFIRM's transaction run twice carries its token twice: the second run's `HSETNX a` fails, but its `XADD` queues
+//! the work a second time with that token, and Redis may hand it at once to a worker waiting in `XREADGROUP`. The
+//! workers' check makes that harmless: the first entry of a token checked (`HSETNX w:<token>`) is the execution's
+//! work and any other entry of that token is released, so the handler runs once, on either entry (a take-over checks
+//! the same entry again and passes). The work a CONFIRM claims in its own transaction is not checked: that reply
+//! shows its `HSETNX a` applied, so no earlier run of it ran (it would have set `a`) and no later one follows (the
+//! reply came). A CONFIRM whose reply shows `HSETNX a` failed but whose read finds its own token in `a` was applied by
+//! an earlier run: it answers as applied (202, and holds its admission slot), keeps the work its run queued and
+//! checks what that run claimed like a worker. This costs no round trip on the warm path (an `HSETNX` beside each
+//! claimed item's `HGETALL`; none for the work a CONFIRM claims for itself).
+//!
+//! Other writes are not protected this way: a start script run twice finds its own start and is refused (the worker
+//! stops the handler, and the work is taken over and run again after the visibility timeout); the end's transaction
+//! run twice is answered as refused with the record it wrote; a creation with an `Idempotency-Key` run twice answers
+//! with the execution it created as an existing one. None of them queues work.
+//!
+//! ## Round trips
+//!
+//! Per execution of the warm path, when one process serves it: EXECUTE 1 (the negotiation is cached); CONFIRM 1
+//! (the record EXECUTE created here is `seen`, so no read; the transaction accepts, queues and claims); the worker 1
+//! (a handler done within 10 ms records its start and its end in one transaction, [`Transition::Ran`], which also
+//! releases the work and publishes; a longer one runs the start script first, one more); RESULT with long-poll 0 (a
+//! terminal record is final, ST-2, so the process that wrote or read one serves later reads from memory; a long-poll
+//! that finds none starts from the record this process last wrote, [`Store::get_execution_for_wait`], and is woken
+//! locally by the worker's write). That is 3. CONFIRM on a process that did not create the execution reads it first
+//! (+1), one without a free worker slot leaves the work to the workers' blocking `XREADGROUP` (+2, its read and the
+//! check of the items it took, shared by the items taken at once), and a RESULT on a process that did not write the
+//! execution reads it (+1, then the pub/sub wake-up). `docs/BENCHMARKS.md` has the measured figure.
+//!
+//! What this process knows without a read (the record it created, the last it wrote, the final ones it wrote or
+//! read) is one map under a lock ([`local`]), bounded in bytes and age.
 //!
 //! The terminal write's `PUBLISH` reaches this process's own subscriber too, possibly before the write's reply: such
-//! a message is held until the reply has put the record into the cache of final records, so that the local waiters
-//! it wakes find it there instead of reading it again (`Waiters`); another process's messages are delivered at once.
+//! a message is held until the reply has made the record known here as final, so that the local waiters it wakes
+//! find it there instead of reading it again (`Waiters`); another process's messages are delivered at once.
 //!
 //! ## Failure
 //!
 //! Every operation has a deadline (`op_timeout_ms`); a Redis that is down or slow is a [`StoreError`] (the router
 //! answers `503 store_unavailable`), never a hang. Connections re-establish themselves when Redis is back.
 
+mod layout;
+mod local;
+
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -62,6 +139,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
+use self::layout::{Fields, Stored};
+use self::local::{Known, Local};
 use super::{
     Created, ExecutionRecord, IdempotencyClaim, NegotiationRecord, Store, StoreError, Transition, TransitionOutcome,
     WorkItem, now_ms,
@@ -187,6 +266,8 @@ pub struct AgentScope {
 struct Conn {
     inner: ConnKind,
     round_trips: Arc<AtomicU64>,
+    /// Test hook ([`RedisStore::send_transactions_twice`]): every transaction is sent twice.
+    twice: Arc<AtomicBool>,
 }
 
 #[derive(Clone)]
@@ -210,11 +291,15 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        match &mut self.inner {
-            ConnKind::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            ConnKind::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        if pipeline.is_transaction() && self.twice.load(Ordering::Relaxed) {
+            return Box::pin(async move {
+                // The first reply is lost, as when the cluster client sends a request again after its connection
+                // dropped or its response timeout passed while Redis had run it.
+                let _lost = self.send_commands(pipeline, offset, count).await;
+                self.send_commands(pipeline, offset, count).await
+            });
         }
+        self.send_commands(pipeline, offset, count)
     }
 
     fn get_db(&self) -> i64 {
@@ -225,25 +310,48 @@ impl ConnectionLike for Conn {
     }
 }
 
+impl Conn {
+    fn send_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        match &mut self.inner {
+            ConnKind::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            ConnKind::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+}
+
 /// Connects on demand and keeps the connection; a cluster connection is re-made after it failed to connect.
 struct Connector {
     cfg: RedisConfig,
     round_trips: Arc<AtomicU64>,
-    /// Response timeout of the connections made (blocking reads need more than an operation's deadline).
-    response_timeout: Duration,
+    twice: Arc<AtomicBool>,
+    /// Response timeout of the connections made (blocking reads need more than an operation's deadline); `None` when
+    /// every request runs under `RedisStore::run`'s deadline (the main connection): a second timer per request inside
+    /// a single connection would only cost. A cluster connection always has one (the operation's deadline).
+    response_timeout: Option<Duration>,
     single: Option<ConnectionManager>,
     cluster: tokio::sync::Mutex<Option<ClusterConnection>>,
 }
 
 impl Connector {
-    fn new(cfg: &RedisConfig, round_trips: Arc<AtomicU64>, response_timeout: Duration) -> Result<Self, StoreError> {
+    fn new(
+        cfg: &RedisConfig,
+        round_trips: Arc<AtomicU64>,
+        twice: Arc<AtomicBool>,
+        response_timeout: Option<Duration>,
+    ) -> Result<Self, StoreError> {
         let single = if cfg.cluster {
             None
         } else {
             let url = cfg.urls().into_iter().next().unwrap_or_default();
             let client = redis::Client::open(url.as_str()).map_err(|e| StoreError(format!("{url}: {e}")))?;
             let config = ConnectionManagerConfig::new()
-                .set_response_timeout(Some(response_timeout))
+                .set_response_timeout(response_timeout)
                 .set_connection_timeout(Some(Duration::from_millis(cfg.connect_timeout_ms)))
                 .set_number_of_retries(1)
                 .set_max_delay(Duration::from_millis(500));
@@ -255,6 +363,7 @@ impl Connector {
         Ok(Connector {
             cfg: cfg.clone(),
             round_trips,
+            twice,
             response_timeout,
             single,
             cluster: tokio::sync::Mutex::new(None),
@@ -269,7 +378,9 @@ impl Connector {
                 if slot.is_none() {
                     let client = redis::cluster::ClusterClient::builder(self.cfg.urls())
                         .connection_timeout(Duration::from_millis(self.cfg.connect_timeout_ms))
-                        .response_timeout(self.response_timeout)
+                        .response_timeout(
+                            self.response_timeout.unwrap_or(Duration::from_millis(self.cfg.op_timeout_ms)),
+                        )
                         .retries(2)
                         .min_retry_wait(20)
                         .max_retry_wait(200)
@@ -290,7 +401,7 @@ impl Connector {
                 }
             }
         };
-        Ok(Conn { inner, round_trips: self.round_trips.clone() })
+        Ok(Conn { inner, round_trips: self.round_trips.clone(), twice: self.twice.clone() })
     }
 }
 
@@ -312,92 +423,41 @@ fn sha_hex(parts: &[&str]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn terminal_list() -> String {
-    let all = [
-        ExecutionStatus::Received,
-        ExecutionStatus::Accepted,
-        ExecutionStatus::Running,
-        ExecutionStatus::Succeeded,
-        ExecutionStatus::Failed,
-        ExecutionStatus::TimedOut,
-        ExecutionStatus::Canceled,
-    ];
-    let mut s = String::from("|");
-    for st in all.into_iter().filter(|s| s.is_terminal()) {
-        s.push_str(st.as_str());
-        s.push('|');
-    }
-    s
-}
-
+/// Creation with an `Idempotency-Key` (the warm path creates without a script).
+/// KEYS: record, received set, idempotency key. ARGV: the fixed fields (`c`), expire at, confirm by, now, the
+/// `received` bound of the shard, execution id, fingerprint, the prefix of record keys.
+/// Reply: `{'new'}`, `{'full'}`, `{'conflict'}`, `{'existing', <HGETALL of the existing execution>}`.
 const CREATE_LUA: &str = r"
-if ARGV[6] == '1' then
-  local v = redis.call('GET', KEYS[3])
-  if v then
-    local sep = string.find(v, '\n', 1, true)
-    if sep then
-      local id = string.sub(v, 1, sep - 1)
-      if string.sub(v, sep + 1) ~= ARGV[8] then return {'conflict'} end
-      local existing = redis.call('HGET', ARGV[9] .. id, 'rec')
-      if existing then return {'existing', existing} end
-    end
+local v = redis.call('GET', KEYS[3])
+if v then
+  local sep = string.find(v, '\n', 1, true)
+  if sep then
+    local id = string.sub(v, 1, sep - 1)
+    if string.sub(v, sep + 1) ~= ARGV[7] then return {'conflict'} end
+    local existing = redis.call('HGETALL', ARGV[8] .. id)
+    if #existing > 0 then return {'existing', existing} end
   end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[4])
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return {'full'} end
-redis.call('HSET', KEYS[1], 'rev', '1', 'st', 'received', 'rec', ARGV[1])
+redis.call('HSET', KEYS[1], 'c', ARGV[1])
 redis.call('PEXPIREAT', KEYS[1], ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[10])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[6])
 redis.call('PEXPIREAT', KEYS[2], ARGV[2])
-if ARGV[6] == '1' then redis.call('SET', KEYS[3], ARGV[10] .. '\n' .. ARGV[8], 'PXAT', ARGV[2]) end
+redis.call('SET', KEYS[3], ARGV[6] .. '\n' .. ARGV[7], 'PXAT', ARGV[2])
 return {'new'}
 ";
 
-/// KEYS: record, received set, idempotency key (or a placeholder), work stream (or a placeholder).
-/// ARGV: expected rev, new rev, new status, new record, expire at, queue?, MAXLEN, channel, entry to release,
-/// group, execution id, terminal statuses, consumer that claims the oldest unclaimed work after queueing (or '').
-/// Reply: `{'ok'}`, or `{'ok', queued entry, claimed entry, its execution id, its record}` after a claim (the
-/// record is '' when the claimed entry is the one just queued), `{'conflict', current record}`, `{'missing'}`.
-const CAS_LUA: &str = r"
-local function release()
-  if ARGV[9] ~= '' then
-    redis.call('XACK', KEYS[4], ARGV[10], ARGV[9])
-    redis.call('XDEL', KEYS[4], ARGV[9])
-  end
-end
-local cur = redis.call('HMGET', KEYS[1], 'rev', 'st', 'rec')
-if not cur[1] then
-  release()
-  return {'missing'}
-end
-if cur[1] ~= ARGV[1] then
-  if string.find(ARGV[12], '|' .. cur[2] .. '|', 1, true) then release() end
-  return {'conflict', cur[3]}
-end
-redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'st', ARGV[3], 'rec', ARGV[4])
-redis.call('PEXPIREAT', KEYS[1], ARGV[5])
-if cur[2] == 'received' then redis.call('ZREM', KEYS[2], ARGV[11]) end
-if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PEXPIREAT', KEYS[3], ARGV[5]) end
-local reply = {'ok'}
-if ARGV[6] == '1' then
-  local added = redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'id', ARGV[11], 'rec', ARGV[4])
-  if ARGV[13] ~= '' then
-    -- No group yet (a Redis that lost it): the workers re-create it and take the work from there.
-    local r = redis.pcall('XREADGROUP', 'GROUP', ARGV[10], ARGV[13], 'COUNT', '1', 'STREAMS', KEYS[4], '>')
-    if type(r) == 'table' and not r.err and r[1] and r[1][2][1] then
-      local e = r[1][2][1]
-      local id, rec = '', ''
-      for i = 1, #e[2], 2 do
-        if e[2][i] == 'id' then id = e[2][i + 1] elseif e[2][i] == 'rec' then rec = e[2][i + 1] end
-      end
-      if e[1] == added then rec = '' end
-      reply = {'ok', added, e[1], id, rec}
-    end
-  end
-end
-release()
-if ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], ARGV[11]) end
-return reply
+/// A worker's start (`Transition::Start`): only of an accepted execution that has not ended, and, unless `rerun`, not
+/// started yet. KEYS: record. ARGV: now, rerun ('1' or '0').
+/// Reply: the number of recorded starts after this one; 0 when refused; -1 when the execution does not exist.
+const START_LUA: &str = r"
+if redis.call('HEXISTS', KEYS[1], 'c') == 0 then return -1 end
+local f = redis.call('HMGET', KEYS[1], 'a', 't', 'n')
+if not f[1] or f[1] == '-' or f[2] then return 0 end
+if ARGV[2] ~= '1' and f[3] and tonumber(f[3]) > 0 then return 0 end
+redis.call('HSET', KEYS[1], 's', ARGV[1])
+return redis.call('HINCRBY', KEYS[1], 'n', 1)
 ";
 
 const GROUP: &str = "workers";
@@ -411,9 +471,9 @@ const GROUP: &str = "workers";
 /// as a mark or wakes the waiter.
 ///
 /// This process's own terminal writes publish too, and the subscriber may hear the message before the write's reply
-/// has put the record into `finals`: a waiter woken then would read the record from Redis for nothing. So while a
+/// has made the record known here as final: a waiter woken then would read the record from Redis for nothing. So while a
 /// terminal write of an id is in flight here ([`Waiters::begin_write`]), a message for that id is held
-/// ([`Waiters::signal`]) and delivered when the write ends ([`WriteGuard`]): at once after the record is in `finals`
+/// ([`Waiters::signal`]) and delivered when the write ends ([`WriteGuard`]): at once after the record is known as final
 /// when the write was applied, or anyway if the write failed or lost (the message may be another process's).
 #[derive(Default)]
 struct Waiters {
@@ -431,11 +491,11 @@ struct WaitersInner {
 }
 
 /// A terminal write in flight ([`Waiters::begin_write`]); ends when dropped (also when the write's future is dropped
-/// half-way): wakes the id's waiters if the write was applied (`applied`, set once the record is in `finals`) or a
+/// half-way): wakes the id's waiters if the write was applied (`applied`, set once the record is known as final) or a
 /// message for the id was held meanwhile.
 struct WriteGuard<'a> {
     waiters: &'a Waiters,
-    id: &'a str,
+    id: String,
     applied: bool,
 }
 
@@ -443,12 +503,12 @@ impl Drop for WriteGuard<'_> {
     fn drop(&mut self) {
         let held = {
             let mut g = self.waiters.lock();
-            match g.writing.get_mut(self.id) {
+            match g.writing.get_mut(&self.id) {
                 Some((n, held)) => {
                     let held = *held;
                     *n -= 1;
                     if *n == 0 {
-                        g.writing.remove(self.id);
+                        g.writing.remove(&self.id);
                     }
                     held
                 }
@@ -456,7 +516,7 @@ impl Drop for WriteGuard<'_> {
             }
         };
         if self.applied || held {
-            self.waiters.wake(self.id);
+            self.waiters.wake(&self.id);
         }
     }
 }
@@ -488,9 +548,9 @@ impl Waiters {
     }
 
     /// Marks a terminal write of `id` in flight until the guard is dropped.
-    fn begin_write<'a>(&'a self, id: &'a str) -> WriteGuard<'a> {
+    fn begin_write(&self, id: &str) -> WriteGuard<'_> {
         self.lock().writing.entry(id.to_owned()).or_insert((0, false)).0 += 1;
-        WriteGuard { waiters: self, id, applied: false }
+        WriteGuard { waiters: self, id: id.to_owned(), applied: false }
     }
 
     /// A terminal signal from the subscriber: held while a terminal write of the id is in flight here, else
@@ -541,25 +601,29 @@ pub struct RedisStore {
     cfg: RedisConfig,
     scope: AgentScope,
     ns: String,
+    /// The hash tag of each shard, `{<prefix>:<ns>:<k>}`.
+    tags: Vec<String>,
     conn: Connector,
     partitions: Vec<Partition>,
     consumer: String,
     capabilities: Mutex<Vec<String>>,
     create: Script,
-    cas: Script,
-    terminal: String,
+    start: Script,
+    /// Tokens of this process's CONFIRMs (marks the work each queues as its execution's own): a random prefix and a
+    /// counter.
+    token_prefix: String,
+    tokens: AtomicU64,
     waiters: Arc<Waiters>,
     negotiations: moka::sync::Cache<String, NegotiationRecord>,
-    /// Terminal records written or read here: final (ST-2), so a read of one needs no round trip.
-    /// Weighed by the size of the record's JSON: at most [`FINALS_BYTES`] in all.
-    finals: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
-    /// Executions created here and not changed here since: the record CONFIRM passes to its compare-and-set without
-    /// reading it first ([`Store::get_execution_for_update`]). Weighed like `finals`.
-    created: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
-    /// The last non-terminal record this process wrote of an execution, while nothing else here saw a change of it:
-    /// where a long-poll starts waiting ([`Store::get_execution_for_wait`]) without reading it. Weighed like `finals`.
-    written: moka::sync::Cache<String, (Arc<ExecutionRecord>, u32)>,
+    /// What this process knows of executions without reading them ([`local`]): the record it created and has not
+    /// changed since (CONFIRM checks its transition on it, [`Store::get_execution_for_update`]), the last non-terminal
+    /// record it wrote while nothing else here saw a change of it (where a long-poll starts waiting,
+    /// [`Store::get_execution_for_wait`]), and the terminal records it wrote or read: final (ST-2), so a read of one
+    /// needs no round trip. Weighed by a rough size of the record (`layout::weight`): at most [`LOCAL_BYTES`], none
+    /// older than [`LOCAL_TTL`].
+    local: Local,
     round_trips: Arc<AtomicU64>,
+    twice: Arc<AtomicBool>,
     _subscriber: tokio_util::sync::DropGuard,
 }
 
@@ -570,14 +634,11 @@ const SAFETY_REREAD: Duration = Duration::from_secs(5);
 /// How long a long-poll first waits for a wake-up before it reads the record again (see `wait_change`).
 const FIRST_SLICE: Duration = Duration::from_millis(50);
 
-/// Bytes of terminal records kept in memory at most (JSON size).
-const FINALS_BYTES: u64 = 64 * 1024 * 1024;
+/// Bytes of records known here (`RedisStore::local`) at most (rough size).
+const LOCAL_BYTES: u64 = 96 * 1024 * 1024;
 
-/// Bytes of records of executions created here kept in memory at most (JSON size), for CONFIRM.
-const CREATED_BYTES: u64 = 16 * 1024 * 1024;
-
-/// Bytes of the non-terminal records last written here kept in memory at most (JSON size), for RESULT's long-poll.
-const WRITTEN_BYTES: u64 = 16 * 1024 * 1024;
+/// How long a record stays known here: it becomes known when created here, read, or written terminal here.
+const LOCAL_TTL: Duration = Duration::from_secs(60);
 
 impl RedisStore {
     /// Connects (lazily: a Redis that is down makes operations fail with [`StoreError`] until it is up) and starts the
@@ -586,14 +647,15 @@ impl RedisStore {
         cfg.validate().map_err(StoreError)?;
         let round_trips = Arc::new(AtomicU64::new(0));
         let op = Duration::from_millis(cfg.op_timeout_ms);
-        let conn = Connector::new(&cfg, round_trips.clone(), op)?;
+        let twice = Arc::new(AtomicBool::new(false));
+        let conn = Connector::new(&cfg, round_trips.clone(), twice.clone(), None)?;
         let blocking = crate::engine::CLAIM_WAIT + op;
         let partitions: Vec<Partition> = if cfg.cluster {
             (0..cfg.shards)
                 .map(|k| {
                     Ok(Partition {
                         shards: vec![k],
-                        reader: Connector::new(&cfg, round_trips.clone(), blocking)?,
+                        reader: Connector::new(&cfg, round_trips.clone(), twice.clone(), Some(blocking))?,
                         last_reclaim: tokio::sync::Mutex::new(None),
                         reclaims: AtomicU64::new(0),
                     })
@@ -602,7 +664,7 @@ impl RedisStore {
         } else {
             vec![Partition {
                 shards: (0..cfg.shards).collect(),
-                reader: Connector::new(&cfg, round_trips.clone(), blocking)?,
+                reader: Connector::new(&cfg, round_trips.clone(), twice.clone(), Some(blocking))?,
                 last_reclaim: tokio::sync::Mutex::new(None),
                 reclaims: AtomicU64::new(0),
             }]
@@ -610,40 +672,30 @@ impl RedisStore {
         let ns = sha_hex(&[&scope.did])[..16].to_owned();
         let mut suffix = [0u8; 8];
         getrandom::fill(&mut suffix).map_err(|e| StoreError(format!("no randomness: {e}")))?;
-        let consumer =
-            format!("{}-{}", std::process::id(), suffix.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        let token_prefix = suffix.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let consumer = format!("{}-{token_prefix}", std::process::id());
         let waiters = Arc::new(Waiters::default());
         let stop = tokio_util::sync::CancellationToken::new();
-        let channel = format!("{}:{ns}:done", cfg.key_prefix);
+        let channels = (0..cfg.shards).map(|k| format!("{{{}:{ns}:{k}}}:done", cfg.key_prefix)).collect();
         let woken = waiters.clone();
-        tokio::spawn(subscribe(cfg.clone(), channel, stop.clone(), || {}, move |id| woken.signal(&id)));
+        tokio::spawn(subscribe(cfg.clone(), channels, stop.clone(), || {}, move |id| woken.signal(&id)));
+        let tags = (0..cfg.shards).map(|k| format!("{{{}:{ns}:{k}}}", cfg.key_prefix)).collect();
         Ok(Arc::new(RedisStore {
+            tags,
             ns,
             conn,
             partitions,
             consumer,
             capabilities: Mutex::new(Vec::new()),
             create: Script::new(CREATE_LUA),
-            cas: Script::new(CAS_LUA),
-            terminal: terminal_list(),
+            start: Script::new(START_LUA),
+            token_prefix,
+            tokens: AtomicU64::new(0),
             waiters,
             negotiations: moka::sync::Cache::builder().max_capacity(10_000).build(),
-            finals: moka::sync::Cache::builder()
-                .max_capacity(FINALS_BYTES)
-                .weigher(|_, v: &(Arc<ExecutionRecord>, u32)| v.1)
-                .time_to_live(Duration::from_secs(60))
-                .build(),
-            created: moka::sync::Cache::builder()
-                .max_capacity(CREATED_BYTES)
-                .weigher(|_, v: &(Arc<ExecutionRecord>, u32)| v.1)
-                .time_to_live(Duration::from_secs(60))
-                .build(),
-            written: moka::sync::Cache::builder()
-                .max_capacity(WRITTEN_BYTES)
-                .weigher(|_, v: &(Arc<ExecutionRecord>, u32)| v.1)
-                .time_to_live(Duration::from_secs(60))
-                .build(),
+            local: Local::new(LOCAL_BYTES, LOCAL_TTL),
             round_trips,
+            twice,
             _subscriber: stop.drop_guard(),
             cfg,
             scope,
@@ -653,6 +705,14 @@ impl RedisStore {
     /// Round trips to Redis made so far (pipelines and scripts count one), for benchmarks.
     pub fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Test hook: while `on`, every transaction (`MULTI`/`EXEC`) is sent twice and answered with the second reply,
+    /// as the cluster client does with a request whose connection dropped or whose response timeout passed after Redis
+    /// ran it (see "Requests sent again" in the module docs). Not for production use.
+    #[doc(hidden)]
+    pub fn send_transactions_twice(&self, on: bool) {
+        self.twice.store(on, Ordering::Relaxed);
     }
 
     /// This process's consumer name in the work streams.
@@ -711,14 +771,14 @@ impl RedisStore {
         (fnv1a(&format!("{}\n{}", c.sender, c.key)) % u64::from(self.cfg.shards)) as u16
     }
 
-    fn tag(&self, shard: u16) -> String {
-        format!("{{{}:{}:{shard}}}", self.cfg.key_prefix, self.ns)
+    fn tag(&self, shard: u16) -> &str {
+        self.tags.get(usize::from(shard)).map_or("", String::as_str)
     }
 
     /// The hash tag of an execution's keys (`{<prefix>:<ns>:<k>}`), for state kept beside it in the same slot (the
     /// event log of a streamed execution, `crate::streaming::redis_log`).
     pub fn execution_tag(&self, execution_id: &str) -> String {
-        self.tag(self.shard_of(execution_id))
+        self.tag(self.shard_of(execution_id)).to_owned()
     }
 
     fn exec_key(&self, id: &str) -> String {
@@ -733,88 +793,132 @@ impl RedisStore {
         format!("{}:q:{capability}", self.tag(shard))
     }
 
-    fn channel(&self) -> String {
-        format!("{}:{}:done", self.cfg.key_prefix, self.ns)
+    fn channel(&self, shard: u16) -> String {
+        format!("{}:done", self.tag(shard))
     }
 
-    fn decode(json: &str) -> Result<ExecutionRecord, StoreError> {
-        serde_json::from_str(json).map_err(|e| StoreError(format!("a stored execution is not readable: {e}")))
+    fn received_key(&self, shard: u16) -> String {
+        format!("{}:received", self.tag(shard))
     }
 
-    /// One compare-and-set script call. Returns `Ok(Ok(claimed))` when written (with the work claimed when `claim`),
-    /// `Ok(Err(Some(current)))` on a conflict, `Ok(Err(None))` when the record is missing.
-    async fn cas(
-        &self,
-        expected: &ExecutionRecord,
-        next: &ExecutionRecord,
-        enqueue: bool,
-        release: Option<&str>,
-        claim: bool,
-    ) -> Result<Result<Option<WorkItem>, Option<ExecutionRecord>>, StoreError> {
-        let shard = self.shard_of(&next.id);
-        let json = serde_json::to_string(next).map_err(|e| StoreError(e.to_string()))?;
-        let json_len = u32::try_from(json.len()).unwrap_or(u32::MAX);
-        let idem = match &next.idempotency_key {
-            Some(k) => self.idem_key(shard, &next.sender, k),
-            None => format!("{}:none", self.tag(shard)),
-        };
-        let channel = if next.status.is_terminal() { self.channel() } else { String::new() };
-        let mut inv = self.cas.prepare_invoke();
-        inv.key(self.exec_key(&next.id))
-            .key(format!("{}:received", self.tag(shard)))
-            .key(idem)
-            .key(self.stream_key(shard, &next.capability))
-            .arg(expected.rev)
-            .arg(next.rev)
-            .arg(next.status.as_str())
-            .arg(json)
-            .arg(next.retain_until_ms)
-            .arg(if enqueue { "1" } else { "0" })
-            .arg(self.cfg.max_queue_len)
-            .arg(channel)
-            .arg(release.unwrap_or(""))
-            .arg(GROUP)
-            .arg(&next.id)
-            .arg(&self.terminal)
-            .arg(if claim && enqueue { self.consumer.as_str() } else { "" });
-        // A terminal write holds this process's own pub/sub message until the record is in `finals` (see `Waiters`).
-        let mut guard = next.status.is_terminal().then(|| self.waiters.begin_write(&next.id));
-        let mut reply: Vec<String> =
-            self.run("transition", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
-        self.created.invalidate(&next.id);
-        match reply.first().map(String::as_str) {
-            Some("ok") => {
-                if let Some(mut g) = guard.take() {
-                    self.written.invalidate(&next.id);
-                    self.finals.insert(next.id.clone(), (Arc::new(next.clone()), json_len));
-                    g.applied = true;
-                } else {
-                    self.written.insert(next.id.clone(), (Arc::new(next.clone()), json_len));
+    fn retention_ms(&self) -> u64 {
+        self.scope.retention.as_millis() as u64
+    }
+
+    /// A token unique to one CONFIRM (see `layout`).
+    fn next_token(&self) -> String {
+        format!("{}.{:x}", self.token_prefix, self.tokens.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The execution an `HGETALL` reply holds (`None`: no such execution).
+    fn decode(&self, v: &Value) -> Result<Option<Stored>, StoreError> {
+        let mut f = Fields::default();
+        match v {
+            Value::Array(items) => {
+                for pair in items.chunks_exact(2) {
+                    if let (Some(k), Some(val)) = (bytes(&pair[0]), bytes(&pair[1])) {
+                        f.set(k, val);
+                    }
                 }
-                let claimed = (reply.len() == 5).then(|| {
-                    let rec = reply.pop().unwrap_or_default();
-                    let execution_id = reply.pop().unwrap_or_default();
-                    let receipt = reply.pop().unwrap_or_default();
-                    let snapshot = if rec.is_empty() { Some(next.clone()) } else { Self::decode(&rec).ok() };
-                    let capability =
-                        snapshot.as_ref().map_or_else(|| next.capability.clone(), |r| r.capability.clone());
-                    WorkItem { execution_id, capability, deliveries: 1, snapshot, receipt }
-                });
-                Ok(Ok(claimed))
             }
-            Some("conflict") => {
-                self.written.invalidate(&next.id);
-                Ok(Err(Some(Self::decode(reply.get(1).map_or("", String::as_str))?)))
+            Value::Map(items) => {
+                for (k, val) in items {
+                    if let (Some(k), Some(val)) = (bytes(k), bytes(val)) {
+                        f.set(k, val);
+                    }
+                }
             }
-            _ => {
-                self.written.invalidate(&next.id);
-                Ok(Err(None))
-            }
+            Value::Nil => return Ok(None),
+            other => return Err(StoreError(format!("redis: unexpected reply to HGETALL: {other:?}"))),
         }
+        layout::assemble(&f, self.retention_ms())
     }
 
-    /// Applies `t` by compare-and-set, re-applying it to the current record after a conflict; with `claim`, an
-    /// applied `Accept` also claims work for this process (see [`Store::accept_and_claim`]).
+    /// Reads an execution from Redis (no cache); a terminal record read is kept as final.
+    async fn read(&self, id: &str) -> Result<Option<Stored>, StoreError> {
+        let key = self.exec_key(id);
+        let v: Value = self
+            .run("get execution", move |mut c| async move { redis::cmd("HGETALL").arg(&key).query_async(&mut c).await })
+            .await?;
+        let stored = self.decode(&v)?;
+        if let Some(s) = stored.as_ref().filter(|s| s.rec.status.is_terminal()) {
+            self.local.put(Arc::new(s.rec.clone()), Known::Final, layout::weight(&s.rec));
+        }
+        Ok(stored)
+    }
+
+    /// EXECUTE without an `Idempotency-Key`: one transaction adds the execution to `received`, counts it and writes
+    /// the fixed fields. Over the shard's bound, it drops the entries whose confirm window elapsed and counts again;
+    /// still over, it removes what it added and answers [`Created::Full`].
+    async fn create_plain(
+        &self,
+        rec: &ExecutionRecord,
+        key: String,
+        received: String,
+        fixed: String,
+        per_shard: usize,
+    ) -> Result<Created, StoreError> {
+        let mut p = redis::pipe();
+        p.atomic();
+        p.cmd("ZADD").arg(&received).arg(rec.confirm_by_ms).arg(&rec.id).ignore();
+        p.cmd("ZCARD").arg(&received);
+        p.cmd("PEXPIREAT").arg(&received).arg(rec.retain_until_ms).ignore();
+        p.cmd("HSET").arg(&key).arg(layout::FIXED).arg(fixed).ignore();
+        p.cmd("PEXPIREAT").arg(&key).arg(rec.retain_until_ms).ignore();
+        let recv = received.clone();
+        let (waiting,): (usize,) = self.run("create", move |mut c| async move { p.query_async(&mut c).await }).await?;
+        if waiting <= per_shard {
+            return Ok(Created::New);
+        }
+        let now = now_ms();
+        let (waiting,): (usize,) = self
+            .run("create", move |mut c| async move {
+                redis::pipe()
+                    .atomic()
+                    .cmd("ZREMRANGEBYSCORE")
+                    .arg(&recv)
+                    .arg("-inf")
+                    .arg(now)
+                    .ignore()
+                    .cmd("ZCARD")
+                    .arg(&recv)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        if waiting <= per_shard {
+            return Ok(Created::New);
+        }
+        let id = rec.id.clone();
+        self.run("create", move |mut c| async move {
+            redis::pipe()
+                .atomic()
+                .cmd("ZREM")
+                .arg(&received)
+                .arg(&id)
+                .ignore()
+                .cmd("DEL")
+                .arg(&key)
+                .ignore()
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await?;
+        Ok(Created::Full)
+    }
+
+    /// The outcome of a write that a guard refused: the record as stored.
+    async fn refused(&self, id: &str) -> Result<TransitionOutcome, StoreError> {
+        Ok(match self.read(id).await? {
+            Some(s) => TransitionOutcome::Refused(Box::new(s.rec)),
+            None => TransitionOutcome::NotFound,
+        })
+    }
+
+    /// Applies `t`: checks it against `seen` (or the stored record) with [`ExecutionRecord::apply`], then writes the
+    /// stage's fields with the native guard that refuses it if the stored state moved on meanwhile (see the module
+    /// docs). With `claim`, an applied `Accept` also claims work for this process (see [`Store::accept_and_claim`]);
+    /// with `release`, a terminal write releases that work.
     async fn apply(
         &self,
         id: &str,
@@ -823,12 +927,12 @@ impl RedisStore {
         release: Option<&WorkItem>,
         claim: bool,
     ) -> Result<(TransitionOutcome, Option<WorkItem>), StoreError> {
-        let retention = self.scope.retention.as_millis() as u64;
+        let retention = self.retention_ms();
         let mut fresh = seen.is_none();
-        let mut cur = match seen {
-            Some(r) => r.clone(),
+        let mut cur: Cow<'_, ExecutionRecord> = match seen {
+            Some(r) => Cow::Borrowed(r),
             None => match self.get_execution(id).await? {
-                Some(r) => r,
+                Some(r) => Cow::Owned(r),
                 None => {
                     if let Some(item) = release {
                         self.release(item).await?;
@@ -837,36 +941,240 @@ impl RedisStore {
                 }
             },
         };
-        for _ in 0..32 {
-            let mut next = cur.clone();
-            if !next.apply(t, retention) {
-                if !fresh {
-                    // `seen` may be stale: decide on the stored record.
-                    fresh = true;
-                    match self.get_execution(id).await? {
-                        Some(r) => {
-                            cur = r;
-                            continue;
-                        }
-                        None => return Ok((TransitionOutcome::NotFound, None)),
-                    }
-                }
-                if let Some(item) = release.filter(|_| cur.status.is_terminal()) {
-                    self.release(item).await?;
-                }
-                return Ok((TransitionOutcome::Refused(Box::new(cur)), None));
+        let next = loop {
+            let mut next = cur.as_ref().clone();
+            if next.apply(t, retention) {
+                break next;
             }
-            let enqueue = matches!(t, Transition::Accept { .. });
-            match self.cas(&cur, &next, enqueue, release.map(|i| i.receipt.as_str()), claim).await? {
-                Ok(claimed) => return Ok((TransitionOutcome::Applied(Box::new(next)), claimed)),
-                Err(Some(current)) => {
-                    cur = current;
-                    fresh = true;
+            if !fresh {
+                // `seen` may be stale: decide on the stored record.
+                fresh = true;
+                match self.get_execution(id).await? {
+                    Some(r) => {
+                        cur = Cow::Owned(r);
+                        continue;
+                    }
+                    None => return Ok((TransitionOutcome::NotFound, None)),
                 }
-                Err(None) => return Ok((TransitionOutcome::NotFound, None)),
+            }
+            if let Some(item) = release.filter(|_| cur.status.is_terminal()) {
+                self.release(item).await?;
+            }
+            return Ok((TransitionOutcome::Refused(Box::new(cur.into_owned())), None));
+        };
+        match t {
+            Transition::Accept { now_ms, sender_verified, traceparent } => {
+                self.write_accept(next, *now_ms, *sender_verified, traceparent.as_deref(), claim).await
+            }
+            Transition::Start { now_ms, rerun } => Ok((self.write_start(next, *now_ms, *rerun).await?, None)),
+            Transition::Finish { .. } | Transition::Ran { .. } => {
+                let ran = matches!(t, Transition::Ran { .. });
+                Ok((self.write_end(cur.status, next, ran, release).await?, None))
             }
         }
-        Err(StoreError(format!("execution {id}: too many concurrent writers; retry")))
+    }
+
+    /// CONFIRM's transaction: `HSETNX a` (the first CONFIRM wins), the expiry, `ZREM` from `received`, `XADD` of the
+    /// work with this CONFIRM's token and, with `claim`, `XREADGROUP` of the oldest unclaimed work for this process.
+    async fn write_accept(
+        &self,
+        next: ExecutionRecord,
+        now: u64,
+        sender_verified: bool,
+        traceparent: Option<&str>,
+        claim: bool,
+    ) -> Result<(TransitionOutcome, Option<WorkItem>), StoreError> {
+        let shard = self.shard_of(&next.id);
+        let key = self.exec_key(&next.id);
+        let stream = self.stream_key(shard, &next.capability);
+        let token = self.next_token();
+        let mut p = redis::pipe();
+        p.atomic().ignore_errors();
+        p.cmd("HSETNX").arg(&key).arg(layout::ACCEPT).arg(layout::accept_value(
+            &token,
+            now,
+            sender_verified,
+            traceparent,
+        ));
+        p.cmd("HEXISTS").arg(&key).arg(layout::FIXED);
+        p.cmd("PEXPIREAT").arg(&key).arg(next.retain_until_ms);
+        p.cmd("ZREM").arg(self.received_key(shard)).arg(&next.id);
+        if let Some(k) = &next.idempotency_key {
+            p.cmd("PEXPIREAT").arg(self.idem_key(shard, &next.sender, k)).arg(next.retain_until_ms);
+        }
+        let at = p.len();
+        p.cmd("XADD")
+            .arg(&stream)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(self.cfg.max_queue_len)
+            .arg("*")
+            .arg("id")
+            .arg(&next.id)
+            .arg("tok")
+            .arg(&token);
+        if claim {
+            p.cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg(GROUP)
+                .arg(&self.consumer)
+                .arg("COUNT")
+                .arg(1)
+                .arg("STREAMS")
+                .arg(&stream)
+                .arg(">");
+        }
+        let mut reply: Vec<Value> = self.run("accept", move |mut c| async move { p.query_async(&mut c).await }).await?;
+        let applied = int_at(&reply, 0)? == 1;
+        let exists = int_at(&reply, 1)? == 1;
+        let added = match reply.get(at).and_then(bytes).and_then(|b| std::str::from_utf8(b).ok()) {
+            Some(a) => a.to_owned(),
+            None => return Err(StoreError(format!("redis accept: the work was not queued: {:?}", reply.get(at)))),
+        };
+        // No group yet (a Redis that lost it): the reply is an error; the workers re-create the group and take the
+        // work from there.
+        let claimed =
+            reply.get_mut(at + 1).map(std::mem::take).filter(|v| matches!(v, Value::Array(_) | Value::Map(_)));
+        // Usually the work just queued: then only its id is looked at.
+        let own = claimed.as_ref().and_then(first_entry_id) == Some(added.as_bytes());
+        let entry = |v: Value| {
+            let reply = redis::from_redis_value::<StreamReadReply>(v).ok()?;
+            reply.keys.into_iter().next()?.ids.into_iter().next()
+        };
+        if !exists {
+            self.local.forget(&next.id);
+            // The execution expired: delete what the transaction left of it, and the work just queued.
+            let mut p = redis::pipe();
+            p.cmd("XACK").arg(&stream).arg(GROUP).arg(&added).ignore();
+            p.cmd("XDEL").arg(&stream).arg(&added).ignore();
+            p.cmd("DEL").arg(&key).ignore();
+            self.run("accept refused", move |mut c| async move { p.query_async::<()>(&mut c).await }).await?;
+            let item = self.check_one(&stream, claimed.filter(|_| !own).and_then(entry)).await;
+            return Ok((TransitionOutcome::NotFound, item));
+        }
+        if !applied {
+            self.local.forget(&next.id);
+            let stored = self.read(&next.id).await?;
+            if let Some(s) = stored.as_ref().filter(|s| s.token.as_deref() == Some(token.as_str())) {
+                // Accepted with this CONFIRM's token: by an earlier run of this very transaction, whose reply was
+                // lost (the cluster client sent it again, see "Requests sent again"). It is applied. This run queued
+                // the work a second time, with the same token: what it claimed is checked as a worker checks claimed
+                // work, so that only one of the entries runs.
+                let rec = s.rec.clone();
+                if !rec.status.is_terminal() {
+                    self.local.put(Arc::new(rec.clone()), Known::Written, layout::weight(&rec));
+                }
+                let item = self.check_one(&stream, claimed.and_then(entry)).await;
+                return Ok((TransitionOutcome::Applied(Box::new(rec)), item));
+            }
+            // Another CONFIRM or a cancel came first: the work just queued is not the execution's: delete it (a worker
+            // that got it first drops it, its token not being the execution's).
+            let mut p = redis::pipe();
+            p.cmd("XACK").arg(&stream).arg(GROUP).arg(&added).ignore();
+            p.cmd("XDEL").arg(&stream).arg(&added).ignore();
+            self.run("accept refused", move |mut c| async move { p.query_async::<()>(&mut c).await }).await?;
+            let item = self.check_one(&stream, claimed.filter(|_| !own).and_then(entry)).await;
+            let outcome = match stored {
+                Some(s) => TransitionOutcome::Refused(Box::new(s.rec)),
+                None => TransitionOutcome::NotFound,
+            };
+            return Ok((outcome, item));
+        }
+        self.local.put(Arc::new(next.clone()), Known::Written, layout::weight(&next));
+        let item = if own {
+            Some(WorkItem {
+                execution_id: next.id.clone(),
+                capability: next.capability.clone(),
+                deliveries: 1,
+                snapshot: Some(next.clone()),
+                receipt: added,
+            })
+        } else {
+            self.check_one(&stream, claimed.and_then(entry)).await
+        };
+        Ok((TransitionOutcome::Applied(Box::new(next)), item))
+    }
+
+    /// A worker's start: the start script (see `START_LUA`).
+    async fn write_start(
+        &self,
+        mut next: ExecutionRecord,
+        now: u64,
+        rerun: bool,
+    ) -> Result<TransitionOutcome, StoreError> {
+        let mut inv = self.start.prepare_invoke();
+        inv.key(self.exec_key(&next.id)).arg(now).arg(if rerun { "1" } else { "0" });
+        let starts: i64 = self.run("start", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
+        if starts <= 0 {
+            self.local.forget(&next.id);
+            return if starts == 0 { self.refused(&next.id).await } else { Ok(TransitionOutcome::NotFound) };
+        }
+        next.attempts = u32::try_from(starts).unwrap_or(u32::MAX);
+        next.rev = layout::revision(&next);
+        self.local.put(Arc::new(next.clone()), Known::Written, layout::weight(&next));
+        Ok(TransitionOutcome::Applied(Box::new(next)))
+    }
+
+    /// The end's transaction: `HSETNX t` (the first terminal write wins), the expiry, for an execution still
+    /// `received` (`from`) `HSETNX a -` and `ZREM`, the release of `release`, and `PUBLISH`.
+    async fn write_end(
+        &self,
+        from: ExecutionStatus,
+        mut next: ExecutionRecord,
+        ran: bool,
+        release: Option<&WorkItem>,
+    ) -> Result<TransitionOutcome, StoreError> {
+        let shard = self.shard_of(&next.id);
+        let key = self.exec_key(&next.id);
+        let mut p = redis::pipe();
+        p.atomic().ignore_errors();
+        p.cmd("HSETNX").arg(&key).arg(layout::TERMINAL).arg(layout::terminal_value(&next, ran)?);
+        p.cmd("HEXISTS").arg(&key).arg(layout::FIXED);
+        // What the stored record holds beside what this write sets: `next` was computed from the record this process
+        // had, which may be stale (accepted or started elsewhere since).
+        p.cmd("HMGET").arg(&key).arg(layout::ACCEPT).arg(layout::STARTS);
+        p.cmd("PEXPIREAT").arg(&key).arg(next.retain_until_ms);
+        if let Some(k) = &next.idempotency_key {
+            p.cmd("PEXPIREAT").arg(self.idem_key(shard, &next.sender, k)).arg(next.retain_until_ms);
+        }
+        if from == ExecutionStatus::Received {
+            p.cmd("HSETNX").arg(&key).arg(layout::ACCEPT).arg(layout::CLOSED);
+            p.cmd("ZREM").arg(self.received_key(shard)).arg(&next.id);
+        }
+        if let Some(item) = release {
+            let stream = self.stream_key(self.shard_of(&item.execution_id), &item.capability);
+            p.cmd("XACK").arg(&stream).arg(GROUP).arg(&item.receipt);
+            p.cmd("XDEL").arg(&stream).arg(&item.receipt);
+        }
+        p.cmd("PUBLISH").arg(self.channel(shard)).arg(&next.id);
+        // This process's own pub/sub message is held until the record is known here as final (see `Waiters`).
+        let mut guard = self.waiters.begin_write(&next.id);
+        let reply: Vec<Value> = self.run("finish", move |mut c| async move { p.query_async(&mut c).await }).await?;
+        if int_at(&reply, 0)? != 1 || int_at(&reply, 1)? == 0 {
+            self.local.forget(&next.id);
+        }
+        if int_at(&reply, 1)? == 0 {
+            // The execution expired meanwhile: remove what the transaction left of it.
+            let key = key.clone();
+            self.run(
+                "clean up",
+                move |mut c| async move { redis::cmd("DEL").arg(&key).query_async::<()>(&mut c).await },
+            )
+            .await?;
+            return Ok(TransitionOutcome::NotFound);
+        }
+        if int_at(&reply, 0)? != 1 {
+            return self.refused(&next.id).await;
+        }
+        let held = match reply.get(2) {
+            Some(Value::Array(v)) => (v.first().and_then(bytes), v.get(1).and_then(bytes)),
+            _ => (None, None),
+        };
+        layout::Settled::read(held.0, held.1, ran)?.apply(&mut next);
+        self.local.put(Arc::new(next.clone()), Known::Final, layout::weight(&next));
+        guard.applied = true;
+        drop(guard);
+        Ok(TransitionOutcome::Applied(Box::new(next)))
     }
 
     /// Releases claimed work (XACK + XDEL in one round trip).
@@ -894,16 +1202,87 @@ impl RedisStore {
         self.capabilities.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
-    fn items(&self, entries: Vec<StreamId>, deliveries: u64, out: &mut Vec<WorkItem>) {
-        for e in entries {
-            let id: Option<String> = e.get("id");
-            let rec: Option<String> = e.get("rec");
-            let snapshot = rec.and_then(|r| serde_json::from_str::<ExecutionRecord>(&r).ok());
-            let Some(id) = id.or_else(|| snapshot.as_ref().map(|s| s.id.clone())) else { continue };
-            let capability = snapshot.as_ref().map(|s| s.capability.clone()).unwrap_or_default();
-            let deliveries = e.delivered_count.map_or(deliveries, |d| d as u64).max(deliveries);
-            out.push(WorkItem { execution_id: id, capability, deliveries, snapshot, receipt: e.id });
+    /// [`RedisStore::check_claimed`] of one entry of `stream` that a CONFIRM claimed beside its own; an error leaves
+    /// the claim to be taken over after the visibility timeout.
+    async fn check_one(&self, stream: &str, entry: Option<StreamId>) -> Option<WorkItem> {
+        let entry = entry?;
+        match self.check_claimed(vec![(stream.to_owned(), entry, 1)]).await {
+            Ok(mut items) => items.pop(),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not check claimed work; it is taken over later");
+                None
+            }
         }
+    }
+
+    /// Checks work claimed from the streams (`(stream key, entry, deliveries at least)`, all of one shard) against
+    /// the executions, with one pipelined `HSETNX w:<token>` and `HGETALL` per entry: returns the entries that are
+    /// their execution's own work (their token is the one of the CONFIRM that accepted it, and no other entry with
+    /// that token was checked first) and whose execution has not ended, with the record as the snapshot; releases the
+    /// others (queued by a CONFIRM that lost, by a second run of the accepting CONFIRM's transaction, or of an
+    /// execution that ended or expired).
+    async fn check_claimed(&self, entries: Vec<(String, StreamId, u64)>) -> Result<Vec<WorkItem>, StoreError> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<(Option<String>, Option<String>)> =
+            entries.iter().map(|(_, e, _)| (e.get::<String>("id"), e.get::<String>("tok"))).collect();
+        let mut p = redis::pipe();
+        for ((_, e, _), (id, token)) in entries.iter().zip(&ids) {
+            let key = self.exec_key(id.as_deref().unwrap_or_default());
+            // The first entry of a token checked is the one that runs (see "Requests sent again"); a take-over checks
+            // the same entry again and finds it there.
+            if let (Some(_), Some(token)) = (id, token) {
+                p.cmd("HSETNX").arg(&key).arg(layout::work_field(token)).arg(&e.id).ignore();
+            }
+            p.cmd("HGETALL").arg(key);
+        }
+        let records: Vec<Value> =
+            self.run("check claimed work", move |mut c| async move { p.query_async(&mut c).await }).await?;
+        let mut out = Vec::new();
+        let mut junk = redis::pipe();
+        for (((stream, e, deliveries), (id, token)), v) in entries.into_iter().zip(ids).zip(records) {
+            let stored = match self.decode(&v) {
+                Ok(None) => {
+                    // The execution expired: remove what the `HSETNX` left of it.
+                    if let Some(id) = &id {
+                        junk.cmd("DEL").arg(self.exec_key(id)).ignore();
+                    }
+                    None
+                }
+                Ok(s) => s,
+                Err(err) => {
+                    tracing::warn!(error = %err, execution_id = ?id, "claimed work of an unreadable execution; dropped");
+                    None
+                }
+            };
+            match stored {
+                Some(s)
+                    if id.is_some()
+                        && token.is_some()
+                        && s.token == token
+                        && s.work.as_deref() == Some(e.id.as_str())
+                        && !s.rec.status.is_terminal() =>
+                {
+                    let deliveries = e.delivered_count.map_or(deliveries, |d| d as u64).max(deliveries);
+                    out.push(WorkItem {
+                        execution_id: s.rec.id.clone(),
+                        capability: s.rec.capability.clone(),
+                        deliveries,
+                        snapshot: Some(s.rec),
+                        receipt: e.id,
+                    });
+                }
+                _ => {
+                    junk.cmd("XACK").arg(&stream).arg(GROUP).arg(&e.id).ignore();
+                    junk.cmd("XDEL").arg(&stream).arg(&e.id).ignore();
+                }
+            }
+        }
+        if !junk.is_empty() {
+            self.run("release work", move |mut c| async move { junk.query_async::<()>(&mut c).await }).await?;
+        }
+        Ok(out)
     }
 
     /// Takes over work idle for longer than the visibility timeout (XAUTOCLAIM), at most every half timeout.
@@ -934,10 +1313,11 @@ impl RedisStore {
             let consumer = self.consumer.clone();
             let count = max - out.len();
             let min_idle = self.cfg.visibility_timeout_ms;
+            let stream = key.clone();
             let reply: StreamAutoClaimReply = self
                 .run("xautoclaim", move |mut c| async move {
                     redis::cmd("XAUTOCLAIM")
-                        .arg(&key)
+                        .arg(&stream)
                         .arg(GROUP)
                         .arg(&consumer)
                         .arg(min_idle)
@@ -951,9 +1331,52 @@ impl RedisStore {
             if !reply.claimed.is_empty() {
                 tracing::info!(taken_over = reply.claimed.len(), "took over work of a lost worker");
             }
-            self.items(reply.claimed, 2, &mut out);
+            let entries = reply.claimed.into_iter().map(|e| (key.clone(), e, 2)).collect();
+            out.extend(self.check_claimed(entries).await?);
         }
         Ok(out)
+    }
+}
+
+/// Whether a non-final record known here may stand for the stored one without a read
+/// ([`Store::get_execution_for_update`], [`Store::get_execution_for_wait`]): not past its retention, and not
+/// `received` past its confirm window. The engine closes such a record for its window (`confirm_window_elapsed`), and
+/// a transition computed from a stale `received` record applies to what is stored: had another process confirmed the
+/// execution meanwhile, a RESULT or a repeated CONFIRM here would cancel an accepted, maybe running, execution.
+fn usable_unread(rec: &ExecutionRecord, now: u64) -> bool {
+    rec.retain_until_ms > now && !(rec.status == ExecutionStatus::Received && now >= rec.confirm_by_ms)
+}
+
+/// The bytes of a string reply.
+fn bytes(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}
+
+/// The id of the first entry of an `XREADGROUP` reply: `[[stream, [[id, fields], ...]], ...]` (RESP2) or
+/// `{stream: [[id, fields], ...], ...}` (RESP3, a URL with `protocol=resp3`).
+fn first_entry_id(v: &Value) -> Option<&[u8]> {
+    let entries = match v {
+        Value::Array(streams) => {
+            let Value::Array(stream) = streams.first()? else { return None };
+            stream.get(1)?
+        }
+        Value::Map(streams) => &streams.first()?.1,
+        _ => return None,
+    };
+    let Value::Array(entries) = entries else { return None };
+    let Value::Array(entry) = entries.first()? else { return None };
+    bytes(entry.first()?)
+}
+
+/// The integer reply at `i` of a transaction.
+fn int_at(reply: &[Value], i: usize) -> Result<i64, StoreError> {
+    match reply.get(i) {
+        Some(Value::Int(n)) => Ok(*n),
+        other => Err(StoreError(format!("redis: unexpected reply in a transaction: {other:?}"))),
     }
 }
 
@@ -988,13 +1411,13 @@ impl RedisStore {
     }
 }
 
-/// Subscribes to `channel` on the Redis of `cfg` until `stop`: `on_message` gets the payload of every message;
+/// Subscribes to `channels` on the Redis of `cfg` until `stop`: `on_message` gets the payload of every message;
 /// `on_subscribed` runs after every (re)subscription, so that a caller can wake whoever may have missed a message
 /// while the subscription was down. A lost subscription is made again, trying the seed URLs in turn, with a backoff
 /// from 100 ms doubling to 2 s. The one subscriber of the agent's store and of the sessions store.
 pub(crate) async fn subscribe(
     cfg: RedisConfig,
-    channel: String,
+    channels: Vec<String>,
     stop: tokio_util::sync::CancellationToken,
     on_subscribed: impl Fn() + Send,
     on_message: impl Fn(String) + Send,
@@ -1008,7 +1431,7 @@ pub(crate) async fn subscribe(
         let connect = async {
             let client = redis::Client::open(url.as_str())?;
             let mut ps = client.get_async_pubsub().await?;
-            ps.subscribe(&channel).await?;
+            ps.subscribe(&channels).await?;
             Ok::<_, redis::RedisError>(ps)
         };
         let ps = tokio::select! {
@@ -1028,10 +1451,10 @@ pub(crate) async fn subscribe(
                     let Some(msg) = msg else { break };
                     on_message(msg.get_payload::<String>().unwrap_or_default());
                 }
-                tracing::warn!(channel = %channel, "redis subscription lost; reconnecting");
+                tracing::warn!(channels = ?channels.first(), "redis subscription lost; reconnecting");
             }
-            Ok(Err(e)) => tracing::debug!(error = %e, channel = %channel, "redis subscription failed"),
-            Err(_) => tracing::debug!(channel = %channel, "redis subscription timed out"),
+            Ok(Err(e)) => tracing::debug!(error = %e, channels = ?channels.first(), "redis subscription failed"),
+            Err(_) => tracing::debug!(channels = ?channels.first(), "redis subscription timed out"),
         }
         tokio::select! {
             () = stop.cancelled() => return,
@@ -1089,61 +1512,55 @@ impl Store for RedisStore {
         let mut rec = rec;
         rec.rev = 1;
         rec.idempotency_key = idempotency.as_ref().map(|c| c.key.clone());
-        let idem = match &idempotency {
+        let per_shard = self.scope.max_received.div_ceil(usize::from(self.cfg.shards)).max(1);
+        let fixed = layout::fixed_value(&rec)?;
+        let key = self.exec_key(&rec.id);
+        let received = self.received_key(shard);
+        let created = match &idempotency {
             Some(c) => {
                 if self.claim_shard(c) != shard {
                     return Err(StoreError("the execution id does not fit its idempotency claim's shard".into()));
                 }
-                self.idem_key(shard, &c.sender, &c.key)
+                let mut inv = self.create.prepare_invoke();
+                inv.key(&key)
+                    .key(&received)
+                    .key(self.idem_key(shard, &c.sender, &c.key))
+                    .arg(fixed)
+                    .arg(rec.retain_until_ms)
+                    .arg(rec.confirm_by_ms)
+                    .arg(now_ms())
+                    .arg(per_shard)
+                    .arg(&rec.id)
+                    .arg(&c.fingerprint)
+                    .arg(format!("{}:x:", self.tag(shard)));
+                let reply: Vec<Value> =
+                    self.run("create", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
+                match reply.first().and_then(bytes) {
+                    Some(b"new") => Created::New,
+                    Some(b"existing") => match reply.get(1).map(|v| self.decode(v)).transpose()?.flatten() {
+                        Some(s) => Created::Existing(Box::new(s.rec)),
+                        None => return Err(StoreError("redis create: the existing execution is gone".into())),
+                    },
+                    Some(b"conflict") => Created::Conflict,
+                    Some(b"full") => Created::Full,
+                    _ => return Err(StoreError(format!("redis create: unexpected reply {reply:?}"))),
+                }
             }
-            None => format!("{}:none", self.tag(shard)),
+            None => self.create_plain(&rec, key, received, fixed, per_shard).await?,
         };
-        let per_shard = self.scope.max_received.div_ceil(usize::from(self.cfg.shards)).max(1);
-        let json = serde_json::to_string(&rec).map_err(|e| StoreError(e.to_string()))?;
-        let json_len = u32::try_from(json.len()).unwrap_or(u32::MAX);
-        let mut inv = self.create.prepare_invoke();
-        inv.key(self.exec_key(&rec.id))
-            .key(format!("{}:received", self.tag(shard)))
-            .key(idem)
-            .arg(json)
-            .arg(rec.retain_until_ms)
-            .arg(rec.confirm_by_ms)
-            .arg(now_ms())
-            .arg(per_shard)
-            .arg(if idempotency.is_some() { "1" } else { "0" })
-            .arg(&rec.id)
-            .arg(idempotency.as_ref().map_or("", |c| c.fingerprint.as_str()))
-            .arg(format!("{}:x:", self.tag(shard)))
-            .arg(&rec.id);
-        let reply: Vec<String> = self.run("create", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
-        match reply.first().map(String::as_str) {
-            Some("new") => {
-                self.created.insert(rec.id.clone(), (Arc::new(rec), json_len));
-                Ok(Created::New)
-            }
-            Some("existing") => Ok(Created::Existing(Box::new(Self::decode(reply.get(1).map_or("", String::as_str))?))),
-            Some("conflict") => Ok(Created::Conflict),
-            Some("full") => Ok(Created::Full),
-            other => Err(StoreError(format!("redis create: unexpected reply {other:?}"))),
+        if created == Created::New {
+            let weight = layout::weight(&rec);
+            self.local.put(Arc::new(rec), Known::Created, weight);
         }
+        Ok(created)
     }
 
     async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
-        if let Some((rec, _)) = self.finals.get(id) {
+        if let Some(rec) = self.local.final_record(id) {
             return Ok((rec.retain_until_ms > now_ms()).then(|| (*rec).clone()));
         }
-        let key = self.exec_key(id);
-        let json: Option<String> = self
-            .run("get execution", move |mut c| async move {
-                redis::cmd("HGET").arg(&key).arg("rec").query_async(&mut c).await
-            })
-            .await?;
-        let Some(json) = json else { return Ok(None) };
-        let rec = Self::decode(&json)?;
-        if rec.status.is_terminal() {
-            self.finals.insert(rec.id.clone(), (Arc::new(rec.clone()), u32::try_from(json.len()).unwrap_or(u32::MAX)));
-        }
-        Ok((rec.retain_until_ms > now_ms()).then_some(rec))
+        let Some(stored) = self.read(id).await? else { return Ok(None) };
+        Ok((stored.rec.retain_until_ms > now_ms()).then_some(stored.rec))
     }
 
     async fn transition(
@@ -1156,19 +1573,15 @@ impl Store for RedisStore {
     }
 
     async fn get_execution_for_update(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
-        match self.created.get(id) {
-            Some((rec, _)) if rec.retain_until_ms > now_ms() => Ok(Some((*rec).clone())),
+        match self.local.get(id) {
+            Some((rec, Known::Created)) if usable_unread(&rec, now_ms()) => Ok(Some((*rec).clone())),
             _ => self.get_execution(id).await,
         }
     }
 
     async fn get_execution_for_wait(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
-        if self.finals.contains_key(id) {
-            return self.get_execution(id).await;
-        }
-        let local = self.written.get(id).or_else(|| self.created.get(id));
-        match local {
-            Some((rec, _)) if rec.retain_until_ms > now_ms() => Ok(Some((*rec).clone())),
+        match self.local.get(id) {
+            Some((rec, known)) if known != Known::Final && usable_unread(&rec, now_ms()) => Ok(Some((*rec).clone())),
             _ => self.get_execution(id).await,
         }
     }
@@ -1195,7 +1608,7 @@ impl Store for RedisStore {
         // The caller has just read the record (`seen`): a wake-up within a short first slice saves reading it again
         // before waiting; a change that slipped in between that read and this registration is caught by the read
         // after the slice.
-        if let Some((rec, _)) = self.finals.get(id) {
+        if let Some(rec) = self.local.final_record(id) {
             return Ok((rec.retain_until_ms > now_ms()).then(|| (*rec).clone()));
         }
         // A terminal signal already came (before this registration): the stored record is terminal.
@@ -1240,7 +1653,7 @@ impl Store for RedisStore {
         tokio::pin!(notified);
         notified.as_mut().enable();
         // Registered first, then the marks: a signal that came before this call is not missed (see `Waiters`).
-        if self.waiters.fired(id) || self.finals.contains_key(id) {
+        if self.waiters.fired(id) || self.local.final_record(id).is_some() {
             return true;
         }
         tokio::time::timeout(timeout, notified).await.is_ok()
@@ -1320,11 +1733,11 @@ impl Store for RedisStore {
             Ok(r) => r?,
             Err(_) => return Err(StoreError("redis claim: no answer in time".into())),
         };
-        let mut out = Vec::new();
+        let mut entries = Vec::new();
         for k in reply.map(|r| r.keys).unwrap_or_default() {
-            self.items(k.ids, 1, &mut out);
+            entries.extend(k.ids.into_iter().map(|e| (k.key.clone(), e, 1)));
         }
-        Ok(out)
+        self.check_claimed(entries).await
     }
 
     async fn touch_work(&self, items: &[WorkItem]) -> Result<(), StoreError> {
@@ -1398,7 +1811,7 @@ mod tests {
     #[test]
     fn a_signal_during_this_process_s_own_terminal_write_is_held_until_the_write_ends() {
         let w = Waiters::default();
-        // Applied: held while in flight, then one wake-up when the guard ends (the record is in `finals` by then).
+        // Applied: held while in flight, then one wake-up when the guard ends (the record is known as final by then).
         let mut guard = w.begin_write("e1");
         assert!(!wakes(&w, "e1", || w.signal("e1")), "woken before the write's record was final");
         assert!(!w.fired("e1"));

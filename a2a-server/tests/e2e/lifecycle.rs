@@ -362,3 +362,36 @@ async fn a_long_poll_on_redis_answers_what_another_process_wrote_since_this_one_
         );
     }
 }
+
+/// The Redis store answers CONFIRM and a long-poll from the record this process created, without reading it
+/// (`Store::get_execution_for_update`, `Store::get_execution_for_wait`). When another process confirmed the execution
+/// meanwhile and its confirm window has since elapsed, that record must not make this process close the execution for
+/// its confirm window (CONF-2: a repeated CONFIRM starts and changes nothing; a RESULT changes nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_created_here_and_confirmed_elsewhere_is_not_canceled_for_its_confirm_window() {
+    let prefix = crate::redis_support::unique_prefix("stale-window");
+    let here = TestAgent::start(on_redis(&prefix, 60_000)).await;
+    let other = TestAgent::start(on_redis(&prefix, 60_000)).await;
+    let neg = here.negotiated("run_slow_task", slow_schema()).await;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        // Created here (this process knows the `received` record), confirmed and run by the other process.
+        let exe = here.executed(&neg, json!({"ms": 20_000})).await;
+        assert_eq!(other.confirm(&exe).await.status, StatusCode::ACCEPTED);
+        ids.push(exe);
+    }
+    // Past the confirm window (2 s in the test limits), well within the 20 s of work.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let r = here.result(&ids[0], 100).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(matches!(r.body["status"].as_str(), Some("accepted" | "running")), "a RESULT canceled it: {}", r.body);
+    let c = here.confirm(&ids[1]).await;
+    assert_eq!(c.status, StatusCode::OK, "{}", c.body);
+    assert_eq!(c.body["already_confirmed"], json!(true), "{}", c.body);
+    for exe in &ids {
+        let r = other.result(exe, 0).await;
+        assert!(matches!(r.body["status"].as_str(), Some("accepted" | "running")), "canceled: {}", r.body);
+        let c = other.post("/a2a/cancel", json!({"execution_id": exe})).await;
+        assert_eq!(c.status, StatusCode::OK, "{}", c.body);
+    }
+}

@@ -433,6 +433,223 @@ pub async fn work_of_a_lost_worker_is_taken_over_after_the_visibility_timeout(b:
     assert!(taken[0].deliveries >= 2, "a take-over is a redelivery: {:?}", taken[0]);
 }
 
+pub async fn a_confirm_racing_a_cancel_is_answered_as_stored_and_leaves_no_runnable_work(b: Backend) {
+    let st = stores(b, "confcancel", Duration::from_secs(30), 1000);
+    st.a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    st.b.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    let mut ids = BTreeSet::new();
+    let mut accepted = 0;
+    for _ in 0..20 {
+        let rec = created(&*st.a, "submit_report").await;
+        let (a, other, seen) = (st.a.clone(), st.b.clone(), rec.clone());
+        let confirm = tokio::spawn(async move { a.accept_and_claim(&seen.id, accept(), Some(&seen)).await });
+        let seen = rec.clone();
+        let cancel =
+            tokio::spawn(
+                async move { other.transition(&seen.id, finish(ExecutionStatus::Canceled), Some(&seen)).await },
+            );
+        let (confirm, claimed) = confirm.await.expect("task").expect("accept");
+        let cancel = cancel.await.expect("task").expect("cancel");
+        // Canceling is allowed from `received` and from `accepted`: it applies whichever came first.
+        assert!(matches!(cancel, TransitionOutcome::Applied(_)), "{cancel:?}");
+        let stored = st.b.get_execution(&rec.id).await.expect("get").expect("stored");
+        assert_eq!(stored.status, ExecutionStatus::Canceled);
+        let applied = matches!(confirm, TransitionOutcome::Applied(_));
+        assert_eq!(stored.confirmed, applied, "CONFIRM's answer is what was stored: {confirm:?} / {stored:?}");
+        accepted += usize::from(applied);
+        if let Some(item) = claimed {
+            // Claimed while accepted: the worker learns of the end and releases it.
+            st.a.complete_work(&item, None, None).await.expect("release");
+        }
+        ids.insert(rec.id);
+    }
+    let runnable: Vec<WorkItem> = claim_all(&*st.b, 20, Duration::from_millis(600))
+        .await
+        .into_iter()
+        .filter(|i| ids.contains(&i.execution_id) && i.snapshot.as_ref().is_none_or(|s| !s.status.is_terminal()))
+        .collect();
+    assert!(
+        runnable.is_empty(),
+        "work of canceled executions was handed out to run ({accepted} of 20 were accepted first): {runnable:?}"
+    );
+}
+
+/// Two instances of the Redis store on one Redis (two processes), for the tests of its own layout.
+fn redis_pair(b: Backend, name: &str) -> (Arc<RedisStore>, Arc<RedisStore>) {
+    let cfg = redis_config(b, &unique_prefix(name), Duration::from_secs(30));
+    let a = RedisStore::connect(cfg.clone(), scope(1000)).expect("connect a");
+    let b = RedisStore::connect(cfg, scope(1000)).expect("connect b");
+    (a, b)
+}
+
+pub async fn queued_work_that_is_not_its_execution_s_own_is_dropped_not_run(b: Backend) {
+    // The memory store queues under its lock: only the Redis store can hold such work.
+    if b == Backend::Memory {
+        return;
+    }
+    let (a, other) = redis_pair(b, "stray");
+    a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    other.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    let accepted = created(&*a, "submit_report").await;
+    let r = a.transition(&accepted.id, accept(), Some(&accepted)).await.expect("accept");
+    assert!(matches!(r, TransitionOutcome::Applied(_)), "{r:?}");
+    let canceled = created(&*a, "submit_report").await;
+    a.transition(&canceled.id, finish(ExecutionStatus::Canceled), None).await.expect("cancel");
+    let missing = new_id(&*a, None);
+    // Work as a CONFIRM that lost its race to another leaves it for a moment (its token is not the one that
+    // accepted the execution), and work of executions that were never accepted or do not exist.
+    let streams: BTreeSet<String> = [&accepted.id, &canceled.id, &missing]
+        .iter()
+        .map(|id| format!("{}:q:submit_report", a.execution_tag(id)))
+        .collect();
+    for (id, token) in [(&accepted.id, "stray.1"), (&canceled.id, "stray.2"), (&missing, "stray.3")] {
+        let stream = format!("{}:q:submit_report", a.execution_tag(id));
+        let cmd = ::redis::cmd("XADD").arg(&stream).arg("*").arg("id").arg(id).arg("tok").arg(token).clone();
+        a.command::<String>("xadd", cmd).await.expect("xadd");
+    }
+    let items = claim_all(&*other, 4, Duration::from_secs(2)).await;
+    let got: Vec<(&str, u64)> = items.iter().map(|i| (i.execution_id.as_str(), i.deliveries)).collect();
+    assert_eq!(got, vec![(accepted.id.as_str(), 1)], "only the execution's own work is handed to a worker");
+    let snapshot = items[0].snapshot.as_ref().expect("snapshot");
+    assert_eq!((snapshot.status, snapshot.confirmed), (ExecutionStatus::Accepted, true));
+    let mut left = 0;
+    for stream in &streams {
+        left += a.command::<u64>("xlen", ::redis::cmd("XLEN").arg(stream).clone()).await.expect("xlen");
+    }
+    assert_eq!(left, 1, "the stray entries were deleted; the claimed one stays until it is done");
+}
+
+/// The queue partition a worker reads for `id`'s work (the cluster reads one per shard).
+fn partition_of(s: &RedisStore, id: &str) -> usize {
+    if s.queue_partitions() == 1 {
+        return 0;
+    }
+    let tag = s.execution_tag(id);
+    tag.trim_end_matches('}').rsplit(':').next().and_then(|k| k.parse().ok()).expect("shard of the tag")
+}
+
+/// The distinct work entries of `id` handed out to run (a take-over hands the same entry out again: ST-5).
+fn runnable_entries<'a>(id: &str, items: impl IntoIterator<Item = &'a WorkItem>) -> BTreeSet<String> {
+    items
+        .into_iter()
+        .filter(|i| i.execution_id == id && i.snapshot.as_ref().is_none_or(|s| !s.status.is_terminal()))
+        .map(|i| i.receipt.clone())
+        .collect()
+}
+
+pub async fn a_confirm_transaction_run_twice_queues_runnable_work_once(b: Backend) {
+    // The cluster client sends a request again when its connection dropped or its response timeout passed, also when
+    // Redis had run it: the CONFIRM's transaction then runs twice, with the same token. The memory store has no such
+    // client.
+    if b == Backend::Memory {
+        return;
+    }
+    let vis = Duration::from_millis(600);
+    let cfg = redis_config(b, &unique_prefix("twice"), vis);
+    let connect = || RedisStore::connect(cfg.clone(), scope(1000)).expect("connect");
+    let (a, w1, w2, other) = (connect(), connect(), connect(), connect());
+    for s in [&a, &w1, &w2, &other] {
+        s.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    }
+
+    // Without a free worker slot (no claim in the transaction), while workers of two other processes wait in
+    // XREADGROUP: Redis hands each run's work to one of them as soon as that run's EXEC is done.
+    let rec = created(&*a, "submit_report").await;
+    let p = partition_of(&a, &rec.id);
+    let waiting: Vec<_> = [w1.clone(), w2.clone()]
+        .into_iter()
+        .map(|w| tokio::spawn(async move { w.claim_work(p, 10, Duration::from_secs(1)).await.expect("claim") }))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    a.send_transactions_twice(true);
+    let r = a.transition(&rec.id, accept(), Some(&rec)).await.expect("accept");
+    a.send_transactions_twice(false);
+    let mut items = Vec::new();
+    for w in waiting {
+        items.extend(w.await.expect("worker"));
+    }
+    // And whatever is left, taken over once the claims lapse.
+    items.extend(claim_all(&*other, 3, vis * 4).await);
+    let runnable = runnable_entries(&rec.id, &items);
+    assert_eq!(runnable.len(), 1, "one CONFIRM queued runnable work twice: {items:?}");
+    assert!(
+        matches!(r, TransitionOutcome::Applied(ref r) if r.status == ExecutionStatus::Accepted),
+        "the CONFIRM that accepted is answered as applied, not as already confirmed: {r:?}"
+    );
+
+    // With a free worker slot: each run's transaction also claims for this process. The first run's claim is lost
+    // with its reply; the work is handed out to run once all the same, also after that claim lapsed.
+    let rec = created(&*a, "submit_report").await;
+    a.send_transactions_twice(true);
+    let (r, claimed) = a.accept_and_claim(&rec.id, accept(), Some(&rec)).await.expect("accept");
+    a.send_transactions_twice(false);
+    let mut items: Vec<WorkItem> = claimed.into_iter().collect();
+    items.extend(claim_all(&*other, 3, vis * 4).await);
+    let runnable = runnable_entries(&rec.id, &items);
+    assert_eq!(runnable.len(), 1, "one CONFIRM queued runnable work twice: {items:?}");
+    assert!(
+        matches!(r, TransitionOutcome::Applied(ref r) if r.status == ExecutionStatus::Accepted),
+        "the CONFIRM that accepted is answered as applied, not as already confirmed: {r:?}"
+    );
+}
+
+pub async fn a_write_to_an_execution_that_expired_answers_not_found_and_leaves_nothing(b: Backend) {
+    if b == Backend::Memory {
+        return;
+    }
+    let (a, other) = redis_pair(b, "expired");
+    a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    other.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    let id = new_id(&*a, None);
+    let mut rec = record(&id, "submit_report", 30_000);
+    rec.retain_until_ms = now_ms() + 200;
+    assert_eq!(a.create_execution(rec.clone(), None).await.expect("create"), Created::New);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(a.get_execution(&id).await.expect("get").is_none(), "expired");
+    // The caller still holds the record (as CONFIRM does from EXECUTE): the native writes find it gone.
+    let (r, claimed) = a.accept_and_claim(&id, accept(), Some(&rec)).await.expect("accept");
+    assert_eq!((r, claimed), (TransitionOutcome::NotFound, None));
+    let r = other.transition(&id, finish(ExecutionStatus::Canceled), Some(&rec)).await.expect("cancel");
+    assert_eq!(r, TransitionOutcome::NotFound);
+    let key = format!("{}:x:{id}", a.execution_tag(&id));
+    let exists: u64 = a.command("exists", ::redis::cmd("EXISTS").arg(&key).clone()).await.expect("exists");
+    assert_eq!(exists, 0, "a write to the expired execution left a record behind");
+    assert!(claim_all(&*other, 1, Duration::from_millis(300)).await.is_empty(), "no work was left queued");
+}
+
+pub async fn confirm_claims_its_work_over_resp3_too(b: Backend) {
+    // The reply of the CONFIRM's transaction is parsed by hand: with `protocol=resp3` its `XREADGROUP` is a map.
+    if b != Backend::Redis {
+        return;
+    }
+    let url = format!("{}?protocol=resp3", shared_server().url());
+    let cfg =
+        RedisConfig::new(url).with_key_prefix(unique_prefix("resp3")).with_visibility_timeout(Duration::from_secs(30));
+    let a = RedisStore::connect(cfg, scope(1000)).expect("connect");
+    a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    // The work just queued is the one claimed.
+    let rec = created(&*a, "submit_report").await;
+    let (r, claimed) = a.accept_and_claim(&rec.id, accept(), Some(&rec)).await.expect("accept");
+    assert!(matches!(r, TransitionOutcome::Applied(_)), "{r:?}");
+    let item = claimed.expect("the CONFIRM claimed its work but did not hand it over");
+    assert_eq!((item.execution_id.as_str(), item.deliveries), (rec.id.as_str(), 1));
+    a.complete_work(&item, None, None).await.expect("release");
+    // Older unclaimed work of the queue (in the same shard) is claimed instead.
+    let older = created(&*a, "submit_report").await;
+    let r = a.transition(&older.id, accept(), Some(&older)).await.expect("accept");
+    assert!(matches!(r, TransitionOutcome::Applied(_)), "{r:?}");
+    let newer = loop {
+        let rec = created(&*a, "submit_report").await;
+        if a.execution_tag(&rec.id) == a.execution_tag(&older.id) {
+            break rec;
+        }
+    };
+    let (r, claimed) = a.accept_and_claim(&newer.id, accept(), Some(&newer)).await.expect("accept");
+    assert!(matches!(r, TransitionOutcome::Applied(_)), "{r:?}");
+    let item = claimed.expect("the CONFIRM claimed older work but did not hand it over");
+    assert_eq!(item.execution_id, older.id);
+}
+
 pub async fn idempotency_keys_return_the_existing_execution_or_conflict(b: Backend) {
     let st = stores(b, "idem", Duration::from_secs(30), 1000);
     let claim = |fp: &str| IdempotencyClaim { sender: SENDER.into(), key: "key-1".into(), fingerprint: fp.into() };
@@ -699,6 +916,11 @@ run_suite!(
     confirm_claims_queued_work_for_its_own_process_and_a_lost_claim_is_taken_over,
     queued_work_is_claimed_once_across_processes_and_released_when_done,
     work_of_a_lost_worker_is_taken_over_after_the_visibility_timeout,
+    a_confirm_racing_a_cancel_is_answered_as_stored_and_leaves_no_runnable_work,
+    queued_work_that_is_not_its_execution_s_own_is_dropped_not_run,
+    a_confirm_transaction_run_twice_queues_runnable_work_once,
+    a_write_to_an_execution_that_expired_answers_not_found_and_leaves_nothing,
+    confirm_claims_its_work_over_resp3_too,
     idempotency_keys_return_the_existing_execution_or_conflict,
     received_executions_are_bounded,
     replayed_nonces_are_refused,
