@@ -18,33 +18,39 @@ enum Part {
 /// One field: a key of its name (for lookups), the name and the value.
 #[derive(Clone, Debug)]
 struct Field {
-    key: u64,
+    key: u128,
     name: Part,
     value: Part,
 }
 
-/// A lookup key of a field name: its length and its first seven bytes in lower case. Two names with different keys
-/// differ; names with equal keys are compared in full only when longer than seven bytes.
+/// How many leading bytes of a name its key holds; names up to this long are told apart by their keys alone.
+const KEY_BYTES: usize = 15;
+
+/// A lookup key of a field name: its length and its first [`KEY_BYTES`] bytes in lower case. Two names with different
+/// keys differ; names with equal keys are compared in full only when longer than [`KEY_BYTES`] (most names the gateway
+/// reads are shorter: `content-length`, `a2a-sender-id`, `a2a-version`, `idempotency-key`).
 #[inline]
-const fn name_key(name: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
+const fn name_key(name: &[u8]) -> u128 {
+    let mut b = [0u8; 16];
     let mut i = 0;
-    while i < 7 && i < name.len() {
+    while i < KEY_BYTES && i < name.len() {
         b[i] = name[i];
         i += 1;
     }
-    let x = u64::from_le_bytes(b);
+    let x = u128::from_le_bytes(b);
     // ASCII upper case to lower case in all bytes at once: a byte in 'A'..='Z' gets 0x20.
-    let low7 = x & 0x7f7f_7f7f_7f7f_7f7f;
-    let at_least_a = low7 + 0x3f3f_3f3f_3f3f_3f3f;
-    let above_z = low7 + 0x2525_2525_2525_2525;
-    let upper = at_least_a & !above_z & !x & 0x8080_8080_8080_8080;
-    (x | (upper >> 2)) | ((name.len() as u64 & 0xff) << 56)
+    const LOW7: u128 = u128::from_le_bytes([0x7f; 16]);
+    const HIGH: u128 = u128::from_le_bytes([0x80; 16]);
+    let low7 = x & LOW7;
+    let at_least_a = low7 + u128::from_le_bytes([0x3f; 16]);
+    let above_z = low7 + u128::from_le_bytes([0x25; 16]);
+    let upper = at_least_a & !above_z & !x & HIGH;
+    (x | (upper >> 2)) | ((name.len() as u128 & 0xff) << 120)
 }
 
 /// The keys of [`crate::h1::HOP_BY_HOP`], in its order.
-const HOP_KEYS: [u64; 9] = {
-    let mut k = [0u64; 9];
+const HOP_KEYS: [u128; 9] = {
+    let mut k = [0u128; 9];
     let mut i = 0;
     while i < 9 {
         k[i] = name_key(crate::h1::HOP_BY_HOP[i].as_bytes());
@@ -55,8 +61,8 @@ const HOP_KEYS: [u64; 9] = {
 
 /// The bit of a key in a set of keys seen ([`Headers`]'s `seen`).
 #[inline]
-fn key_bit(key: u64) -> u64 {
-    1 << (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
+fn key_bit(key: u128) -> u64 {
+    1 << (((key as u64) ^ ((key >> 64) as u64)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
 }
 
 /// The header fields of one message, in order. Names are matched case-insensitively; the first field of a name is
@@ -111,9 +117,8 @@ impl Headers {
     }
 
     #[inline(always)]
-    fn is(&self, f: &Field, key: u64, name: &str) -> bool {
-        // A name over 255 bytes has the length of another in its key: compared in full too.
-        f.key == key && ((name.len() <= 7) || self.bytes(&f.name).eq_ignore_ascii_case(name.as_bytes()))
+    fn is(&self, f: &Field, key: u128, name: &str) -> bool {
+        f.key == key && ((name.len() <= KEY_BYTES) || self.bytes(&f.name).eq_ignore_ascii_case(name.as_bytes()))
     }
 
     /// How many fields.
@@ -134,7 +139,7 @@ impl Headers {
             return None;
         }
         for f in &self.fields {
-            if f.key == key && (name.len() <= 7 || self.bytes(&f.name).eq_ignore_ascii_case(name.as_bytes())) {
+            if f.key == key && (name.len() <= KEY_BYTES || self.bytes(&f.name).eq_ignore_ascii_case(name.as_bytes())) {
                 return Some(self.bytes(&f.value));
             }
         }
@@ -275,7 +280,7 @@ impl Headers {
     /// (lowercase, at most four).
     pub fn write_except(&self, out: &mut Vec<u8>, more: &[&str]) {
         assert!(more.len() <= 4, "write_except takes at most four names");
-        let mut keys = [0u64; 4];
+        let mut keys = [0u128; 4];
         for (k, m) in keys.iter_mut().zip(more) {
             *k = name_key(m.as_bytes());
         }
@@ -323,7 +328,7 @@ impl Headers {
     fn hop(&self, f: &Field, name: &[u8]) -> bool {
         match HOP_KEYS.iter().position(|k| *k == f.key) {
             None => false,
-            Some(i) => name.len() <= 7 || name.eq_ignore_ascii_case(crate::h1::HOP_BY_HOP[i].as_bytes()),
+            Some(i) => name.len() <= KEY_BYTES || name.eq_ignore_ascii_case(crate::h1::HOP_BY_HOP[i].as_bytes()),
         }
     }
 
@@ -349,7 +354,7 @@ impl Headers {
             };
             let hop = match HOP_KEYS.iter().position(|k| *k == f.key) {
                 None => false,
-                Some(i) => n.len() <= 7 || n.eq_ignore_ascii_case(crate::h1::HOP_BY_HOP[i].as_bytes()),
+                Some(i) => n.len() <= KEY_BYTES || n.eq_ignore_ascii_case(crate::h1::HOP_BY_HOP[i].as_bytes()),
             };
             !hop && !named.iter().any(|m| n.eq_ignore_ascii_case(m.as_bytes()))
         });
@@ -701,10 +706,14 @@ mod tests {
         assert_eq!(name_key(b"Content-Length"), name_key(b"content-length"));
         assert_eq!(name_key(b"A2A-SENDER-ID"), name_key(b"a2a-sender-id"));
         assert_ne!(name_key(b"host"), name_key(b"hosts"));
+        assert_eq!(name_key(b"Idempotency-Key"), name_key(b"idempotency-key"));
+        assert_ne!(name_key(b"content-length"), name_key(b"content-lengtx"));
+        // Beyond the key's bytes, only the length tells names apart: they are compared in full.
+        assert_eq!(name_key(b"a2a-negotiation-id"), name_key(b"a2a-negotiation-XX"));
         assert_ne!(name_key(b"a@z["), name_key(b"a`z{"));
         for b in 0u8..=255 {
             let k = name_key(&[b]);
-            assert_eq!(k & 0xff, u64::from(b.to_ascii_lowercase()), "byte {b}");
+            assert_eq!(k & 0xff, u128::from(b.to_ascii_lowercase()), "byte {b}");
         }
     }
 
