@@ -449,7 +449,8 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
         let reply = if native(head.path()) {
             crate::proxy::handle(served.gw.clone(), Incoming { head, body }).await
         } else {
-            via_http(&served, head, body, peer).await
+            // Boxed: the rarer path, whose state would otherwise weigh on every request's future.
+            Box::pin(via_http(&served, head, body, peer)).await
         };
         keep &= !stop.is_cancelled();
         let mut w =
