@@ -417,32 +417,22 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
         let expects = head.version == 1
             && head.headers.get("expect").is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"100-continue"));
         let mut keep = keep_alive(&head);
-        let body = match framing {
-            Framing::Length(n) if expects && n > limits.max_body as u64 => {
-                keep = false;
-                Err(BodyError::TooLarge { limit: limits.max_body })
+        let body = if expects && matches!(framing, Framing::Length(n) if n > limits.max_body as u64) {
+            keep = false;
+            Err(BodyError::TooLarge { limit: limits.max_body })
+        } else {
+            let waiting = expects
+                && match framing {
+                    Framing::Length(n) => (buf.len() as u64) < n,
+                    Framing::Chunked => buf.is_empty(),
+                    Framing::Empty | Framing::Close => false,
+                };
+            if waiting && stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
+                return;
             }
-            Framing::Length(n) if expects && (buf.len() as u64) < n => {
-                if stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
-                    return;
-                }
-                let (b, ok) = read_body(&mut stream, &mut buf, framing, limits).await;
-                keep &= ok;
-                b
-            }
-            Framing::Chunked if expects && buf.is_empty() => {
-                if stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
-                    return;
-                }
-                let (b, ok) = read_body(&mut stream, &mut buf, framing, limits).await;
-                keep &= ok;
-                b
-            }
-            _ => {
-                let (b, ok) = read_body(&mut stream, &mut buf, framing, limits).await;
-                keep &= ok;
-                b
-            }
+            let (b, ok) = read_body(&mut stream, &mut buf, framing, limits).await;
+            keep &= ok;
+            b
         };
         let version = head.version;
         let head_req = head.method == http::Method::HEAD;
