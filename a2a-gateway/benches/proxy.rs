@@ -1,7 +1,7 @@
 //! The gateway's added latency and throughput, side by side with nginx, in one run with one client.
 //!
 //! Run with: `cargo bench -p a2a-gateway --bench proxy` (options: `-- --iterations 2000 --concurrency 32
-//! --seconds 5 [--only gateway]`; needs `nginx` on the PATH, `apt-get install nginx`; on a shared VM: `chrt -f 10 <bench binary>`).
+//! --seconds 5 [--only gateway | --only direct,nginx,gateway]`; needs `nginx` on the PATH, `apt-get install nginx`; on a shared VM: `chrt -f 10 <bench binary>`).
 //!
 //! Paths (client: reqwest with keep-alive, its own runtime; agent: the a2a-server router on its own runtime; the
 //! gateway on its own runtime; nginx as a child process with `proxy_pass` to an upstream with `keepalive`):
@@ -288,7 +288,19 @@ fn main() {
         .expect("nginx (apt-get install nginx)");
 
     // Gateways: transparent (signature checks off) and verifying.
-    let gw_rt = runtime("gateway", 1);
+    // The gateway's runtime: one worker thread (nginx runs one worker process); `A2A_BENCH_GW_RT=current` runs it
+    // on a current-thread runtime driven by one thread named `gateway` instead.
+    let gw_rt: tokio::runtime::Handle = if std::env::var("A2A_BENCH_GW_RT").as_deref() == Ok("current") {
+        let rt: &'static tokio::runtime::Runtime =
+            Box::leak(Box::new(tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")));
+        std::thread::Builder::new()
+            .name("gateway".into())
+            .spawn(move || rt.block_on(std::future::pending::<()>()))
+            .expect("thread");
+        rt.handle().clone()
+    } else {
+        Box::leak(Box::new(runtime("gateway", 1))).handle().clone()
+    };
     let start_gateway = |verify: bool| {
         let text = format!(
             "[gateway]\ndid = \"{GATEWAY}\"\n{}\n[edge]\nverify_signatures = {verify}\n[[agents]]\nurl = \"http://{agent_addr}/a2a\"\n",
@@ -423,12 +435,12 @@ fn main() {
         }
     };
     let mut rows = Vec::new();
-    // `--only gateway` runs one path (for a profile of that path alone).
+    // `--only gateway` runs one path (for a profile of that path alone); `--only direct,nginx,gateway` several.
     let only: Option<String> = {
         let args: Vec<String> = std::env::args().collect();
         args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned()
     };
-    for (name, client, cap) in paths.iter().filter(|p| only.as_deref().is_none_or(|o| o == p.0)) {
+    for (name, client, cap) in paths.iter().filter(|p| only.as_deref().is_none_or(|o| o.split(',').any(|x| x == p.0))) {
         let (p50, p90, p95, p99, rate, cpu) = client_rt.block_on(async {
             let neg = client.negotiate(cap).await;
             for _ in 0..200 {

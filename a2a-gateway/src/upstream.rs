@@ -90,26 +90,19 @@ impl Conn {
 
     /// Reads more bytes into the buffer: `Ok(0)` when the agent closed the connection.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
-        poll_fill(&self.stream, &mut self.buf, cx)
+        poll_fill(&mut self.stream, &mut self.buf, cx)
     }
 }
 
 /// Reads more bytes from `stream` into `buf`: `Ok(0)` when the peer closed the connection.
-fn poll_fill(stream: &TcpStream, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+///
+/// Through `AsyncRead`, whose short read clears the socket's read readiness: a connection whose answer was read whole
+/// then goes back to the pool known to be drained, and [`Conn::usable`] takes it without a probing `recv`.
+fn poll_fill(stream: &mut TcpStream, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
     if buf.capacity() - buf.len() < 4096 {
         buf.reserve(16 * 1024);
     }
-    loop {
-        match stream.poll_read_ready(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-            Poll::Ready(Ok(())) => {}
-        }
-        match stream.try_read_buf(buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            other => return Poll::Ready(other),
-        }
-    }
+    tokio_util::io::poll_read_buf(Pin::new(stream), cx, buf)
 }
 
 /// A connection waiting in the pool.
@@ -622,5 +615,32 @@ impl Body for UpstreamBody {
             (Kind::Done | Kind::Full(None), _) => SizeHint::with_exact(0),
             _ => SizeHint::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    /// An answer read whole leaves its connection known to be drained: taking it from the pool costs no probing `recv`
+    /// (the probe is what a connection whose read readiness is still set pays).
+    #[tokio::test]
+    async fn a_connection_whose_answer_was_read_whole_is_taken_without_a_probe() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let stream = TcpStream::connect(listener.local_addr().expect("addr")).await.expect("connect");
+        let (mut agent, _) = listener.accept().await.expect("accept");
+        let mut conn = Conn { stream, buf: BytesMut::new(), deadline: crate::h1::Deadline::new() };
+        agent.write_all(b"HTTP/1.1 204 No Content\r\n\r\n").await.expect("write");
+        let n = std::future::poll_fn(|cx| conn.poll_fill(cx)).await.expect("read");
+        assert_eq!(n, 27);
+        conn.buf.clear();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(conn.stream.poll_read_ready(&mut cx).is_pending(), "a short read clears the read readiness");
+        assert!(conn.usable());
+        // The agent's close is seen (readiness set by the close, then the probe reads its end).
+        drop(agent);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!conn.usable(), "a connection the agent closed is not usable");
     }
 }
