@@ -1,7 +1,7 @@
 //! The gateway's added latency and throughput, side by side with nginx, in one run with one client.
 //!
 //! Run with: `cargo bench -p a2a-gateway --bench proxy` (options: `-- --iterations 2000 --concurrency 32
-//! --seconds 5 [--only gateway | --only direct,nginx,gateway]`; needs `nginx` on the PATH, `apt-get install nginx`; on a shared VM: `chrt -f 10 <bench binary>`).
+//! --seconds 5 [--rounds 10] [--only gateway | --only direct,nginx,gateway]`; needs `nginx` on the PATH, `apt-get install nginx`; on a shared VM: `chrt -f 10 <bench binary>`).
 //!
 //! Paths (client: reqwest with keep-alive, its own runtime; agent: the a2a-server router on its own runtime; the
 //! gateway on its own runtime; nginx as a child process with `proxy_pass` to an upstream with `keepalive`):
@@ -153,6 +153,18 @@ fn nginx_cpu_ns(master: u32) -> (u64, u64) {
         })
         .collect();
     children.iter().map(|c| cpu_ns(*c, None)).fold(cpu_ns(master, None), |a, b| (a.0 + b.0, a.1 + b.1))
+}
+
+/// What one path measured over the rounds.
+#[derive(Default)]
+struct Measured {
+    /// Latencies of the sequential iterations.
+    lat: Vec<Duration>,
+    /// Iterations done by the concurrent clients, and the time they took.
+    done: u64,
+    busy: Duration,
+    /// The proxy's CPU time over the concurrent phases, in ns (all, kernel).
+    cpu: Option<(u64, u64)>,
 }
 
 fn pct(sorted: &[Duration], p: f64) -> f64 {
@@ -418,7 +430,9 @@ fn main() {
         std::thread::sleep(Duration::from_millis(20));
     }
     println!(
-        "iterations {iterations}, concurrency {concurrency}, {seconds} s; one iteration = EXECUTE + CONFIRM + RESULT"
+        "iterations {iterations}, concurrency {concurrency}, {seconds} s, in {} rounds; one iteration = EXECUTE + \
+         CONFIRM + RESULT",
+        arg("--rounds", 1).max(1)
     );
     println!(
         "{:<16} {:>10} {:>10} {:>10} {:>10} {:>14} {:>22}",
@@ -434,58 +448,80 @@ fn main() {
             _ => None,
         }
     };
-    let mut rows = Vec::new();
     // `--only gateway` runs one path (for a profile of that path alone); `--only direct,nginx,gateway` several.
     let only: Option<String> = {
         let args: Vec<String> = std::env::args().collect();
         args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned()
     };
-    for (name, client, cap) in paths.iter().filter(|p| only.as_deref().is_none_or(|o| o.split(',').any(|x| x == p.0))) {
-        let (p50, p90, p95, p99, rate, cpu) = client_rt.block_on(async {
-            let neg = client.negotiate(cap).await;
-            for _ in 0..200 {
-                client.iteration(&neg).await;
-            }
-            let mut lat = Vec::with_capacity(iterations);
-            for _ in 0..iterations {
+    let chosen: Vec<_> =
+        paths.iter().filter(|p| only.as_deref().is_none_or(|o| o.split(',').any(|x| x == p.0))).collect();
+    // `--rounds R` splits each path's iterations and seconds into R slices, the paths taking turns slice by slice
+    // (in alternating order), so that a VM whose speed drifts during the run weighs on every path alike.
+    let rounds = arg("--rounds", 1).max(1) as usize;
+    let negs: Vec<String> = chosen
+        .iter()
+        .map(|(_, client, cap)| {
+            client_rt.block_on(async {
+                let neg = client.negotiate(cap).await;
+                for _ in 0..200 {
+                    client.iteration(&neg).await;
+                }
+                neg
+            })
+        })
+        .collect();
+    let mut acc: Vec<Measured> = chosen.iter().map(|_| Measured::default()).collect();
+    for round in 0..rounds {
+        let order: Vec<usize> =
+            if round % 2 == 0 { (0..chosen.len()).collect() } else { (0..chosen.len()).rev().collect() };
+        let round_iterations = (iterations / rounds).max(1);
+        let round_time = Duration::from_secs_f64(seconds as f64 / rounds as f64);
+        for i in order {
+            let (name, client, _) = chosen[i];
+            let neg = &negs[i];
+            let m = &mut acc[i];
+            client_rt.block_on(async {
+                for _ in 0..round_iterations {
+                    let t = Instant::now();
+                    client.iteration(neg).await;
+                    m.lat.push(t.elapsed());
+                }
+                let stop = Instant::now() + round_time;
+                let mut tasks = Vec::new();
+                for _ in 0..concurrency {
+                    let c = (*client).clone();
+                    let neg = neg.clone();
+                    tasks.push(tokio::spawn(async move {
+                        let mut n = 0u64;
+                        while Instant::now() < stop {
+                            c.iteration(&neg).await;
+                            n += 1;
+                        }
+                        n
+                    }));
+                }
                 let t = Instant::now();
-                client.iteration(&neg).await;
-                lat.push(t.elapsed());
-            }
-            lat.sort();
-            let stop = Instant::now() + Duration::from_secs(seconds);
-            let mut tasks = Vec::new();
-            for _ in 0..concurrency {
-                let c = client.clone();
-                let neg = neg.clone();
-                tasks.push(tokio::spawn(async move {
-                    let mut n = 0u64;
-                    while Instant::now() < stop {
-                        c.iteration(&neg).await;
-                        n += 1;
-                    }
-                    n
-                }));
-            }
-            let t = Instant::now();
-            let cpu_before = proxy_cpu(name);
-            let mut total = 0;
-            for task in tasks {
-                total += task.await.expect("task");
-            }
-            let cpu = proxy_cpu(name).zip(cpu_before).map(|(after, before)| {
-                let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / 1e3 / (3 * total) as f64;
-                (per(after.0, before.0), per(after.1, before.1))
+                let cpu_before = proxy_cpu(name);
+                for task in tasks {
+                    m.done += task.await.expect("task");
+                }
+                m.busy += t.elapsed();
+                if let (Some(after), Some(before)) = (proxy_cpu(name), cpu_before) {
+                    let cpu = m.cpu.get_or_insert((0, 0));
+                    cpu.0 += after.0.saturating_sub(before.0);
+                    cpu.1 += after.1.saturating_sub(before.1);
+                }
             });
-            (
-                pct(&lat, 0.5),
-                pct(&lat, 0.9),
-                pct(&lat, 0.95),
-                pct(&lat, 0.99),
-                total as f64 / t.elapsed().as_secs_f64(),
-                cpu,
-            )
-        });
+        }
+    }
+    let mut rows = Vec::new();
+    for ((name, _, _), m) in chosen.iter().zip(acc.iter_mut()) {
+        m.lat.sort();
+        let lat = &m.lat;
+        let (p50, p90, p95, p99) = (pct(lat, 0.5), pct(lat, 0.9), pct(lat, 0.95), pct(lat, 0.99));
+        let rate = m.done as f64 / m.busy.as_secs_f64();
+        let per = |ns: u64| ns as f64 / 1e3 / (3 * m.done) as f64;
+        let cpu = m.cpu.map(|(all, sys)| (per(all), per(sys)));
         let cpu_text = cpu.map_or_else(|| "-".to_owned(), |(c, k)| format!("{c:.1} ({k:.1} sys)"));
         println!("{name:<16} {p50:>10.0} {p90:>10.0} {p95:>10.0} {p99:>10.0} {rate:>14.0} {cpu_text:>22}");
         rows.push((*name, p50, rate, cpu.map(|c| c.0)));
