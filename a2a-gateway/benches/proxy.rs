@@ -4,7 +4,8 @@
 //! --seconds 5 [--rounds 10] [--only gateway | --only direct,nginx,gateway]`; needs `nginx` on the PATH, `apt-get install nginx`; on a shared VM: `chrt -f 10 <bench binary>`).
 //!
 //! Paths (client: reqwest with keep-alive, its own runtime; agent: the a2a-server router on its own runtime; the
-//! gateway on its own runtime; nginx as a child process with `proxy_pass` to an upstream with `keepalive`):
+//! gateway on one worker thread of its own, `Gateway::serve_workers`, as the binary serves; nginx as a child process
+//! with one worker and `proxy_pass` to an upstream with `keepalive`):
 //! - `direct`: client → agent;
 //! - `nginx`: client → nginx → agent;
 //! - `gateway`: client → gateway → agent, routing on, signature checks off (`edge.verify_signatures = false`);
@@ -115,13 +116,13 @@ fn arg(name: &str, default: u64) -> u64 {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// CPU time in ns of the threads of process `pid` named `name` (all its threads when `None`): on CPU in all, from
+/// CPU time in ns of the threads of process `pid` whose name starts with `name` (all its threads when `None`): on CPU in all, from
 /// `/proc/<pid>/task/<tid>/schedstat`, and in the kernel, from `stat`'s `stime` (clock ticks, 100 per second).
 fn cpu_ns(pid: u32, name: Option<&str>) -> (u64, u64) {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return (0, 0) };
     tasks
         .filter_map(Result::ok)
-        .filter(|t| name.is_none_or(|n| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == n)))
+        .filter(|t| name.is_none_or(|n| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(n))))
         .map(|t| {
             let total = std::fs::read_to_string(t.path().join("schedstat"))
                 .ok()
@@ -300,9 +301,9 @@ fn main() {
         .expect("nginx (apt-get install nginx)");
 
     // Gateways: transparent (signature checks off) and verifying.
-    // The gateway's runtime: one worker thread (nginx runs one worker process); `A2A_BENCH_GW_RT=current` runs it
-    // on a current-thread runtime driven by one thread named `gateway` instead.
-    let gw_rt: tokio::runtime::Handle = if std::env::var("A2A_BENCH_GW_RT").as_deref() == Ok("current") {
+    // The floors' runtime (and the gateway's background work): a current-thread runtime driven by one thread named
+    // `gateway`, as the gateway's own workers are; `A2A_BENCH_GW_RT=multi`: a multi-threaded one with one worker.
+    let gw_rt: tokio::runtime::Handle = if std::env::var("A2A_BENCH_GW_RT").as_deref() != Ok("multi") {
         let rt: &'static tokio::runtime::Runtime =
             Box::leak(Box::new(tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")));
         std::thread::Builder::new()
@@ -326,10 +327,12 @@ fn main() {
                 a2a_gateway::Options::default().with_resolver(resolver.clone()).with_key(gateway_key.clone()),
             )
             .expect("gateway");
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            // Served as the binary serves it, on worker threads of its own (`a2a-gw-0`): one, as nginx has one
+            // worker process here.
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
             let addr = listener.local_addr().expect("addr");
             tokio::spawn(async move {
-                let _ = g.serve(listener, std::future::pending()).await;
+                let _ = g.serve_workers(listener, 1, std::future::pending()).await;
             });
             addr
         })
@@ -444,7 +447,8 @@ fn main() {
     let proxy_cpu = move |name: &str| -> Option<(u64, u64)> {
         match name {
             "nginx" => Some(nginx_cpu_ns(nginx_pid)),
-            "gateway" | "gateway_signed" | "tokio_floor" | "hyper_floor" => Some(cpu_ns(me, Some("gateway"))),
+            "gateway" | "gateway_signed" => Some(cpu_ns(me, Some("a2a-gw-"))),
+            "tokio_floor" | "hyper_floor" => Some(cpu_ns(me, Some("gateway"))),
             _ => None,
         }
     };

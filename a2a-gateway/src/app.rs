@@ -44,8 +44,9 @@ pub async fn run(path: &Path, listen: Option<&str>) -> Result<(), String> {
         gateway.did(),
         cfg.agents.len()
     );
-    tracing::info!(did = %gateway.did(), %addr, "gateway listening");
-    gateway.serve(listener, shutdown_signal()).await.map_err(|e| e.to_string())
+    tracing::info!(did = %gateway.did(), %addr, workers = cfg.gateway.workers, "gateway listening");
+    let listener = listener.into_std().map_err(|e| e.to_string())?;
+    gateway.serve_workers(listener, cfg.gateway.workers, shutdown_signal()).await.map_err(|e| e.to_string())
 }
 
 /// `a2a-gateway audit --config FILE [--sender DID] [--negotiation ID] [--execution ID] [--limit N]`: prints the

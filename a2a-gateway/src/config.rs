@@ -64,6 +64,9 @@ pub struct Config {
     pub translations: Vec<crate::version::Translation>,
 }
 
+/// The most serving threads `gateway.workers` may ask for.
+pub const MAX_WORKERS: usize = 256;
+
 /// `[gateway]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -76,6 +79,10 @@ pub struct GatewaySection {
     /// Address to listen on (the command line's `--listen` wins).
     #[serde(default)]
     pub listen: Option<String>,
+    /// Threads serving connections, each with its own event loop and its own pool of agent connections, all
+    /// accepting on the one listener (as nginx's worker processes do). `0` (the default): one per CPU.
+    #[serde(default)]
+    pub workers: usize,
     /// PEM file of the gateway's P-256 key; the gateway serves its DID document when set.
     #[serde(default)]
     pub key_file: Option<PathBuf>,
@@ -326,6 +333,9 @@ impl Config {
                     .into(),
             );
         }
+        if self.gateway.workers > MAX_WORKERS {
+            return Err(format!("gateway.workers: at most {MAX_WORKERS} (0 is one per CPU)"));
+        }
         if self.edge.resign_lifetime_s == 0 || u64::from(self.edge.resign_lifetime_s) > 300 {
             return Err("edge.resign_lifetime_s: must be 1 to 300".into());
         }
@@ -346,5 +356,31 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(gateway_extra: &str, rest: &str) -> Result<Config, String> {
+        let text = format!(
+            "[gateway]\ndid = \"did:web:gw.example.com\"\n{gateway_extra}\n[edge]\nverify_signatures = false\n{rest}"
+        );
+        Config::parse(&text, Path::new("gateway.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn workers_default_to_one_per_cpu_and_are_bounded() {
+        assert_eq!(parse("", "").expect("config").gateway.workers, 0);
+        assert_eq!(parse("workers = 4", "").expect("config").gateway.workers, 4);
+        let e = parse(&format!("workers = {}", MAX_WORKERS + 1), "").expect_err("too many");
+        assert!(e.contains("gateway.workers: at most 256"), "{e}");
+    }
+
+    #[test]
+    fn zero_timeouts_are_refused() {
+        let e = parse("", "[limits]\nanswer_write_timeout_ms = 0\n").expect_err("zero");
+        assert!(e.contains("answer_write_timeout_ms"), "{e}");
     }
 }

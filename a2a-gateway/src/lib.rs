@@ -316,6 +316,66 @@ impl Gateway {
         h1::server::serve(listener, served, shutdown, grace).await
     }
 
+    /// Serves `listener` on `workers` threads (`0`: one per CPU) until `shutdown` completes, as nginx's worker
+    /// processes do: each thread runs its own single-threaded event loop, accepts on the one listener and keeps its own
+    /// agent connections ([`upstream::set_pool_partition`]), so that a request is served start to end on one thread,
+    /// with no hand-over between threads. Then each finishes its requests in flight, as [`Gateway::serve`] does.
+    /// The gateway's other work (the registry reader, the audit writer, Redis) stays on the calling runtime.
+    ///
+    /// An error when a thread cannot be started, or when one stops before `shutdown` (the others are then stopped).
+    pub async fn serve_workers(
+        &self,
+        listener: std::net::TcpListener,
+        workers: usize,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> std::io::Result<()> {
+        let workers = if workers == 0 {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        } else {
+            workers
+        };
+        listener.set_nonblocking(true)?;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let mut ended = Vec::with_capacity(workers);
+        for i in 0..workers {
+            let (listener, gateway, stop) = (listener.try_clone()?, self.clone(), stop.clone());
+            let (tx, rx) = tokio::sync::oneshot::channel::<std::io::Result<()>>();
+            std::thread::Builder::new().name(format!("a2a-gw-{i}")).spawn(move || {
+                upstream::set_pool_partition(i + 1);
+                let served = tokio::runtime::Builder::new_current_thread().enable_all().build().and_then(|rt| {
+                    rt.block_on(async {
+                        let listener = tokio::net::TcpListener::from_std(listener)?;
+                        gateway.serve(listener, stop.cancelled_owned()).await
+                    })
+                });
+                let _ = tx.send(served);
+            })?;
+            ended.push(rx);
+        }
+        drop(listener);
+        let early = tokio::select! {
+            () = shutdown => None,
+            (r, i, _) = futures_util::future::select_all(ended.iter_mut()) => Some((i, r)),
+        };
+        stop.cancel();
+        let mut result = Ok(());
+        if let Some((i, r)) = early {
+            let e = match r {
+                Ok(Err(e)) => e,
+                _ => std::io::Error::other("the worker stopped"),
+            };
+            tracing::error!(worker = i, error = %e, "a gateway worker stopped before the shutdown; stopping the others");
+            result = Err(std::io::Error::other(format!("worker {i}: {e}")));
+            ended.remove(i);
+        }
+        for rx in ended {
+            if let Ok(Err(e)) = rx.await {
+                tracing::warn!(error = %e, "a gateway worker ended with an error");
+            }
+        }
+        result
+    }
+
     /// The gateway's DID.
     pub fn did(&self) -> &str {
         &self.inner.did

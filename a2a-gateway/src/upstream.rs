@@ -11,7 +11,7 @@
 //! An idle connection is not read while it waits in the pool. One the agent closed meanwhile is found when it is
 //! taken out (readable with nothing to read: it ended) and dropped; a request that a reused connection could not
 //! write is written once more on a new connection, which is safe since nothing reached the agent. At most
-//! `pool_max_idle` connections wait per agent, each at most 90 s.
+//! `pool_max_idle` connections wait per agent (per worker thread, [`set_pool_partition`]), each at most 90 s.
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
@@ -111,10 +111,29 @@ struct Idle {
     since: Instant,
 }
 
-/// The idle connections, by agent (`host:port`).
+thread_local! {
+    /// The pool partition of this thread's connections ([`set_pool_partition`]).
+    static PARTITION: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Keeps the agent connections this thread opens in partition `index` of every pool, apart from other threads'.
+///
+/// A connection belongs to the event loop it was opened on: used from another thread, each of its reads and writes
+/// would be woken through that loop. A thread that runs its own event loop (a gateway worker, `gateway.workers`) sets
+/// its own index once at its start; all other threads share partition 0, which suits a multi-threaded runtime, whose
+/// threads share one event loop.
+pub fn set_pool_partition(index: usize) {
+    PARTITION.with(|p| p.set(index));
+}
+
+fn partition() -> usize {
+    PARTITION.with(std::cell::Cell::get)
+}
+
+/// The idle connections, by agent (`host:port`) and partition ([`set_pool_partition`]).
 struct Pool {
-    /// Per agent, oldest first.
-    idle: Mutex<HashMap<Arc<str>, VecDeque<Idle>, foldhash::fast::RandomState>>,
+    /// Per agent and partition, oldest first.
+    idle: Mutex<HashMap<Arc<str>, Vec<VecDeque<Idle>>, foldhash::fast::RandomState>>,
     max_idle: usize,
     connect_timeout: Duration,
     /// Connections opened so far.
@@ -125,7 +144,7 @@ impl Pool {
     /// A usable idle connection to `authority` (the most recently used first), dropping those that ended or expired.
     fn checkout(&self, authority: &str) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let list = idle.get_mut(authority)?;
+        let list = idle.get_mut(authority)?.get_mut(partition())?;
         let now = Instant::now();
         while let Some(mut i) = list.pop_back() {
             if now.duration_since(i.since) >= IDLE_TIMEOUT {
@@ -146,10 +165,15 @@ impl Pool {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let list = match idle.get_mut(&**authority) {
+        let lists = match idle.get_mut(&**authority) {
             Some(l) => l,
             None => idle.entry(authority.clone()).or_default(),
         };
+        let p = partition();
+        if lists.len() <= p {
+            lists.resize_with(p + 1, VecDeque::new);
+        }
+        let list = &mut lists[p];
         let now = Instant::now();
         while list.len() >= self.max_idle || list.front().is_some_and(|i| now.duration_since(i.since) >= IDLE_TIMEOUT) {
             list.pop_front();
@@ -203,7 +227,8 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// A client whose connections are kept alive (`pool_max_idle` per agent) and made within `connect_timeout`.
+    /// A client whose connections are kept alive (`pool_max_idle` per agent and pool partition) and made within
+    /// `connect_timeout`.
     pub fn new(connect_timeout: Duration, timeout: Duration, pool_max_idle: usize) -> Self {
         let pool = Pool {
             idle: Mutex::new(HashMap::with_hasher(foldhash::fast::RandomState::default())),
@@ -642,5 +667,26 @@ mod tests {
         drop(agent);
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!conn.usable(), "a connection the agent closed is not usable");
+    }
+
+    /// Connections a worker thread put back are that worker's: another partition opens its own.
+    #[tokio::test]
+    async fn each_partition_takes_back_only_its_own_connections() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let authority: Arc<str> = listener.local_addr().expect("addr").to_string().into();
+        let pool = Pool {
+            idle: Mutex::new(HashMap::default()),
+            max_idle: 4,
+            connect_timeout: Duration::from_secs(1),
+            opened: AtomicU64::new(0),
+        };
+        set_pool_partition(3);
+        let conn = pool.connect(&authority).await.expect("connect");
+        pool.checkin(&authority, conn);
+        set_pool_partition(0);
+        assert!(pool.checkout(&authority).is_none(), "partition 0 does not take partition 3's connection");
+        set_pool_partition(3);
+        assert!(pool.checkout(&authority).is_some(), "partition 3 takes its own back");
+        set_pool_partition(0);
     }
 }

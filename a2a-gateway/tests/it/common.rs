@@ -177,6 +177,7 @@ pub struct TestGateway {
     pub base: String,
     pub gateway: Gateway,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
     pub dir: TempDir,
 }
 
@@ -189,6 +190,22 @@ impl TestGateway {
     /// As [`TestGateway::start`]; without a key (`keyed = false`) the gateway cannot re-sign, so `extra` must set
     /// `edge.verify_signatures = false`.
     pub async fn start_keyed(agents: &[&TestAgent], world: &World, extra: &str, keyed: bool) -> TestGateway {
+        Self::start_served(agents, world, extra, keyed, None).await
+    }
+
+    /// As [`TestGateway::start`], served as the binary serves it: on `workers` threads of their own
+    /// ([`Gateway::serve_workers`]).
+    pub async fn start_workers(agents: &[&TestAgent], world: &World, extra: &str, workers: usize) -> TestGateway {
+        Self::start_served(agents, world, extra, true, Some(workers)).await
+    }
+
+    async fn start_served(
+        agents: &[&TestAgent],
+        world: &World,
+        extra: &str,
+        keyed: bool,
+        workers: Option<usize>,
+    ) -> TestGateway {
         let dir = TempDir::new("gw");
         let mut text = format!("[gateway]\ndid = \"{GATEWAY}\"\nkey_id = \"{KEY_ID}\"\n");
         for a in agents {
@@ -214,14 +231,24 @@ impl TestGateway {
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let g = gateway.clone();
-        tokio::spawn(async move {
-            let _ = g
-                .serve(listener, async {
-                    let _ = rx.await;
-                })
-                .await;
-        });
-        TestGateway { base, gateway, stop: Some(tx), dir }
+        let stopped = async {
+            let _ = rx.await;
+        };
+        let served = match workers {
+            None => tokio::spawn(async move { g.serve(listener, stopped).await }),
+            Some(n) => {
+                let listener = listener.into_std().expect("std listener");
+                tokio::spawn(async move { g.serve_workers(listener, n, stopped).await })
+            }
+        };
+        TestGateway { base, gateway, stop: Some(tx), served: Some(served), dir }
+    }
+
+    /// Stops the gateway ([`TestGateway::stop`]) and waits until it has stopped serving, at most `within`.
+    pub async fn stopped(&mut self, within: std::time::Duration) -> std::io::Result<()> {
+        self.stop();
+        let served = self.served.take().expect("still serving");
+        tokio::time::timeout(within, served).await.expect("stopped in time").expect("serving task")
     }
 
     /// Starts the gateway's graceful shutdown (it stops accepting, lets requests in flight finish).
