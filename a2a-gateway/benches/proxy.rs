@@ -462,18 +462,9 @@ fn main() {
     // `--rounds R` splits each path's iterations and seconds into R slices, the paths taking turns slice by slice
     // (in alternating order), so that a VM whose speed drifts during the run weighs on every path alike.
     let rounds = arg("--rounds", 1).max(1) as usize;
-    let negs: Vec<String> = chosen
-        .iter()
-        .map(|(_, client, cap)| {
-            client_rt.block_on(async {
-                let neg = client.negotiate(cap).await;
-                for _ in 0..200 {
-                    client.iteration(&neg).await;
-                }
-                neg
-            })
-        })
-        .collect();
+    // Each path negotiates and warms up just before its first slice: a keep-alive connection left idle while the
+    // other paths run could outlive the server's idle timeout (10 s) and be closed as the client reuses it.
+    let mut negs: Vec<Option<String>> = vec![None; chosen.len()];
     let mut acc: Vec<Measured> = chosen.iter().map(|_| Measured::default()).collect();
     for round in 0..rounds {
         let order: Vec<usize> =
@@ -481,8 +472,17 @@ fn main() {
         let round_iterations = (iterations / rounds).max(1);
         let round_time = Duration::from_secs_f64(seconds as f64 / rounds as f64);
         for i in order {
-            let (name, client, _) = chosen[i];
-            let neg = &negs[i];
+            let (name, client, cap) = chosen[i];
+            let neg = negs[i].get_or_insert_with(|| {
+                client_rt.block_on(async {
+                    let neg = client.negotiate(cap).await;
+                    for _ in 0..200 {
+                        client.iteration(&neg).await;
+                    }
+                    neg
+                })
+            });
+            let neg = &*neg;
             let m = &mut acc[i];
             client_rt.block_on(async {
                 for _ in 0..round_iterations {
