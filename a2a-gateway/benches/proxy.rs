@@ -301,9 +301,9 @@ fn main() {
         .expect("nginx (apt-get install nginx)");
 
     // Gateways: transparent (signature checks off) and verifying.
-    // The floors' runtime (and the gateway's background work): a current-thread runtime driven by one thread named
-    // `gateway`, as the gateway's own workers are; `A2A_BENCH_GW_RT=multi`: a multi-threaded one with one worker.
-    let gw_rt: tokio::runtime::Handle = if std::env::var("A2A_BENCH_GW_RT").as_deref() != Ok("multi") {
+    // The floors' runtime (and the gateways' background work): a current-thread runtime driven by one thread named
+    // `gateway`, as the gateway's own workers are.
+    let gw_rt: tokio::runtime::Handle = {
         let rt: &'static tokio::runtime::Runtime =
             Box::leak(Box::new(tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")));
         std::thread::Builder::new()
@@ -311,8 +311,6 @@ fn main() {
             .spawn(move || rt.block_on(std::future::pending::<()>()))
             .expect("thread");
         rt.handle().clone()
-    } else {
-        Box::leak(Box::new(runtime("gateway", 1))).handle().clone()
     };
     let start_gateway = |verify: bool| {
         let text = format!(

@@ -336,6 +336,8 @@ impl Gateway {
         };
         listener.set_nonblocking(true)?;
         let stop = tokio_util::sync::CancellationToken::new();
+        // However this returns (a thread that could not be started included), the workers already started stop.
+        let _stop_all = stop.clone().drop_guard();
         let mut ended = Vec::with_capacity(workers);
         for i in 0..workers {
             let (listener, gateway, stop) = (listener.try_clone()?, self.clone(), stop.clone());

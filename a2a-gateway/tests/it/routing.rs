@@ -326,14 +326,21 @@ async fn translated_caller_version_is_served_and_versions_without_translation_ar
     assert_eq!(body["error"]["details"]["supported_versions"], json!(["0.3", "0.9"]));
 }
 
-/// The threads of this process whose name starts with `prefix`.
+/// The threads of this process whose name starts with `prefix`, once there are `n` of them or 5 s have passed.
 #[cfg(target_os = "linux")]
-fn threads_named(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .expect("tasks")
-        .filter_map(Result::ok)
-        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix)))
-        .count()
+async fn threads_named(prefix: &str, n: usize) -> usize {
+    let count = || {
+        std::fs::read_dir("/proc/self/task")
+            .expect("tasks")
+            .filter_map(Result::ok)
+            .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix)))
+            .count()
+    };
+    let t = std::time::Instant::now();
+    while count() != n && t.elapsed() < std::time::Duration::from_secs(5) {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -341,15 +348,9 @@ async fn on_worker_threads_every_connection_is_served_and_the_shutdown_joins_the
     let world = World::new();
     let (a, b) = agents(&world);
     let mut gw = TestGateway::start_workers(&[&a, &b], &world, "", 3).await;
+    // The serving task starts them.
     #[cfg(target_os = "linux")]
-    {
-        // The serving task starts them; give it the time to.
-        let t = std::time::Instant::now();
-        while threads_named("a2a-gw-") < 3 && t.elapsed() < std::time::Duration::from_secs(5) {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        assert_eq!(threads_named("a2a-gw-"), 3, "one thread per worker");
-    }
+    assert_eq!(threads_named("a2a-gw-", 3).await, 3, "one thread per worker");
     // Twelve callers with connections of their own, at once: whichever worker accepts a connection, the handshake
     // follows its negotiation and execution (the routes are the gateway's, not a worker's).
     let callers: Vec<_> = (0..12)
@@ -369,15 +370,9 @@ async fn on_worker_threads_every_connection_is_served_and_the_shutdown_joins_the
     assert_eq!(gw.metric("a2a_gateway_requests_total", &[("step", "confirm"), ("outcome", "ok")]), 36.0);
     let base = gw.base.clone();
     gw.stopped(std::time::Duration::from_secs(10)).await.expect("a clean stop");
+    // Each has sent its end; its thread then returns.
     #[cfg(target_os = "linux")]
-    {
-        // Each has sent its end; its thread then returns.
-        let t = std::time::Instant::now();
-        while threads_named("a2a-gw-") > 0 && t.elapsed() < std::time::Duration::from_secs(5) {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        assert_eq!(threads_named("a2a-gw-"), 0, "the workers' threads ended");
-    }
+    assert_eq!(threads_named("a2a-gw-", 0).await, 0, "the workers' threads ended");
     let after = reqwest::Client::new().get(format!("{base}/a2a/capabilities")).send().await;
     assert!(after.is_err(), "no new connection is served after the shutdown");
 }
