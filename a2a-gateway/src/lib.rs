@@ -344,12 +344,15 @@ impl Gateway {
             let (tx, rx) = tokio::sync::oneshot::channel::<std::io::Result<()>>();
             std::thread::Builder::new().name(format!("a2a-gw-{i}")).spawn(move || {
                 upstream::set_pool_partition(i + 1);
-                let served = tokio::runtime::Builder::new_current_thread().enable_all().build().and_then(|rt| {
-                    rt.block_on(async {
-                        let listener = tokio::net::TcpListener::from_std(listener)?;
-                        gateway.serve(listener, stop.cancelled_owned()).await
-                    })
-                });
+                // Sockets and timers only: a worker handles no signals and waits for no child process, and the
+                // signal and process drivers would be polled at every turn of its loop.
+                let served =
+                    tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build().and_then(|rt| {
+                        rt.block_on(async {
+                            let listener = tokio::net::TcpListener::from_std(listener)?;
+                            gateway.serve(listener, stop.cancelled_owned()).await
+                        })
+                    });
                 let _ = tx.send(served);
             })?;
             ended.push(rx);

@@ -452,6 +452,12 @@ pub(crate) async fn read_body(state: &AppState, headers: &HeaderMap, body: Body)
 /// Parses a JSON request message: syntax errors are `invalid_json`, shape errors `invalid_request` whose
 /// `details.member` names the offending member (TR-7). The gateway reads the messages it routes with it too.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aError> {
+    // A well-formed message (the usual case) is read without tracking the path; a refused one is read again with it,
+    // for the member the error names. Reading has no side effects, so the second reading fails the same way.
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    if let Ok(value) = <T as serde::Deserialize>::deserialize(&mut de).and_then(|v| de.end().map(|()| v)) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();

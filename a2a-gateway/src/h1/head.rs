@@ -61,9 +61,20 @@ const HOP_KEYS: [u128; 9] = {
 
 /// The bit of a key in a set of keys seen ([`Headers`]'s `seen`).
 #[inline]
-fn key_bit(key: u128) -> u64 {
+const fn key_bit(key: u128) -> u64 {
     1 << (((key as u64) ^ ((key >> 64) as u64)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
 }
+
+/// The bits of [`HOP_KEYS`]: a field whose key's bit is not in it is certainly not one of them.
+const HOP_BITS: u64 = {
+    let mut bits = 0;
+    let mut i = 0;
+    while i < HOP_KEYS.len() {
+        bits |= key_bit(HOP_KEYS[i]);
+        i += 1;
+    }
+    bits
+};
 
 /// The header fields of one message, in order. Names are matched case-insensitively; the first field of a name is
 /// the one [`Headers::get`] returns, as `HeaderMap::get` does.
@@ -281,8 +292,10 @@ impl Headers {
     pub fn write_except(&self, out: &mut Vec<u8>, more: &[&str]) {
         assert!(more.len() <= 4, "write_except takes at most four names");
         let mut keys = [0u128; 4];
+        let mut bits = HOP_BITS;
         for (k, m) in keys.iter_mut().zip(more) {
             *k = name_key(m.as_bytes());
+            bits |= key_bit(*k);
         }
         // Fields kept as they were received, one after the other, are copied as one run of their lines.
         let mut run: Option<(usize, usize)> = None;
@@ -293,10 +306,13 @@ impl Headers {
         };
         for f in &self.fields {
             let n = self.bytes(&f.name);
-            let named = more.iter().zip(&keys).any(|(m, k)| f.key == *k && n.eq_ignore_ascii_case(m.as_bytes()));
-            if named || self.hop(f, n) {
-                flush(&mut run, out);
-                continue;
+            // Most fields are none of the names left out: their key's bit says so without comparing names.
+            if key_bit(f.key) & bits != 0 {
+                let named = more.iter().zip(&keys).any(|(m, k)| f.key == *k && n.eq_ignore_ascii_case(m.as_bytes()));
+                if named || self.hop(f, n) {
+                    flush(&mut run, out);
+                    continue;
+                }
             }
             // A received line `name: value\r\n` (httparse also takes a bare `\n`, which is never copied as is).
             if let (Part::Head(ns, _), Part::Head(_, ve)) = (&f.name, &f.value) {
@@ -633,6 +649,21 @@ mod tests {
         h.write(&mut out);
         assert_eq!(out, b"x-host: gw\r\nA2A-Sender-ID: did:web:gw.example\r\n", "a set field keeps its place");
         assert_eq!(h.to_header_map().len(), 2);
+    }
+
+    #[test]
+    fn every_connection_field_and_every_name_left_out_is_left_out_in_any_case() {
+        let mut raw = b"POST / HTTP/1.1\r\n".to_vec();
+        for n in crate::h1::HOP_BY_HOP.iter().chain(&["a2a-forwarded-sender", "x-kept", "x-upgrade"]) {
+            raw.extend_from_slice(n.to_ascii_uppercase().as_bytes());
+            raw.extend_from_slice(b": v\r\n");
+        }
+        raw.extend_from_slice(b"\r\n");
+        let p = parse_request(&raw, 64).expect("valid").expect("complete");
+        let h = p.bind(Bytes::from(raw)).expect("a path").headers;
+        let mut out = Vec::new();
+        h.write_except(&mut out, &["a2a-forwarded-sender"]);
+        assert_eq!(String::from_utf8(out).expect("ascii"), "X-KEPT: v\r\nX-UPGRADE: v\r\n");
     }
 
     #[test]
