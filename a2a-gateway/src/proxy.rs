@@ -549,7 +549,11 @@ async fn process(
         let message = build_request(gw, &agent, info.as_deref(), &head, &agent_target, sender, signed, &body)?;
         ctx.forwarded = true;
         let guard = agent.start(&gw.metrics);
-        let sent = gw.upstream.send_raw(agent.endpoint.authority(), &message, gw.upstream.timeout()).await;
+        // Sent again when the pooled connection it went on ends unanswered (an agent's idle close crossing it), for
+        // the steps the protocol makes safe to repeat: NEGOTIATE (NEG-8), EXECUTE (work starts only on CONFIRM;
+        // exactly once with an `Idempotency-Key`, EXE-7), CONFIRM (CONF-2), RESULT. Not CANCEL (CAN-2).
+        let repeatable = matches!(step, Step::Negotiate | Step::Execute | Step::Confirm | Step::Result);
+        let sent = gw.upstream.send_raw(agent.endpoint.authority(), &message, gw.upstream.timeout(), repeatable).await;
         drop(guard);
         match sent {
             Ok(answer) => {
@@ -597,15 +601,14 @@ async fn process(
 /// one request to the next: the last few values that passed are remembered per thread, and the same bytes pass
 /// again without the check (it is a pure function of them).
 fn sender_id(value: Option<&[u8]>) -> Result<Arc<str>, A2aError> {
+    type Passed = std::collections::VecDeque<(Box<[u8]>, Arc<str>)>;
     thread_local! {
-        static PASSED: std::cell::RefCell<std::collections::VecDeque<Box<[u8]>>> =
-            const { std::cell::RefCell::new(std::collections::VecDeque::new()) };
+        static PASSED: std::cell::RefCell<Passed> = const { std::cell::RefCell::new(std::collections::VecDeque::new()) };
     }
-    if let Some(v) = value {
-        let known = PASSED.with(|p| p.borrow().iter().any(|k| **k == *v));
-        if known && let Ok(s) = std::str::from_utf8(v) {
-            return Ok(s.trim().into());
-        }
+    if let Some(v) = value
+        && let Some(known) = PASSED.with(|p| p.borrow().iter().find(|(k, _)| **k == *v).map(|(_, s)| s.clone()))
+    {
+        return Ok(known);
     }
     let sender: Arc<str> = a2a_server::sender_id_value(value)?.into();
     if let Some(v) = value {
@@ -614,7 +617,7 @@ fn sender_id(value: Option<&[u8]>) -> Result<Arc<str>, A2aError> {
             if p.len() == 8 {
                 p.pop_front();
             }
-            p.push_back(v.into());
+            p.push_back((v.into(), sender.clone()));
         });
     }
     Ok(sender)

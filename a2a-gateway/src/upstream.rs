@@ -138,6 +138,8 @@ struct Pool {
     connect_timeout: Duration,
     /// Connections opened so far.
     opened: AtomicU64,
+    /// Requests sent again after their pooled connection ended unanswered ([`Upstream::send_raw`]).
+    replayed: AtomicU64,
 }
 
 impl Pool {
@@ -235,6 +237,7 @@ impl Upstream {
             max_idle: pool_max_idle,
             connect_timeout,
             opened: AtomicU64::new(0),
+            replayed: AtomicU64::new(0),
         };
         Upstream { pool: Arc::new(pool), timeout }
     }
@@ -251,15 +254,22 @@ impl Upstream {
 
     /// Sends `message` (a whole HTTP/1.1 request: head with `Host` and framing, then body) to `authority`
     /// (`host:port`) and reads the answer's head within `limit`; the body then streams.
+    ///
+    /// A pooled connection may be closed by the agent (its idle timeout) while the request is on its way: it then
+    /// ends, or is reset, before any byte of an answer. When `repeatable` (the request is safe to send twice: the
+    /// caller knows its semantics), such a request is sent again, once, on a new connection; otherwise that is a
+    /// [`UpstreamError::Protocol`], as any connection that ends before its answer.
     pub async fn send_raw(
         &self,
         authority: &Arc<str>,
         message: &[u8],
         limit: Duration,
+        repeatable: bool,
     ) -> Result<Answer, UpstreamError> {
         let at = tokio::time::Instant::now() + limit;
         let timeout = || UpstreamError::Timeout(limit.as_millis() as u64);
-        // A pooled connection first; one that could not even take the request is replaced by a new one, once.
+        // A pooled connection first; one that could not even take the request, or (`repeatable`) that ended before
+        // any answer, is replaced by a new one, once.
         let mut fresh = false;
         loop {
             let pooled = if fresh { None } else { self.pool.checkout(authority) };
@@ -287,8 +297,21 @@ impl Upstream {
                 }
                 return Err(UpstreamError::Protocol(format!("writing the request: {e}")));
             }
-            return read_answer(conn, self.pool.clone(), authority, limit).await;
+            return match read_answer(conn, self.pool.clone(), authority, limit).await {
+                Err(Unanswered::Nothing(_)) if reused && repeatable => {
+                    self.pool.replayed.fetch_add(1, Ordering::Relaxed);
+                    fresh = true;
+                    continue;
+                }
+                Err(Unanswered::Nothing(e) | Unanswered::Failed(e)) => Err(e),
+                Ok(answer) => Ok(answer),
+            };
         }
+    }
+
+    /// Requests sent again on a new connection because the pooled one they were sent on ended before answering.
+    pub fn requests_replayed(&self) -> u64 {
+        self.pool.replayed.load(Ordering::Relaxed)
     }
 
     /// Sends a request (its URI absolute: `http://host:port/path`); the answer's head within the time limit (the body
@@ -303,8 +326,10 @@ impl Upstream {
         req: Request<Full<Bytes>>,
         limit: Duration,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        let method = req.method().clone();
         let (authority, message) = serialize(req).await?;
-        let answer = self.send_raw(&authority, &message, limit).await?;
+        let repeatable = matches!(method, http::Method::GET | http::Method::HEAD | http::Method::OPTIONS);
+        let answer = self.send_raw(&authority, &message, limit, repeatable).await?;
         let mut resp = Response::new(answer.body);
         *resp.status_mut() = http::StatusCode::from_u16(answer.head.status)
             .map_err(|_| UpstreamError::Protocol(format!("status {} is not HTTP", answer.head.status)))?;
@@ -364,22 +389,38 @@ async fn serialize(req: Request<Full<Bytes>>) -> Result<(Arc<str>, Vec<u8>), Ups
 }
 
 /// Reads the answer's head (skipping interim `1xx` answers) and sets up its body.
+/// Why an exchange gave no answer.
+enum Unanswered {
+    /// The connection ended, or was reset, before any byte of an answer.
+    Nothing(UpstreamError),
+    /// Any other failure.
+    Failed(UpstreamError),
+}
+
+impl From<UpstreamError> for Unanswered {
+    fn from(e: UpstreamError) -> Self {
+        Unanswered::Failed(e)
+    }
+}
+
 async fn read_answer(
     mut conn: Conn,
     pool: Arc<Pool>,
     authority: &Arc<str>,
     limit: Duration,
-) -> Result<Answer, UpstreamError> {
+) -> Result<Answer, Unanswered> {
+    // Whether any byte of an answer arrived (an interim `1xx` counts).
+    let mut received = false;
     loop {
         let parsed = loop {
             if !conn.buf.is_empty() {
                 match parse_response(&conn.buf) {
                     Ok(Some(p)) => break p,
                     Ok(None) => {}
-                    Err(e) => return Err(UpstreamError::Protocol(format!("the answer is not HTTP/1.1: {e:?}"))),
+                    Err(e) => return Err(UpstreamError::Protocol(format!("the answer is not HTTP/1.1: {e:?}")).into()),
                 }
                 if conn.buf.len() > MAX_ANSWER_HEAD {
-                    return Err(UpstreamError::Protocol("the answer's head is over 64 KiB".into()));
+                    return Err(UpstreamError::Protocol("the answer's head is over 64 KiB".into()).into());
                 }
             }
             let filled = {
@@ -394,16 +435,17 @@ async fn read_answer(
                 .await
             };
             let Some(filled) = filled else {
-                return Err(UpstreamError::Timeout(limit.as_millis() as u64));
+                return Err(UpstreamError::Timeout(limit.as_millis() as u64).into());
             };
+            let unanswered = |e| if received { Unanswered::Failed(e) } else { Unanswered::Nothing(e) };
             match filled {
                 Ok(0) => {
-                    return Err(UpstreamError::Protocol(
+                    return Err(unanswered(UpstreamError::Protocol(
                         "the connection to the agent ended before its answer".to_owned(),
-                    ));
+                    )));
                 }
-                Ok(_) => {}
-                Err(e) => return Err(UpstreamError::Protocol(format!("reading the answer: {e}"))),
+                Ok(_) => received = true,
+                Err(e) => return Err(unanswered(UpstreamError::Protocol(format!("reading the answer: {e}")))),
             }
         };
         let len = parsed.len;
@@ -413,7 +455,7 @@ async fn read_answer(
             continue;
         }
         if status == 101 {
-            return Err(UpstreamError::Protocol("the agent switched protocols".into()));
+            return Err(UpstreamError::Protocol("the agent switched protocols".into()).into());
         }
         let framing = response_framing(status, &head.headers)
             .map_err(|e| UpstreamError::Protocol(format!("the answer's framing: {e:?}")))?;
@@ -679,6 +721,7 @@ mod tests {
             max_idle: 4,
             connect_timeout: Duration::from_secs(1),
             opened: AtomicU64::new(0),
+            replayed: AtomicU64::new(0),
         };
         set_pool_partition(3);
         let conn = pool.connect(&authority).await.expect("connect");

@@ -165,6 +165,76 @@ async fn a_connection_the_agent_closed_is_not_reused() {
     task.abort();
 }
 
+/// An agent that answers the first request of each connection and closes the connection on the second one, after
+/// reading it and without answering: what an agent's idle timeout does when it closes a kept-alive connection as a
+/// request arrives on it. Counts the connections it accepts and the requests it reads.
+async fn closes_on_the_second_request() -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let authority = listener.local_addr().expect("addr").to_string();
+    let (accepted, requests) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (a, r) = (accepted.clone(), requests.clone());
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else { return };
+            a.fetch_add(1, Ordering::SeqCst);
+            let r = r.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                for nth in 0.. {
+                    // Requests without a body: a head ends the request.
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let mut chunk = [0u8; 1024];
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buf.clear();
+                    r.fetch_add(1, Ordering::SeqCst);
+                    if nth == 1 {
+                        return; // closed, unanswered
+                    }
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                    if stream.write_all(answer).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (authority, accepted, requests, task)
+}
+
+#[tokio::test]
+async fn a_repeatable_request_whose_pooled_connection_ends_unanswered_is_sent_again_once() {
+    let (authority, accepted, requests, task) = closes_on_the_second_request().await;
+    let authority: Arc<str> = authority.into();
+    let up = upstream();
+    let message = format!("GET /a2a/result/x HTTP/1.1\r\nhost: {authority}\r\n\r\n").into_bytes();
+    let limit = Duration::from_secs(5);
+    let read = |a: a2a_gateway::upstream::Answer| async move {
+        let status = a.head.status;
+        (status, a.body.collect().await.expect("body").to_bytes())
+    };
+    // Connection 1 answers; its second request is closed unanswered and sent again on connection 2.
+    let first = up.send_raw(&authority, &message, limit, true).await.expect("answered");
+    assert_eq!(read(first).await, (200, Bytes::from_static(b"ok")));
+    let again = up.send_raw(&authority, &message, limit, true).await.expect("sent again and answered");
+    assert_eq!(read(again).await, (200, Bytes::from_static(b"ok")));
+    assert_eq!((accepted.load(Ordering::SeqCst), requests.load(Ordering::SeqCst)), (2, 3));
+    assert_eq!(up.requests_replayed(), 1);
+    // A request that is not safe to repeat is not sent again: the failure is the caller's to answer.
+    match up.send_raw(&authority, &message, limit, false).await {
+        Err(UpstreamError::Protocol(m)) => assert!(m.contains("ended before its answer"), "{m}"),
+        Err(e) => panic!("not the connection's end: {e}"),
+        Ok(a) => panic!("answered: {}", a.head.status),
+    }
+    assert_eq!((accepted.load(Ordering::SeqCst), requests.load(Ordering::SeqCst)), (2, 4));
+    assert_eq!(up.requests_replayed(), 1);
+    task.abort();
+}
+
 #[tokio::test]
 async fn a_body_dropped_before_its_end_closes_its_connection() {
     let server = Server::start().await;
