@@ -174,10 +174,11 @@ impl Gateway {
         };
         let metrics = Arc::new(Metrics::new());
         let l = &cfg.limits;
-        let upstream = Upstream::new(
+        let upstream = Upstream::counted(
             Duration::from_millis(l.connect_timeout_ms),
             Duration::from_millis(l.agent_timeout_ms),
             l.pool_max_idle_per_agent,
+            metrics.upstream_replays.clone(),
         );
         let agents = Arc::new(Agents::new(
             l.max_agents,

@@ -138,6 +138,8 @@ pub struct Metrics {
     cache_ratio: Gauge<f64, AtomicU64>,
     audit_dropped: Gauge<i64, AtomicI64>,
     upstream_errors: Family<Reason, Counter>,
+    /// Requests the agent-connection pool sent again ([`crate::upstream::Upstream::counted`]).
+    pub(crate) upstream_replays: Counter,
     /// The handles of requests answered at the edge (`agent="none"`).
     none: LabelMetrics,
 }
@@ -220,6 +222,12 @@ impl Metrics {
         );
         let upstream_errors = Family::<Reason, Counter>::default();
         registry.register("upstream_errors", "Failures to reach an agent, by kind", upstream_errors.clone());
+        let upstream_replays = Counter::default();
+        registry.register(
+            "upstream_replays",
+            "Requests sent again on a new connection because the kept-alive one they went on ended unanswered",
+            upstream_replays.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -238,6 +246,7 @@ impl Metrics {
             cache_ratio,
             audit_dropped,
             upstream_errors,
+            upstream_replays,
             none: LabelMetrics::new("none"),
         }
     }

@@ -29,6 +29,7 @@ use tokio::net::TcpStream;
 
 use crate::h1::body::{Chunked, Decoded, Framing, response_framing};
 use crate::h1::head::{ResponseHead, parse_response};
+use prometheus_client::metrics::counter::Counter;
 
 /// How long a connection may wait unused in the pool.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -139,7 +140,7 @@ struct Pool {
     /// Connections opened so far.
     opened: AtomicU64,
     /// Requests sent again after their pooled connection ended unanswered ([`Upstream::send_raw`]).
-    replayed: AtomicU64,
+    replayed: Counter,
 }
 
 impl Pool {
@@ -232,12 +233,18 @@ impl Upstream {
     /// A client whose connections are kept alive (`pool_max_idle` per agent and pool partition) and made within
     /// `connect_timeout`.
     pub fn new(connect_timeout: Duration, timeout: Duration, pool_max_idle: usize) -> Self {
+        Upstream::counted(connect_timeout, timeout, pool_max_idle, Counter::default())
+    }
+
+    /// [`Upstream::new`], counting the requests it sends again ([`Upstream::send_raw`]) in `replays` (the
+    /// gateway's `upstream_replays` metric).
+    pub fn counted(connect_timeout: Duration, timeout: Duration, pool_max_idle: usize, replays: Counter) -> Self {
         let pool = Pool {
             idle: Mutex::new(HashMap::with_hasher(foldhash::fast::RandomState::default())),
             max_idle: pool_max_idle,
             connect_timeout,
             opened: AtomicU64::new(0),
-            replayed: AtomicU64::new(0),
+            replayed: replays,
         };
         Upstream { pool: Arc::new(pool), timeout }
     }
@@ -299,7 +306,7 @@ impl Upstream {
             }
             return match read_answer(conn, self.pool.clone(), authority, limit).await {
                 Err(Unanswered::Nothing(_)) if reused && repeatable => {
-                    self.pool.replayed.fetch_add(1, Ordering::Relaxed);
+                    self.pool.replayed.inc();
                     fresh = true;
                     continue;
                 }
@@ -311,7 +318,7 @@ impl Upstream {
 
     /// Requests sent again on a new connection because the pooled one they were sent on ended before answering.
     pub fn requests_replayed(&self) -> u64 {
-        self.pool.replayed.load(Ordering::Relaxed)
+        self.pool.replayed.get()
     }
 
     /// Sends a request (its URI absolute: `http://host:port/path`); the answer's head within the time limit (the body
@@ -721,7 +728,7 @@ mod tests {
             max_idle: 4,
             connect_timeout: Duration::from_secs(1),
             opened: AtomicU64::new(0),
-            replayed: AtomicU64::new(0),
+            replayed: Counter::default(),
         };
         set_pool_partition(3);
         let conn = pool.connect(&authority).await.expect("connect");

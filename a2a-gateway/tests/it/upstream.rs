@@ -210,7 +210,8 @@ async fn closes_on_the_second_request() -> (String, Arc<AtomicUsize>, Arc<Atomic
 async fn a_repeatable_request_whose_pooled_connection_ends_unanswered_is_sent_again_once() {
     let (authority, accepted, requests, task) = closes_on_the_second_request().await;
     let authority: Arc<str> = authority.into();
-    let up = upstream();
+    let replays = prometheus_client::metrics::counter::Counter::<u64>::default();
+    let up = Upstream::counted(Duration::from_secs(2), Duration::from_secs(5), 8, replays.clone());
     let message = format!("GET /a2a/result/x HTTP/1.1\r\nhost: {authority}\r\n\r\n").into_bytes();
     let limit = Duration::from_secs(5);
     let read = |a: a2a_gateway::upstream::Answer| async move {
@@ -223,7 +224,7 @@ async fn a_repeatable_request_whose_pooled_connection_ends_unanswered_is_sent_ag
     let again = up.send_raw(&authority, &message, limit, true).await.expect("sent again and answered");
     assert_eq!(read(again).await, (200, Bytes::from_static(b"ok")));
     assert_eq!((accepted.load(Ordering::SeqCst), requests.load(Ordering::SeqCst)), (2, 3));
-    assert_eq!(up.requests_replayed(), 1);
+    assert_eq!((up.requests_replayed(), replays.get()), (1, 1), "counted, in the metric too");
     // A request that is not safe to repeat is not sent again: the failure is the caller's to answer.
     match up.send_raw(&authority, &message, limit, false).await {
         Err(UpstreamError::Protocol(m)) => assert!(m.contains("ended before its answer"), "{m}"),
