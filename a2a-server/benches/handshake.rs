@@ -12,6 +12,8 @@
 //! sequentially (latency percentiles) and with N concurrent clients (throughput). With `--store redis` or `both`
 //! (the default), the warm and cold paths also run on an agent whose state is in Redis (`REDIS_URL`, or a
 //! `redis-server` the bench starts on a free port), and the Redis round trips per execution are counted.
+//! `a2a-server/benches/redis_own_cpu.sh <this binary>` runs it with redis-server on a CPU of its own (CPU 1) and the
+//! client and agent on the other, as in a deployment where Redis is not inside the agents' CPU budget.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
