@@ -193,6 +193,10 @@ pub struct LimitsSection {
     pub connect_timeout_ms: u64,
     /// Idle keep-alive connections kept per agent.
     pub pool_max_idle_per_agent: usize,
+    /// Longest an agent connection waits unused in the pool, in milliseconds. Keep it below the agents' own idle
+    /// timeout (a2a-server: its `header_read_timeout_ms`, 10 s; Node.js and uvicorn: 5 s), so that the gateway
+    /// drops an idle connection before the agent closes it under a request.
+    pub pool_idle_timeout_ms: u64,
     /// Agents known at most (configuration, registry and routes together).
     pub max_agents: usize,
     /// Routes (negotiation, execution and idempotency key → agent) kept in memory at most, of each kind.
@@ -217,6 +221,7 @@ impl Default for LimitsSection {
             agent_timeout_ms: 35_000,
             connect_timeout_ms: 2_000,
             pool_max_idle_per_agent: 256,
+            pool_idle_timeout_ms: 4_000,
             max_agents: 256,
             max_routes: 1_000_000,
             execution_route_ttl_ms: 2 * 3_600_000,
@@ -345,6 +350,9 @@ impl Config {
                         least 1"
                 .into());
         }
+        if l.pool_idle_timeout_ms > 3_600_000 {
+            return Err("limits.pool_idle_timeout_ms: at most 3600000 (one hour); 0 keeps no idle connection".into());
+        }
         if self.balancing.consecutive_failures == 0 {
             return Err("balancing.consecutive_failures: must be at least 1".into());
         }
@@ -382,5 +390,9 @@ mod tests {
     fn zero_timeouts_are_refused() {
         let e = parse("", "[limits]\nanswer_write_timeout_ms = 0\n").expect_err("zero");
         assert!(e.contains("answer_write_timeout_ms"), "{e}");
+        // The pool's idle time: 0 keeps no idle connection; an hour at most.
+        assert_eq!(parse("", "[limits]\npool_idle_timeout_ms = 0\n").expect("valid").limits.pool_idle_timeout_ms, 0);
+        let e = parse("", "[limits]\npool_idle_timeout_ms = 3600001\n").expect_err("too long");
+        assert!(e.contains("pool_idle_timeout_ms"), "{e}");
     }
 }

@@ -177,7 +177,10 @@ impl Gateway {
         let upstream = Upstream::counted(
             Duration::from_millis(l.connect_timeout_ms),
             Duration::from_millis(l.agent_timeout_ms),
-            l.pool_max_idle_per_agent,
+            upstream::PoolLimits {
+                max_idle: l.pool_max_idle_per_agent,
+                idle_timeout: Duration::from_millis(l.pool_idle_timeout_ms),
+            },
             metrics.upstream_replays.clone(),
         );
         let agents = Arc::new(Agents::new(

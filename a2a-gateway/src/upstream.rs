@@ -11,7 +11,9 @@
 //! An idle connection is not read while it waits in the pool. One the agent closed meanwhile is found when it is
 //! taken out (readable with nothing to read: it ended) and dropped; a request that a reused connection could not
 //! write is written once more on a new connection, which is safe since nothing reached the agent. At most
-//! `pool_max_idle` connections wait per agent (per worker thread, [`set_pool_partition`]), each at most 90 s.
+//! `max_idle` connections wait per agent (per worker thread, [`set_pool_partition`]), each at most `idle_timeout`
+//! ([`PoolLimits`]: best below the agents' own idle timeout). A request on a pooled connection that the agent closed
+//! as it arrived is sent again on a new one when it is safe to repeat ([`Upstream::send_raw`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
@@ -31,8 +33,21 @@ use crate::h1::body::{Chunked, Decoded, Framing, response_framing};
 use crate::h1::head::{ResponseHead, parse_response};
 use prometheus_client::metrics::counter::Counter;
 
-/// How long a connection may wait unused in the pool.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// How many connections wait unused in the pool, and for how long.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolLimits {
+    /// Idle connections kept per agent and pool partition ([`set_pool_partition`]); 0 keeps none.
+    pub max_idle: usize,
+    /// Longest a connection waits unused; 0 keeps none.
+    pub idle_timeout: Duration,
+}
+
+impl PoolLimits {
+    /// The gateway's defaults (`limits.pool_max_idle_per_agent`, `limits.pool_idle_timeout_ms`) with `max_idle`.
+    pub fn with_max_idle(max_idle: usize) -> PoolLimits {
+        PoolLimits { max_idle, idle_timeout: Duration::from_secs(4) }
+    }
+}
 /// TCP keep-alive probes on agent connections.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
 /// Largest answer head read from an agent.
@@ -136,6 +151,7 @@ struct Pool {
     /// Per agent and partition, oldest first.
     idle: Mutex<HashMap<Arc<str>, Vec<VecDeque<Idle>>, foldhash::fast::RandomState>>,
     max_idle: usize,
+    idle_timeout: Duration,
     connect_timeout: Duration,
     /// Connections opened so far.
     opened: AtomicU64,
@@ -150,7 +166,7 @@ impl Pool {
         let list = idle.get_mut(authority)?.get_mut(partition())?;
         let now = Instant::now();
         while let Some(mut i) = list.pop_back() {
-            if now.duration_since(i.since) >= IDLE_TIMEOUT {
+            if now.duration_since(i.since) >= self.idle_timeout {
                 // The newest has waited too long: so have all the others.
                 list.clear();
                 return None;
@@ -164,7 +180,7 @@ impl Pool {
 
     /// Puts a connection whose last answer was read whole back.
     fn checkin(&self, authority: &Arc<str>, conn: Conn) {
-        if self.max_idle == 0 || !conn.buf.is_empty() {
+        if self.max_idle == 0 || self.idle_timeout.is_zero() || !conn.buf.is_empty() {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
@@ -178,7 +194,9 @@ impl Pool {
         }
         let list = &mut lists[p];
         let now = Instant::now();
-        while list.len() >= self.max_idle || list.front().is_some_and(|i| now.duration_since(i.since) >= IDLE_TIMEOUT) {
+        while list.len() >= self.max_idle
+            || list.front().is_some_and(|i| now.duration_since(i.since) >= self.idle_timeout)
+        {
             list.pop_front();
         }
         list.push_back(Idle { conn, since: now });
@@ -230,18 +248,19 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// A client whose connections are kept alive (`pool_max_idle` per agent and pool partition) and made within
-    /// `connect_timeout`.
+    /// A client whose connections are kept alive (`pool_max_idle` per agent and pool partition, for the default
+    /// idle time of [`PoolLimits::with_max_idle`]) and made within `connect_timeout`.
     pub fn new(connect_timeout: Duration, timeout: Duration, pool_max_idle: usize) -> Self {
-        Upstream::counted(connect_timeout, timeout, pool_max_idle, Counter::default())
+        Upstream::counted(connect_timeout, timeout, PoolLimits::with_max_idle(pool_max_idle), Counter::default())
     }
 
-    /// [`Upstream::new`], counting the requests it sends again ([`Upstream::send_raw`]) in `replays` (the
-    /// gateway's `upstream_replays` metric).
-    pub fn counted(connect_timeout: Duration, timeout: Duration, pool_max_idle: usize, replays: Counter) -> Self {
+    /// [`Upstream::new`] with the pool's limits, counting the requests it sends again ([`Upstream::send_raw`]) in
+    /// `replays` (the gateway's `upstream_replays` metric).
+    pub fn counted(connect_timeout: Duration, timeout: Duration, pool: PoolLimits, replays: Counter) -> Self {
         let pool = Pool {
             idle: Mutex::new(HashMap::with_hasher(foldhash::fast::RandomState::default())),
-            max_idle: pool_max_idle,
+            max_idle: pool.max_idle,
+            idle_timeout: pool.idle_timeout,
             connect_timeout,
             opened: AtomicU64::new(0),
             replayed: replays,
@@ -726,6 +745,7 @@ mod tests {
         let pool = Pool {
             idle: Mutex::new(HashMap::default()),
             max_idle: 4,
+            idle_timeout: Duration::from_secs(4),
             connect_timeout: Duration::from_secs(1),
             opened: AtomicU64::new(0),
             replayed: Counter::default(),

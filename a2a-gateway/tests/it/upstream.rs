@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use a2a_gateway::upstream::{Upstream, UpstreamError};
+use a2a_gateway::upstream::{PoolLimits, Upstream, UpstreamError};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -211,7 +211,12 @@ async fn a_repeatable_request_whose_pooled_connection_ends_unanswered_is_sent_ag
     let (authority, accepted, requests, task) = closes_on_the_second_request().await;
     let authority: Arc<str> = authority.into();
     let replays = prometheus_client::metrics::counter::Counter::<u64>::default();
-    let up = Upstream::counted(Duration::from_secs(2), Duration::from_secs(5), 8, replays.clone());
+    let up = Upstream::counted(
+        Duration::from_secs(2),
+        Duration::from_secs(5),
+        PoolLimits::with_max_idle(8),
+        replays.clone(),
+    );
     let message = format!("GET /a2a/result/x HTTP/1.1\r\nhost: {authority}\r\n\r\n").into_bytes();
     let limit = Duration::from_secs(5);
     let read = |a: a2a_gateway::upstream::Answer| async move {
@@ -281,4 +286,23 @@ async fn the_pool_keeps_at_most_its_limit_of_idle_connections() {
     // Two were kept: two more at once reuse them, a third at the same time needs a new one.
     all_at_once(&up, &server, &(0..3).map(|i| format!("/slow?again{i}")).collect::<Vec<_>>()).await;
     assert_eq!(server.accepted(), 7);
+}
+
+#[tokio::test]
+async fn a_connection_idle_past_the_pool_s_idle_timeout_is_not_reused() {
+    let server = Server::start().await;
+    let limits = PoolLimits { max_idle: 8, idle_timeout: Duration::from_millis(300) };
+    let up = Upstream::counted(Duration::from_secs(2), Duration::from_secs(5), limits, Default::default());
+    assert_eq!(text(&up, server.get("/ok")).await.0, 200);
+    assert_eq!(text(&up, server.get("/ok")).await.0, 200);
+    assert_eq!(server.accepted(), 1, "reused within the idle time");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(text(&up, server.get("/ok")).await.0, 200);
+    assert_eq!(server.accepted(), 2, "idle longer than the pool keeps a connection: a new one");
+    // An idle timeout of 0 keeps no connection.
+    let none = PoolLimits { max_idle: 8, idle_timeout: Duration::ZERO };
+    let up = Upstream::counted(Duration::from_secs(2), Duration::from_secs(5), none, Default::default());
+    assert_eq!(text(&up, server.get("/ok")).await.0, 200);
+    assert_eq!(text(&up, server.get("/ok")).await.0, 200);
+    assert_eq!(server.accepted(), 4);
 }
