@@ -221,7 +221,7 @@ impl Default for LimitsSection {
             agent_timeout_ms: 35_000,
             connect_timeout_ms: 2_000,
             pool_max_idle_per_agent: 256,
-            pool_idle_timeout_ms: 4_000,
+            pool_idle_timeout_ms: crate::upstream::DEFAULT_POOL_IDLE_TIMEOUT.as_millis() as u64,
             max_agents: 256,
             max_routes: 1_000_000,
             execution_route_ttl_ms: 2 * 3_600_000,

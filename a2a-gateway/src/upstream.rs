@@ -26,12 +26,12 @@ use bytes::{Bytes, BytesMut};
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, SizeHint};
+use prometheus_client::metrics::counter::Counter;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::h1::body::{Chunked, Decoded, Framing, response_framing};
 use crate::h1::head::{ResponseHead, parse_response};
-use prometheus_client::metrics::counter::Counter;
 
 /// How many connections wait unused in the pool, and for how long.
 #[derive(Debug, Clone, Copy)]
@@ -42,12 +42,16 @@ pub struct PoolLimits {
     pub idle_timeout: Duration,
 }
 
+/// The default of `limits.pool_idle_timeout_ms`: below the idle timeouts of a2a-server (10 s), Node.js and uvicorn (5 s).
+pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
 impl PoolLimits {
-    /// The gateway's defaults (`limits.pool_max_idle_per_agent`, `limits.pool_idle_timeout_ms`) with `max_idle`.
+    /// `max_idle` connections, each for [`DEFAULT_POOL_IDLE_TIMEOUT`] at most.
     pub fn with_max_idle(max_idle: usize) -> PoolLimits {
-        PoolLimits { max_idle, idle_timeout: Duration::from_secs(4) }
+        PoolLimits { max_idle, idle_timeout: DEFAULT_POOL_IDLE_TIMEOUT }
     }
 }
+
 /// TCP keep-alive probes on agent connections.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
 /// Largest answer head read from an agent.
