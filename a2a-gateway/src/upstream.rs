@@ -356,9 +356,8 @@ impl Upstream {
         req: Request<Full<Bytes>>,
         limit: Duration,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
-        let method = req.method().clone();
+        let repeatable = matches!(*req.method(), http::Method::GET | http::Method::HEAD | http::Method::OPTIONS);
         let (authority, message) = serialize(req).await?;
-        let repeatable = matches!(method, http::Method::GET | http::Method::HEAD | http::Method::OPTIONS);
         let answer = self.send_raw(&authority, &message, limit, repeatable).await?;
         let mut resp = Response::new(answer.body);
         *resp.status_mut() = http::StatusCode::from_u16(answer.head.status)
@@ -418,7 +417,6 @@ async fn serialize(req: Request<Full<Bytes>>) -> Result<(Arc<str>, Vec<u8>), Ups
     Ok((authority.into(), out))
 }
 
-/// Reads the answer's head (skipping interim `1xx` answers) and sets up its body.
 /// Why an exchange gave no answer.
 enum Unanswered {
     /// The connection ended, or was reset, before any byte of an answer.
@@ -433,6 +431,7 @@ impl From<UpstreamError> for Unanswered {
     }
 }
 
+/// Reads the answer's head (skipping interim `1xx` answers) and sets up its body.
 async fn read_answer(
     mut conn: Conn,
     pool: Arc<Pool>,

@@ -454,8 +454,7 @@ pub(crate) async fn read_body(state: &AppState, headers: &HeaderMap, body: Body)
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aError> {
     // A well-formed message (the usual case) is read without tracking the path; a refused one is read again with it,
     // for the member the error names. Reading has no side effects, so the second reading fails the same way.
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    if let Ok(value) = <T as serde::Deserialize>::deserialize(&mut de).and_then(|v| de.end().map(|()| v)) {
+    if let Ok(value) = serde_json::from_slice(bytes) {
         return Ok(value);
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
