@@ -208,12 +208,15 @@ pub async fn run_config(path: &Path, listen: Option<&str>) -> Result<(), String>
                 expires_at_ms: None,
             })
             .collect();
-        Some(tokio::spawn(crate::registry::heartbeat(
-            engine.registry.clone(),
-            entries,
-            cfg.store.registry_ttl(),
-            heartbeat.clone(),
-        )))
+        Some(
+            crate::registry::start_heartbeat(
+                engine.registry.clone(),
+                entries,
+                cfg.store.registry_ttl(),
+                heartbeat.clone(),
+            )
+            .await,
+        )
     } else {
         None
     };

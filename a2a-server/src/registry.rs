@@ -221,38 +221,47 @@ impl Registry for RedisRegistry {
     }
 }
 
-/// Registers `entries` now and every `ttl / 3` with an expiry of `ttl`, until `stop` fires; then deregisters them.
+/// Registers `entries` now, before it returns (a process that says it serves is already in the registry), then every
+/// `ttl / 3` with an expiry of `ttl` in the task it returns, until `stop` fires; then that task deregisters them.
 /// Failures (a registry that is down) are logged and retried at the next beat.
-pub async fn heartbeat(
+pub async fn start_heartbeat(
     registry: Arc<dyn Registry>,
     entries: Vec<RegistryEntry>,
     ttl: Duration,
     stop: tokio_util::sync::CancellationToken,
-) {
+) -> tokio::task::JoinHandle<()> {
     let beat = (ttl / 3).max(Duration::from_millis(10));
-    loop {
-        let now = crate::store::now_ms();
-        let fresh: Vec<RegistryEntry> = entries
-            .iter()
-            .cloned()
-            .map(|mut e| {
-                e.updated_at_ms = now;
-                e.expires_at_ms = Some(now.saturating_add(ttl.as_millis() as u64));
-                e
-            })
-            .collect();
-        if let Err(e) = registry.register(fresh).await {
-            tracing::warn!(error = %e, "could not refresh this agent's registry entries");
+    register_fresh(registry.as_ref(), &entries, ttl).await;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep(beat) => {}
+            }
+            register_fresh(registry.as_ref(), &entries, ttl).await;
         }
-        tokio::select! {
-            () = stop.cancelled() => break,
-            () = tokio::time::sleep(beat) => {}
+        let mut seen = std::collections::BTreeSet::new();
+        for e in &entries {
+            if seen.insert((e.agent.clone(), e.endpoint.clone())) {
+                let _ = registry.deregister(&e.agent, e.endpoint.as_deref()).await;
+            }
         }
-    }
-    let mut seen = std::collections::BTreeSet::new();
-    for e in &entries {
-        if seen.insert((e.agent.clone(), e.endpoint.clone())) {
-            let _ = registry.deregister(&e.agent, e.endpoint.as_deref()).await;
-        }
+    })
+}
+
+/// One beat: `entries` registered as updated now, expiring after `ttl`.
+async fn register_fresh(registry: &dyn Registry, entries: &[RegistryEntry], ttl: Duration) {
+    let now = crate::store::now_ms();
+    let fresh: Vec<RegistryEntry> = entries
+        .iter()
+        .cloned()
+        .map(|mut e| {
+            e.updated_at_ms = now;
+            e.expires_at_ms = Some(now.saturating_add(ttl.as_millis() as u64));
+            e
+        })
+        .collect();
+    if let Err(e) = registry.register(fresh).await {
+        tracing::warn!(error = %e, "could not refresh this agent's registry entries");
     }
 }

@@ -229,6 +229,7 @@ impl SessionsBuilder {
             shared_store: self.store.is_some(),
             store: self.store.unwrap_or_else(|| Arc::new(MemorySessionStore::new())),
             endpoint: RwLock::new(self.endpoint),
+            refreshing: tokio::sync::Mutex::new(()),
             slots: Mutex::new(HashMap::new()),
             slot_seq: AtomicU64::new(0),
             signer,
@@ -254,6 +255,9 @@ pub struct Sessions {
     pub(crate) store: Arc<dyn SessionStore>,
     shared_store: bool,
     endpoint: RwLock<Option<String>>,
+    /// Held by [`Sessions::refresh_hosted`]: the heartbeat's refresh and the one after [`Sessions::set_endpoint`]
+    /// never interleave, so a refresh that read no endpoint cannot land after one that wrote it.
+    refreshing: tokio::sync::Mutex<()>,
     slots: Mutex<HashMap<String, Slot>>,
     slot_seq: AtomicU64,
     signer: Option<(String, SigningKey)>,
@@ -375,6 +379,7 @@ impl Sessions {
 
     /// Refreshes the hosted sessions in the store (SES-6).
     pub async fn refresh_hosted(&self) {
+        let _one_at_a_time = self.refreshing.lock().await;
         let now = now_ms();
         for h in &self.hosted {
             let address = h.session.address.to_string();

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use a2a_core::capability::AuthRequirement;
-use a2a_core::sessions::{Delivery, SessionKind, Step};
+use a2a_core::sessions::{Delivery, HistoryMessage, RunReply, SessionKind, Step};
+use a2a_server::sessions::store::{Event, EventsAfter, InboxItem, RunRecord, SessionRecord, StoreError, StoredMessage};
 use a2a_server::sessions::{
     HandlerFailure, HostedSession, MemorySessionStore, SessionSettings, SessionStore, SessionsBuilder, Visibility,
     current_wait_chain,
@@ -1188,4 +1189,110 @@ async fn sessions_did_auth_agents_sign_their_ping_pong_turns() {
         run.body
     );
     assert_eq!(run.body["turns"][0]["text"], "REPLY_SKIP");
+}
+
+/// A memory store whose first `put_session` waits until the test lets it go: it holds the heartbeat's first refresh
+/// (made before the endpoint was known) in flight.
+struct HeldFirstPut {
+    inner: MemorySessionStore,
+    entered: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+    puts: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl SessionStore for HeldFirstPut {
+    fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.changes()
+    }
+    async fn put_session(&self, rec: &SessionRecord) -> Result<(), StoreError> {
+        if self.puts.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.entered.notify_one();
+            self.release.notified().await;
+        }
+        self.inner.put_session(rec).await
+    }
+    async fn get_session(&self, address: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.inner.get_session(address).await
+    }
+    async fn list_sessions(&self, max: usize) -> Result<Vec<SessionRecord>, StoreError> {
+        self.inner.list_sessions(max).await
+    }
+    async fn delete_session(&self, address: &str) -> Result<(), StoreError> {
+        self.inner.delete_session(address).await
+    }
+    async fn put_run(&self, rec: &RunRecord, retention_ms: u64) -> Result<(), StoreError> {
+        self.inner.put_run(rec, retention_ms).await
+    }
+    async fn get_run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
+        self.inner.get_run(id).await
+    }
+    async fn put_answer(&self, run_id: &str, answer: &RunReply, ttl_ms: u64) -> Result<bool, StoreError> {
+        self.inner.put_answer(run_id, answer, ttl_ms).await
+    }
+    async fn get_answer(&self, run_id: &str) -> Result<Option<RunReply>, StoreError> {
+        self.inner.get_answer(run_id).await
+    }
+    async fn push_inbox(&self, session: &str, item: &InboxItem) -> Result<(), StoreError> {
+        self.inner.push_inbox(session, item).await
+    }
+    async fn inbox(&self, session: &str, max: usize) -> Result<Vec<InboxItem>, StoreError> {
+        self.inner.inbox(session, max).await
+    }
+    async fn remove_inbox(&self, session: &str, run_id: &str) -> Result<(), StoreError> {
+        self.inner.remove_inbox(session, run_id).await
+    }
+    async fn append_message(&self, session: &str, msg: &StoredMessage, keep: usize) -> Result<u64, StoreError> {
+        self.inner.append_message(session, msg, keep).await
+    }
+    async fn messages(&self, session: &str) -> Result<Vec<HistoryMessage>, StoreError> {
+        self.inner.messages(session).await
+    }
+    async fn delete_messages(&self, session: &str) -> Result<(), StoreError> {
+        self.inner.delete_messages(session).await
+    }
+    async fn publish(&self, event: &str, session: &str, data: Value, keep: usize) -> Result<Event, StoreError> {
+        self.inner.publish(event, session, data, keep).await
+    }
+    async fn events_after(&self, after: Option<u64>, max_age_ms: u64) -> Result<EventsAfter, StoreError> {
+        self.inner.events_after(after, max_age_ms).await
+    }
+    async fn add_wait_edge(&self, from: &str, to: &str, token: &str, until_ms: u64) -> Result<(), StoreError> {
+        self.inner.add_wait_edge(from, to, token, until_ms).await
+    }
+    async fn remove_wait_edge(&self, from: &str, to: &str, token: &str) -> Result<(), StoreError> {
+        self.inner.remove_wait_edge(from, to, token).await
+    }
+    async fn wait_edges(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.inner.wait_edges().await
+    }
+}
+
+/// SES-6, PP-1: the heartbeat starts refreshing the hosted sessions when the agent is built, before a server knows
+/// its port; the refresh made once the endpoint is set must win, or other processes find the session with no
+/// endpoint and end ping-pong with `not_reachable` (seen in CI as a race between the two refreshes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_a_refresh_without_the_endpoint_never_lands_after_the_one_with_it() {
+    let store = Arc::new(HeldFirstPut {
+        inner: MemorySessionStore::new(),
+        entered: tokio::sync::Notify::new(),
+        release: tokio::sync::Notify::new(),
+        puts: AtomicUsize::new(0),
+    });
+    let did = "did:web:refresh.example.com";
+    let sessions = SessionsBuilder::new().settings(open_settings()).store(store.clone()).session(desk("desk"), echo());
+    let agent = AgentBuilder::new(did).sessions(sessions).build().expect("agent builds");
+    let s = agent.sessions().expect("sessions").clone();
+    // The heartbeat's first refresh read no endpoint and is held in its write.
+    tokio::time::timeout(Duration::from_secs(10), store.entered.notified()).await.expect("the heartbeat refreshed");
+    s.set_endpoint("http://127.0.0.1:9/a2a");
+    let second = tokio::spawn({
+        let s = s.clone();
+        async move { s.refresh_hosted().await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    store.release.notify_one();
+    tokio::time::timeout(Duration::from_secs(10), second).await.expect("the refresh ends").expect("no panic");
+    let rec = store.get_session(&format!("{did}#desk")).await.expect("read").expect("the session is stored");
+    assert_eq!(rec.session.endpoint.as_deref(), Some("http://127.0.0.1:9/a2a"), "{rec:?}");
 }
