@@ -229,7 +229,7 @@ impl SessionsBuilder {
             shared_store: self.store.is_some(),
             store: self.store.unwrap_or_else(|| Arc::new(MemorySessionStore::new())),
             endpoint: RwLock::new(self.endpoint),
-            refreshing: tokio::sync::Mutex::new(()),
+            record_writes: tokio::sync::Mutex::new(()),
             slots: Mutex::new(HashMap::new()),
             slot_seq: AtomicU64::new(0),
             signer,
@@ -255,9 +255,10 @@ pub struct Sessions {
     pub(crate) store: Arc<dyn SessionStore>,
     shared_store: bool,
     endpoint: RwLock<Option<String>>,
-    /// Held by [`Sessions::refresh_hosted`]: the heartbeat's refresh and the one after [`Sessions::set_endpoint`]
-    /// never interleave, so a refresh that read no endpoint cannot land after one that wrote it.
-    refreshing: tokio::sync::Mutex<()>,
+    /// Held while a hosted session's record is read and written back ([`Sessions::refresh_hosted`], ending a
+    /// session): the heartbeat's refresh and the one after [`Sessions::set_endpoint`] never interleave, so a refresh
+    /// that read no endpoint cannot land after one that wrote it, and no refresh brings an ended session back.
+    pub(crate) record_writes: tokio::sync::Mutex<()>,
     slots: Mutex<HashMap<String, Slot>>,
     slot_seq: AtomicU64,
     signer: Option<(String, SigningKey)>,
@@ -377,9 +378,13 @@ impl Sessions {
         });
     }
 
-    /// Refreshes the hosted sessions in the store (SES-6).
+    /// Refreshes the hosted sessions in the store (SES-6); nothing once the agent shuts down.
     pub async fn refresh_hosted(&self) {
-        let _one_at_a_time = self.refreshing.lock().await;
+        let _writes = self.record_writes.lock().await;
+        if self.stop.is_cancelled() {
+            // Shutting down: the sessions are being ended, not refreshed.
+            return;
+        }
         let now = now_ms();
         for h in &self.hosted {
             let address = h.session.address.to_string();

@@ -206,6 +206,8 @@ impl Sessions {
         address: &str,
         delete_transcript: Option<bool>,
     ) -> Result<Session, A2aError> {
+        // Not interleaved with a heartbeat's refresh, which would write the session back as live.
+        let _writes = self.record_writes.lock().await;
         let Some(mut rec) = self.lookup(address).await? else {
             return Err(unknown(address));
         };
