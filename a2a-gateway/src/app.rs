@@ -39,6 +39,8 @@ pub async fn run(path: &Path, listen: Option<&str>) -> Result<(), String> {
         format!("cannot listen on {listen}: {e}; choose another address with --listen (port 0 picks a free port)")
     })?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    // Agents that registered themselves are routed to from the first request on.
+    gateway.ready().await;
     println!(
         "a2a-gateway: {} serving http://{addr}/a2a in front of {} configured agents",
         gateway.did(),

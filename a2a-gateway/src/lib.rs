@@ -123,6 +123,8 @@ pub(crate) struct Inner {
     pub(crate) instance: String,
     /// Whether the gateway serves the A2A 1.x bridge (`gateway.bridge`, §20.10).
     pub(crate) bridge: bool,
+    /// `true` once the capability registry was read the first time (at once when there is none).
+    registry_read: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Routes, replay memory, registry and the Redis store (when there is one).
@@ -238,6 +240,8 @@ impl Gateway {
             }
         };
         let identity = Identity { did: did.to_string(), key, key_id: cfg.gateway.key_id.clone() };
+        let reads_registry = cfg.registry.enabled && registry.is_some();
+        let (registry_read_tx, registry_read) = tokio::sync::watch::channel(!reads_registry);
         let inner = Arc::new(Inner {
             did: did.to_string(),
             did_bytes: bytes::Bytes::from(did.to_string()),
@@ -255,6 +259,7 @@ impl Gateway {
             admin_token,
             instance: crate::metrics::instance_id(),
             bridge: cfg.gateway.bridge,
+            registry_read,
         });
         let stop = tokio_util::sync::CancellationToken::new();
         if let Some(registry) = registry.filter(|_| cfg.registry.enabled) {
@@ -263,6 +268,7 @@ impl Gateway {
                 agents,
                 Duration::from_millis(cfg.registry.poll_ms.max(50)),
                 stop.clone(),
+                registry_read_tx,
             ));
         }
         Ok(Gateway { inner, _tasks: Arc::new(stop.drop_guard()) })
@@ -385,6 +391,15 @@ impl Gateway {
         result
     }
 
+    /// Waits until the gateway has read the capability registry once (whether or not the read succeeded), so that a
+    /// gateway that says it serves already routes to the agents that registered themselves. At once without a
+    /// registry.
+    pub async fn ready(&self) {
+        let mut read = self.inner.registry_read.clone();
+        // An error only when the reader is gone (the gateway is being dropped): nothing more to wait for.
+        let _ = read.wait_for(|done| *done).await;
+    }
+
     /// The gateway's DID.
     pub fn did(&self) -> &str {
         &self.inner.did
@@ -418,6 +433,7 @@ async fn read_registry(
     agents: Arc<Agents>,
     every: Duration,
     stop: tokio_util::sync::CancellationToken,
+    read_once: tokio::sync::watch::Sender<bool>,
 ) {
     loop {
         match registry.list().await {
@@ -437,6 +453,7 @@ async fn read_registry(
             }
             Err(e) => tracing::warn!(error = %e, "cannot read the capability registry; keeping the agents known"),
         }
+        read_once.send_replace(true);
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}

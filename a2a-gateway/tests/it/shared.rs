@@ -75,3 +75,66 @@ async fn two_gateways_on_one_redis_share_routes_replay_memory_and_the_audit_stre
     }
     assert_eq!(gateways.len(), 2, "records of both gateways");
 }
+
+/// Seed §5.4, GW-1: an agent that registers itself in the shared registry (as `a2a-server` does with a Redis store)
+/// is routed to by a gateway configured with no agents at all, from the moment the gateway is ready; when its
+/// registration ends, the gateway stops routing to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_registered_itself_is_routed_to_until_its_registration_ends() {
+    use std::time::Duration;
+
+    use a2a_server::registry::{RedisRegistry, Registry, RegistryEntry};
+    use a2a_server::store::RedisStore;
+    use a2a_server::store::redis::{AgentScope, RedisConfig};
+
+    let redis = shared_server();
+    let world = World::new();
+    let prefix = unique_prefix("gw-registry");
+    let agent = TestAgent::start("agent-reg", vec![decl("index_documents", AuthRequirement::None)], &world);
+    // The agent's side: its registry entries, refreshed by a heartbeat, as `a2a-server --config` writes them.
+    let scope = AgentScope { did: agent.did.clone(), retention: Duration::from_secs(60), max_received: 100 };
+    let store = RedisStore::connect(RedisConfig::new(redis.url()).with_key_prefix(&prefix), scope).expect("connect");
+    let registry: std::sync::Arc<dyn Registry> = std::sync::Arc::new(RedisRegistry::new(store, Vec::new()));
+    let entry = RegistryEntry {
+        agent: agent.did.clone(),
+        endpoint: Some(agent.url.clone()),
+        capability: decl("index_documents", AuthRequirement::None),
+        updated_at_ms: 0,
+        expires_at_ms: None,
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let beat =
+        a2a_server::registry::start_heartbeat(registry, vec![entry], Duration::from_secs(30), stop.clone()).await;
+
+    // A gateway with no [[agents]]: what it routes to, it learned from the registry.
+    let store_cfg =
+        format!("[store]\nredis_url = \"{}\"\nkey_prefix = \"{prefix}\"\n[registry]\npoll_ms = 100\n", redis.url());
+    let g = TestGateway::start(&[], &world, &store_cfg).await;
+    tokio::time::timeout(Duration::from_secs(20), g.gateway.ready()).await.expect("the registry was read");
+    let c = Caller::new(&g.base);
+    let negotiate = json!({"target_capability": "index_documents", "proposed_schema": {"type": "object"}});
+    let n = c.send("POST", "/a2a/negotiate", &[], Some(&negotiate), Sign::No).await;
+    assert_eq!(n.status, 200, "routed to the registered agent at once: {}", n.body);
+    let d = c.send("GET", "/a2a/capabilities", &[], None, Sign::No).await;
+    assert!(d.body.to_string().contains("index_documents"), "DISCOVER lists it: {}", d.body);
+    let before = agent.step_requests(&c.http, "negotiate").await;
+    assert!(before >= 1.0, "the agent answered the NEGOTIATE: {before}");
+
+    // The agent's process stops: its heartbeat deregisters it, and the gateway's next read takes it out.
+    stop.cancel();
+    beat.await.expect("the heartbeat ended");
+    let until = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let n = c.send("POST", "/a2a/negotiate", &[], Some(&negotiate), Sign::No).await;
+        if n.status != 200 {
+            assert_eq!(n.code(), "no_matching_capability", "{}", n.body);
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "still routed to an agent that deregistered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = agent.step_requests(&c.http, "negotiate").await;
+    let n = c.send("POST", "/a2a/negotiate", &[], Some(&negotiate), Sign::No).await;
+    assert_eq!(n.code(), "no_matching_capability", "{}", n.body);
+    assert_eq!(agent.step_requests(&c.http, "negotiate").await, after, "nothing more reached the agent");
+}

@@ -302,7 +302,8 @@ pub async fn confirm_with_a_stale_record_decides_on_the_stored_one(b: Backend) {
 }
 
 pub async fn confirm_claims_queued_work_for_its_own_process_and_a_lost_claim_is_taken_over(b: Backend) {
-    let vis = Duration::from_millis(600);
+    // Long enough that `b`'s first claims below never see `a`'s claim as lapsed on a loaded CI machine.
+    let vis = Duration::from_millis(1_500);
     let st = stores(b, "confclaim", vis, 1000);
     st.a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
     st.b.prepare_queue(&["submit_report".into()]).await.expect("prepare");
@@ -813,12 +814,16 @@ pub async fn registry_entries_of_dead_processes_lapse_and_deregister_removes_the
         updated_at_ms: now_ms(),
         expires_at_ms: Some(now_ms() + ttl_ms),
     };
+    // Both stores connected first (lazily, with slot discovery on a cluster), so the short-lived entry's two
+    // seconds are spent on the registrations and reads below, not on set-up under a loaded CI machine.
+    st.registry_a.list().await.expect("list");
+    st.registry_b.list().await.expect("list");
     st.registry_a.register(vec![entry("did:web:a.example.com", "http://a:1/a2a", 60_000)]).await.expect("register");
-    st.registry_b.register(vec![entry("did:web:a.example.com", "http://a:2/a2a", 300)]).await.expect("register");
+    st.registry_b.register(vec![entry("did:web:a.example.com", "http://a:2/a2a", 2_000)]).await.expect("register");
     st.registry_b.register(vec![entry("did:web:b.example.com", "http://b/a2a", 60_000)]).await.expect("register");
     let related = st.registry_a.related("generate_summary").await.expect("related");
     assert_eq!(related.len(), 3, "entries of every process: {related:?}");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
     let live = st.registry_b.list().await.expect("list");
     assert_eq!(live.len(), 2, "the entry that was not refreshed lapsed: {live:?}");
     st.registry_a.deregister("did:web:a.example.com", Some("http://a:1/a2a")).await.expect("deregister");
