@@ -367,9 +367,11 @@ pub trait Store: Send + Sync + 'static {
     /// (a replay).
     async fn remember_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<bool, StoreError>;
 
-    /// Waits up to `timeout` for a signal that the execution reached a terminal state (no read); returns whether one
-    /// came. A signal that came shortly before the call counts too (the execution is already terminal): CONFIRM
-    /// starts waiting only after its accept, and a fast worker of another process may have finished the work by then.
+    /// Waits up to `timeout` for a signal that the execution reached a terminal state; returns whether one came. It
+    /// reads the record only when a signal may have been missed (a shared store's subscription was lost and made
+    /// again meanwhile). A signal that came shortly before the call counts too (the execution is already terminal):
+    /// CONFIRM starts waiting only after its accept, and a fast worker of another process may have finished the work
+    /// by then.
     /// A worker uses it to stop a handler whose execution was canceled or timed out by another process; CONFIRM, to
     /// hold its admission slot (CONF-5) until the execution it accepted is seen finishing, wherever it ran.
     async fn terminal_signal(&self, id: &str, timeout: Duration) -> bool;

@@ -547,6 +547,15 @@ impl Waiters {
         self.lock().fired.contains(id)
     }
 
+    /// Wakes every waiter, signalled or not: after the subscription was made again, a signal may have been missed
+    /// while it was down, so each waiter reads its record ([`Store::terminal_signal`]).
+    fn wake_all(&self) {
+        let all: Vec<Arc<Notify>> = self.lock().map.values().filter_map(Weak::upgrade).collect();
+        for n in all {
+            n.notify_waiters();
+        }
+    }
+
     /// Marks a terminal write of `id` in flight until the guard is dropped.
     fn begin_write(&self, id: &str) -> WriteGuard<'_> {
         self.lock().writing.entry(id.to_owned()).or_insert((0, false)).0 += 1;
@@ -677,8 +686,14 @@ impl RedisStore {
         let waiters = Arc::new(Waiters::default());
         let stop = tokio_util::sync::CancellationToken::new();
         let channels = (0..cfg.shards).map(|k| format!("{{{}:{ns}:{k}}}:done", cfg.key_prefix)).collect();
-        let woken = waiters.clone();
-        tokio::spawn(subscribe(cfg.clone(), channels, stop.clone(), || {}, move |id| woken.signal(&id)));
+        let (woken, all) = (waiters.clone(), waiters.clone());
+        tokio::spawn(subscribe(
+            cfg.clone(),
+            channels,
+            stop.clone(),
+            move || all.wake_all(),
+            move |id| woken.signal(&id),
+        ));
         let tags = (0..cfg.shards).map(|k| format!("{{{}:{ns}:{k}}}", cfg.key_prefix)).collect();
         Ok(Arc::new(RedisStore {
             tags,
@@ -1648,15 +1663,28 @@ impl Store for RedisStore {
     }
 
     async fn terminal_signal(&self, id: &str, timeout: Duration) -> bool {
+        let until = tokio::time::Instant::now() + timeout;
         let notify = self.waiters.register(id);
-        let notified = notify.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        // Registered first, then the marks: a signal that came before this call is not missed (see `Waiters`).
-        if self.waiters.fired(id) || self.local.final_record(id).is_some() {
-            return true;
+        loop {
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            // Registered first, then the marks: a signal that came before this call is not missed (see `Waiters`).
+            if self.waiters.fired(id) || self.local.final_record(id).is_some() {
+                return true;
+            }
+            if tokio::time::timeout_at(until, notified).await.is_err() {
+                return false;
+            }
+            if self.waiters.fired(id) || self.local.final_record(id).is_some() {
+                return true;
+            }
+            // Woken with no signal for `id`: the subscription was made again (`Waiters::wake_all`), and the signal
+            // may have been published while it was down. The record says; a read that fails waits on.
+            if matches!(self.get_execution(id).await, Ok(Some(r)) if r.status.is_terminal()) {
+                return true;
+            }
         }
-        tokio::time::timeout(timeout, notified).await.is_ok()
     }
 
     fn queue_partitions(&self) -> usize {

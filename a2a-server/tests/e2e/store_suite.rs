@@ -935,3 +935,42 @@ run_suite!(
     registry_entries_of_dead_processes_lapse_and_deregister_removes_them,
     audit_records_are_bounded_and_queryable_by_sender_negotiation_and_execution,
 );
+
+/// CONF-5 across a Redis fault: a terminal signal published while `a`'s subscription was down (its connection
+/// killed, on a Redis of its own) is not waited for until the timeout. Once `a` subscribes again it wakes its waiters,
+/// and each reads its record; before, CONFIRM's admission slot was held until the execution's deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_signal_published_while_the_subscription_was_down_is_found_by_a_read() {
+    let redis = crate::redis_support::RedisServer::start();
+    let cfg = RedisConfig::new(redis.url()).with_key_prefix(unique_prefix("missed"));
+    let (a, b) = (
+        RedisStore::connect(cfg.clone(), scope(1000)).expect("connect a"),
+        RedisStore::connect(cfg, scope(1000)).expect("connect b"),
+    );
+    let st = Stores {
+        registry_a: Arc::new(RedisRegistry::new(a.clone(), vec![])),
+        registry_b: Arc::new(RedisRegistry::new(b.clone(), vec![])),
+        a,
+        b,
+    };
+    st.a.prepare_queue(&["submit_report".into()]).await.expect("prepare");
+    until_signals_flow(&st).await;
+    let rec = created(&*st.a, "submit_report").await;
+    st.a.transition(&rec.id, accept(), Some(&rec)).await.expect("accept");
+    let waiting = {
+        let (s, id) = (st.a.clone(), rec.id.clone());
+        tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            (s.terminal_signal(&id, Duration::from_secs(60)).await, started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Every subscription is cut; the cancel is published at once, before `a` subscribes again (100 ms backoff).
+    redis.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]).expect("redis-cli CLIENT KILL");
+    st.b.transition(&rec.id, finish(ExecutionStatus::Canceled), None).await.expect("cancel");
+    let (signalled, took) = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the wait ended well before its 60 s")
+        .expect("no panic");
+    assert!(signalled, "the terminal state was found after {took:?}");
+}
