@@ -427,7 +427,12 @@ async fn a_shutdown_closes_idle_connections_and_lets_the_request_in_flight_finis
     // Unconfirmed, so the long-poll waits its whole second.
     let mut busy = Conn::open(&gw.base).await;
     busy.send(&request("GET", &format!("/a2a/result/{seg}?wait_ms=1000"), "", "")).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Stopped only once the long-poll is being forwarded: the connection was accepted before the shutdown began.
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while gw.metric("a2a_gateway_agent_in_flight", &[]) < 1.0 {
+        assert!(tokio::time::Instant::now() < until, "the long-poll never reached the agent");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     gw.stop();
     assert!(idle.closed_within(Duration::from_secs(5)).await, "an idle connection is closed at once");
     let a = busy.answer().await;
