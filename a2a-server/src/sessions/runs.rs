@@ -396,10 +396,12 @@ impl Sessions {
             }
             self.announce(&mut rec, &target).await;
         }
-        self.done(&mut rec).await;
+        // A worker's announce-back (and its session's end) comes before the run is shown done: whoever waits for
+        // `done` sees all of it (SPN-3, SPN-4).
         if target.spawn.is_some() {
             self.announce_back(&rec, &target).await;
         }
+        self.done(&mut rec).await;
     }
 
     /// The delivery of `text` to `target` for `step` in this run.

@@ -783,8 +783,8 @@ async fn sessions_spawn_runs_a_worker_announces_back_and_keeps_its_limits() {
         (last["role"].as_str(), last["provenance"]["source_tool"].as_str()),
         (Some("inter_session"), Some("sessions_spawn"))
     );
-    // The worker ended; `keep` kept its transcript and it is listed with include_ended.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The worker ended (before its run was shown done, SPN-4); `keep` kept its transcript and it is listed with
+    // include_ended.
     let gone = a.get_as(CALLER, &format!("/a2a/sessions/{child}")).await;
     assert_eq!(gone.code(), "unknown_session");
     let h = a.get_as(CALLER, &format!("/a2a/sessions/{child}/history")).await;
@@ -797,7 +797,6 @@ async fn sessions_spawn_runs_a_worker_announces_back_and_keeps_its_limits() {
         .await;
     let child2 = sp.body["child_session_key"].as_str().expect("child").to_owned();
     a.done(CALLER, sp.body["run_id"].as_str().expect("run_id")).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     let h = a.get_as(CALLER, &format!("/a2a/sessions/{child2}/history")).await;
     assert_eq!(h.body["messages"], json!([]), "{}", h.body);
     let h = a.get_as(CALLER, "/a2a/sessions/main/history").await;
