@@ -180,8 +180,13 @@ pub struct LimitsSection {
     pub max_header_bytes: usize,
     /// Most request headers (`431 headers_too_large`).
     pub max_headers: usize,
-    /// Time to receive the request headers, in milliseconds (the connection is closed after it).
+    /// Time to receive the request headers, in milliseconds (the connection is closed after it): a new connection's
+    /// first head, and a later head from its first byte on.
     pub header_read_timeout_ms: u64,
+    /// Longest a caller's kept-alive HTTP/1.1 connection waits for its next request, in milliseconds (nginx's
+    /// `keepalive_timeout`). Keep it above the callers' pool idle time (a2a-client: 60 s) so that the gateway does
+    /// not close a connection as a caller sends a request on it. 0 closes a connection after each answer.
+    pub keepalive_timeout_ms: u64,
     /// Time to receive the request body, in milliseconds (`408 request_timeout`).
     pub body_read_timeout_ms: u64,
     /// Time a caller has to take each write of its answer, in milliseconds: a caller that stops reading is
@@ -216,6 +221,7 @@ impl Default for LimitsSection {
             max_header_bytes: 16 * 1024,
             max_headers: 64,
             header_read_timeout_ms: 10_000,
+            keepalive_timeout_ms: 75_000,
             body_read_timeout_ms: 30_000,
             answer_write_timeout_ms: 30_000,
             agent_timeout_ms: 35_000,
@@ -350,6 +356,9 @@ impl Config {
                         least 1"
                 .into());
         }
+        if l.keepalive_timeout_ms > 3_600_000 {
+            return Err("limits.keepalive_timeout_ms: at most 3600000 (one hour); 0 closes after each answer".into());
+        }
         if l.pool_idle_timeout_ms > 3_600_000 {
             return Err("limits.pool_idle_timeout_ms: at most 3600000 (one hour); 0 keeps no idle connection".into());
         }
@@ -394,5 +403,9 @@ mod tests {
         assert_eq!(parse("", "[limits]\npool_idle_timeout_ms = 0\n").expect("valid").limits.pool_idle_timeout_ms, 0);
         let e = parse("", "[limits]\npool_idle_timeout_ms = 3600001\n").expect_err("too long");
         assert!(e.contains("pool_idle_timeout_ms"), "{e}");
+        // The callers' keep-alive: 0 closes after each answer; an hour at most.
+        assert_eq!(parse("", "[limits]\nkeepalive_timeout_ms = 0\n").expect("valid").limits.keepalive_timeout_ms, 0);
+        let e = parse("", "[limits]\nkeepalive_timeout_ms = 3600001\n").expect_err("too long");
+        assert!(e.contains("keepalive_timeout_ms"), "{e}");
     }
 }

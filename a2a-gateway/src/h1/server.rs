@@ -3,8 +3,9 @@
 //! and write the answer — one write of head and body when the body is in hand, the body streamed as it comes
 //! otherwise (chunked to HTTP/1.1 callers when its length is not known).
 //!
-//! Limits (spec §13, the gateway's `[limits]`): a head must arrive within `header_read_timeout_ms` (also the longest
-//! a kept-alive connection waits for its next request) and may be at most twice `max_header_bytes` and
+//! Limits (spec §13, the gateway's `[limits]`): a head must arrive within `header_read_timeout_ms` (from the
+//! connection's start, or from the head's first byte on a kept-alive connection, which waits for its next request up
+//! to `keepalive_timeout_ms`) and may be at most twice `max_header_bytes` and
 //! `max_headers` (the proxy answers `431` as JSON over the configured limits; heads beyond twice them are refused
 //! here, also as JSON, and the connection closed); a body is at most `max_body_bytes` and must arrive within
 //! `body_read_timeout_ms`. A body over the limit is read out and dropped, bounded, before the `413`
@@ -114,6 +115,8 @@ pub(crate) struct Served {
 #[derive(Clone, Copy)]
 struct ConnLimits {
     head_timeout: Duration,
+    /// Longest wait for the next request on a kept-alive connection; zero: none is kept alive.
+    keepalive: Duration,
     body_timeout: Duration,
     max_head_bytes: usize,
     max_fields: usize,
@@ -126,6 +129,7 @@ impl ConnLimits {
         let l = &gw.limits;
         ConnLimits {
             head_timeout: Duration::from_millis(l.header_read_timeout_ms),
+            keepalive: Duration::from_millis(l.keepalive_timeout_ms),
             body_timeout: Duration::from_millis(l.body_read_timeout_ms),
             max_head_bytes: (l.max_header_bytes * 2).max(8192),
             max_fields: (l.max_headers * 2).clamp(8, MAX_FIELDS),
@@ -182,9 +186,16 @@ async fn read_head(
     first: bool,
     deadline: &mut super::Deadline,
 ) -> HeadRead {
-    deadline.set(tokio::time::Instant::now() + limits.head_timeout);
+    // Between requests the connection may stay idle for the keep-alive time; a head, once it starts, has the header
+    // read time (as has a new connection's first one).
+    let mut idle = !first && buf.is_empty();
+    deadline.set(tokio::time::Instant::now() + if idle { limits.keepalive } else { limits.head_timeout });
     loop {
         if !buf.is_empty() {
+            if idle {
+                idle = false;
+                deadline.set(tokio::time::Instant::now() + limits.head_timeout);
+            }
             let n = buf.len().min(H2_PREFACE.len());
             if first && buf[..n] == H2_PREFACE[..n] {
                 // HTTP/2 with prior knowledge (its preface, maybe with frames after it), or the start of it.
@@ -416,7 +427,7 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
         // declared over the limit, which is then not read).
         let expects = head.version == 1
             && head.headers.get("expect").is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"100-continue"));
-        let mut keep = keep_alive(&head);
+        let mut keep = keep_alive(&head) && !limits.keepalive.is_zero();
         let body = if expects && matches!(framing, Framing::Length(n) if n > limits.max_body as u64) {
             keep = false;
             Err(BodyError::TooLarge { limit: limits.max_body })

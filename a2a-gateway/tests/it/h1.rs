@@ -328,18 +328,38 @@ async fn heads_beyond_the_limits_and_heads_that_are_not_http_are_refused_as_json
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_head_is_cut_at_the_header_timeout_and_a_slow_body_gets_408() {
-    let (_w, _agent, gw) = setup("[limits]\nheader_read_timeout_ms = 300\nbody_read_timeout_ms = 300\n").await;
+    let (_w, _agent, gw) =
+        setup("[limits]\nheader_read_timeout_ms = 300\nbody_read_timeout_ms = 300\nkeepalive_timeout_ms = 1500\n")
+            .await;
     // Slowloris: half a head, then nothing.
     let mut c = Conn::open(&gw.base).await;
     c.send(b"OPTIONS /a2a HTTP/1.1\r\nHost: gw\r\n").await;
     let t = Instant::now();
     assert!(c.closed_within(Duration::from_secs(10)).await, "the connection is closed");
     assert!(t.elapsed() >= Duration::from_millis(250), "not before the timeout: {:?}", t.elapsed());
-    // An idle kept-alive connection is closed after the same time.
+    // A kept-alive connection waits for its next request for the keep-alive time (1.5 s), not the header time:
+    // a request sent after 0.6 s idle is served, and the connection is closed once idle for the keep-alive time.
     let mut c = Conn::open(&gw.base).await;
     c.send(&request("OPTIONS", "/a2a", "", "")).await;
     assert_eq!(c.answer().await.status, 204);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    c.send(&request("OPTIONS", "/a2a", "", "")).await;
+    assert_eq!(c.answer().await.status, 204, "still open after twice the header time idle");
+    let t = Instant::now();
     assert!(c.closed_within(Duration::from_secs(10)).await, "idle connections are closed");
+    assert!(t.elapsed() >= Duration::from_millis(1400), "at the keep-alive time: {:?}", t.elapsed());
+    // Once a head starts on a kept-alive connection, the header time applies again.
+    let mut c = Conn::open(&gw.base).await;
+    c.send(&request("OPTIONS", "/a2a", "", "")).await;
+    assert_eq!(c.answer().await.status, 204);
+    c.send(b"OPTIONS /a2a HTTP/1.1\r\nHost: gw\r\n").await;
+    let t = Instant::now();
+    assert!(c.closed_within(Duration::from_secs(10)).await, "a slow head is cut");
+    assert!(
+        t.elapsed() < Duration::from_millis(1400),
+        "at the header time, not the keep-alive time: {:?}",
+        t.elapsed()
+    );
     // A body that stops halfway.
     let mut c = Conn::open(&gw.base).await;
     c.send(
@@ -348,6 +368,16 @@ async fn a_slow_head_is_cut_at_the_header_timeout_and_a_slow_body_gets_408() {
     .await;
     let a = c.answer().await;
     assert_eq!((a.status, a.code().as_str()), (408, "request_timeout"), "{:?}", a.json());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keepalive_timeout_of_zero_closes_each_connection_after_its_answer() {
+    let (_w, _agent, gw) = setup("[limits]\nkeepalive_timeout_ms = 0\n").await;
+    let mut c = Conn::open(&gw.base).await;
+    c.send(&request("OPTIONS", "/a2a", "", "")).await;
+    let a = c.answer().await;
+    assert_eq!((a.status, a.header("connection")), (204, Some("close")));
+    assert!(c.closed_within(Duration::from_secs(5)).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
