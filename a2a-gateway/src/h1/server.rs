@@ -192,10 +192,6 @@ async fn read_head(
     deadline.set(tokio::time::Instant::now() + if idle { limits.keepalive } else { limits.head_timeout });
     loop {
         if !buf.is_empty() {
-            if idle {
-                idle = false;
-                deadline.set(tokio::time::Instant::now() + limits.head_timeout);
-            }
             let n = buf.len().min(H2_PREFACE.len());
             if first && buf[..n] == H2_PREFACE[..n] {
                 // HTTP/2 with prior knowledge (its preface, maybe with frames after it), or the start of it.
@@ -231,6 +227,12 @@ async fn read_head(
                     }
                 }
             }
+        }
+        if idle && !buf.is_empty() {
+            // A head started and needs more bytes: the header read time applies from here. (A head that came whole
+            // in one read never moves the deadline, so its timer is not reset once per request.)
+            idle = false;
+            deadline.set(tokio::time::Instant::now() + limits.head_timeout);
         }
         if buf.capacity() - buf.len() < 2048 {
             buf.reserve(8 * 1024);
