@@ -188,7 +188,7 @@ async fn read_head(
 ) -> HeadRead {
     // Between requests the connection may stay idle for the keep-alive time; a head, once it starts, has the header
     // read time (as has a new connection's first one).
-    let mut idle = !first && buf.is_empty();
+    let mut idle = !first && blank(buf);
     deadline.set(tokio::time::Instant::now() + if idle { limits.keepalive } else { limits.head_timeout });
     loop {
         if !buf.is_empty() {
@@ -228,7 +228,7 @@ async fn read_head(
                 }
             }
         }
-        if idle && !buf.is_empty() {
+        if idle && !blank(buf) {
             // A head started and needs more bytes: the header read time applies from here. (A head that came whole
             // in one read never moves the deadline, so its timer is not reset once per request.)
             idle = false;
@@ -242,13 +242,19 @@ async fn read_head(
             r = stream.read_buf(buf) => r,
             () = deadline.passed() => return HeadRead::Closed,
             // Stopping: a connection waiting between requests closes; one in the middle of a head finishes it.
-            () = stopped.as_mut(), if buf.is_empty() => return HeadRead::Closed,
+            () = stopped.as_mut(), if blank(buf) => return HeadRead::Closed,
         };
         match read {
             Ok(n) if n > 0 => {}
             _ => return HeadRead::Closed,
         }
     }
+}
+
+/// Whether `buf` holds no part of a head yet: nothing, or only the empty lines a client may send between requests
+/// (RFC 9112 §2.2; the parser skips them).
+fn blank(buf: &[u8]) -> bool {
+    buf.iter().all(|&b| b == b'\r' || b == b'\n')
 }
 
 fn too_large_head(limits: ConnLimits) -> A2aError {

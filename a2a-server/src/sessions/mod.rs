@@ -257,7 +257,8 @@ pub struct Sessions {
     endpoint: RwLock<Option<String>>,
     /// Held while a hosted session's record is read and written back ([`Sessions::refresh_hosted`], ending a
     /// session): the heartbeat's refresh and the one after [`Sessions::set_endpoint`] never interleave, so a refresh
-    /// that read no endpoint cannot land after one that wrote it, and no refresh brings an ended session back.
+    /// that read no endpoint cannot land after one that wrote it, and no refresh writes back a session ended at
+    /// shutdown.
     pub(crate) record_writes: tokio::sync::Mutex<()>,
     slots: Mutex<HashMap<String, Slot>>,
     slot_seq: AtomicU64,

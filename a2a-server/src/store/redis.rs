@@ -640,6 +640,9 @@ pub struct RedisStore {
 /// the subscription reconnects is then late by at most this).
 const SAFETY_REREAD: Duration = Duration::from_secs(5);
 
+/// How long a terminal-signal waiter whose read of its record failed waits before it reads again.
+const REREAD_AFTER_ERROR: Duration = Duration::from_millis(200);
+
 /// How long a long-poll first waits for a wake-up before it reads the record again (see `wait_change`).
 const FIRST_SLICE: Duration = Duration::from_millis(50);
 
@@ -1426,10 +1429,13 @@ impl RedisStore {
     }
 }
 
+/// How long a subscription must have held for the next one, after it is lost, to be tried again at once.
+const STEADY_SUBSCRIPTION: Duration = Duration::from_secs(2);
+
 /// Subscribes to `channels` on the Redis of `cfg` until `stop`: `on_message` gets the payload of every message;
 /// `on_subscribed` runs after every (re)subscription, so that a caller can wake whoever may have missed a message
 /// while the subscription was down. A lost subscription is made again, trying the seed URLs in turn, with a backoff
-/// from 100 ms doubling to 2 s. The one subscriber of the agent's store and of the sessions store.
+/// from 100 ms doubling to 2 s (back to 100 ms once a subscription has held for 2 s). The one subscriber of the agent's store and of the sessions store.
 pub(crate) async fn subscribe(
     cfg: RedisConfig,
     channels: Vec<String>,
@@ -1455,7 +1461,7 @@ pub(crate) async fn subscribe(
         };
         match ps {
             Ok(Ok(ps)) => {
-                backoff = Duration::from_millis(100);
+                let since = Instant::now();
                 on_subscribed();
                 let mut stream = ps.into_on_message();
                 loop {
@@ -1467,6 +1473,11 @@ pub(crate) async fn subscribe(
                     on_message(msg.get_payload::<String>().unwrap_or_default());
                 }
                 tracing::warn!(channels = ?channels.first(), "redis subscription lost; reconnecting");
+                // A subscription that held is made again quickly; one dropped at once (a flapping Redis) backs off
+                // as failures do, so that its waiters are not woken to read their records ten times a second.
+                if since.elapsed() >= STEADY_SUBSCRIPTION {
+                    backoff = Duration::from_millis(100);
+                }
             }
             Ok(Err(e)) => tracing::debug!(error = %e, channels = ?channels.first(), "redis subscription failed"),
             Err(_) => tracing::debug!(channels = ?channels.first(), "redis subscription timed out"),
@@ -1665,24 +1676,42 @@ impl Store for RedisStore {
     async fn terminal_signal(&self, id: &str, timeout: Duration) -> bool {
         let until = tokio::time::Instant::now() + timeout;
         let notify = self.waiters.register(id);
+        let notified = notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        // Registered first, then the marks: a signal that came before this call is not missed (see `Waiters`).
+        if self.waiters.fired(id) || self.local.final_record(id).is_some() {
+            return true;
+        }
         loop {
-            let notified = notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            // Registered first, then the marks: a signal that came before this call is not missed (see `Waiters`).
-            if self.waiters.fired(id) || self.local.final_record(id).is_some() {
-                return true;
-            }
-            if tokio::time::timeout_at(until, notified).await.is_err() {
+            if tokio::time::timeout_at(until, notified.as_mut()).await.is_err() {
                 return false;
             }
+            // The next wake-up is registered before anything is looked at: one that comes during the read below (the
+            // subscription lost and made again once more) is not missed.
+            notified.set(notify.notified());
+            notified.as_mut().enable();
             if self.waiters.fired(id) || self.local.final_record(id).is_some() {
                 return true;
             }
             // Woken with no signal for `id`: the subscription was made again (`Waiters::wake_all`), and the signal
-            // may have been published while it was down. The record says; a read that fails waits on.
-            if matches!(self.get_execution(id).await, Ok(Some(r)) if r.status.is_terminal()) {
-                return true;
+            // may have been published while it was down. The record says; a read that fails (Redis coming back) is
+            // tried again shortly, within the wait's time.
+            loop {
+                match tokio::time::timeout_at(until, self.get_execution(id)).await {
+                    Err(_) => return false,
+                    Ok(Ok(rec)) => {
+                        if rec.is_some_and(|r| r.status.is_terminal()) {
+                            return true;
+                        }
+                        break;
+                    }
+                    Ok(Err(_)) => {
+                        if tokio::time::timeout_at(until, tokio::time::sleep(REREAD_AFTER_ERROR)).await.is_err() {
+                            return false;
+                        }
+                    }
+                }
             }
         }
     }
