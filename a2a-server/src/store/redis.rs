@@ -1435,7 +1435,8 @@ const STEADY_SUBSCRIPTION: Duration = Duration::from_secs(2);
 /// Subscribes to `channels` on the Redis of `cfg` until `stop`: `on_message` gets the payload of every message;
 /// `on_subscribed` runs after every (re)subscription, so that a caller can wake whoever may have missed a message
 /// while the subscription was down. A lost subscription is made again, trying the seed URLs in turn, with a backoff
-/// from 100 ms doubling to 2 s (back to 100 ms once a subscription has held for 2 s). The one subscriber of the agent's store and of the sessions store.
+/// from 100 ms doubling to 2 s (back to 100 ms once a subscription has held for 2 s). The one subscriber of the
+/// agent's store and of the sessions store.
 pub(crate) async fn subscribe(
     cfg: RedisConfig,
     channels: Vec<String>,
@@ -1707,9 +1708,11 @@ impl Store for RedisStore {
                         break;
                     }
                     Ok(Err(_)) => {
-                        if tokio::time::timeout_at(until, tokio::time::sleep(REREAD_AFTER_ERROR)).await.is_err() {
+                        let next = tokio::time::Instant::now() + REREAD_AFTER_ERROR;
+                        if next >= until {
                             return false;
                         }
+                        tokio::time::sleep_until(next).await;
                     }
                 }
             }
