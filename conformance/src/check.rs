@@ -5,9 +5,10 @@ use std::time::Instant;
 
 use futures_util::future::BoxFuture;
 
+use crate::ctx::CapPlan;
 use crate::ctx::Ctx;
 use crate::http::{Req, Resp};
-use crate::report::{Assertion, CheckReport, Level, Status, Step};
+use crate::report::{Assertion, CapabilityUse, CheckReport, Level, Status, Step};
 
 /// How a check ends early.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,12 +92,13 @@ pub struct Trial<'c> {
     pub check_id: &'static str,
     steps: Vec<Step>,
     first_failure: Option<String>,
+    used: std::sync::Mutex<Vec<CapabilityUse>>,
 }
 
 impl<'c> Trial<'c> {
     /// A trial for `check_id`.
     pub fn new(ctx: &'c Ctx, check_id: &'static str) -> Trial<'c> {
-        Trial { ctx, check_id, steps: Vec::new(), first_failure: None }
+        Trial { ctx, check_id, steps: Vec::new(), first_failure: None, used: std::sync::Mutex::new(Vec::new()) }
     }
 
     fn push_exchange(&mut self, title: String, setup: bool, req: &Req, res: &Result<Resp, String>) {
@@ -112,6 +114,14 @@ impl<'c> Trial<'c> {
             transport_error,
             assertions: Vec::new(),
         });
+    }
+
+    /// Records that the check drives `plan`'s capability (named in the report with the reason it was chosen).
+    pub fn uses(&self, plan: &CapPlan) {
+        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !used.iter().any(|u| u.name == plan.decl.name) {
+            used.push(CapabilityUse { name: plan.decl.name.clone(), why: plan.why.clone() });
+        }
     }
 
     /// Records an exchange made outside [`Trial::send`] (e.g. requests sent concurrently).
@@ -251,6 +261,7 @@ impl<'c> Trial<'c> {
             applies: check.applies.to_owned(),
             status,
             message,
+            capabilities: self.used.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner),
             steps: self.steps,
             duration_ms: started.elapsed().as_millis() as u64,
         }

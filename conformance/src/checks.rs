@@ -19,12 +19,15 @@ mod executions;
 mod fallback;
 mod gateway;
 mod headers;
+mod ids;
 mod invariants;
 mod negotiate;
+mod producer;
 mod resolver;
 mod schema;
 mod sessions;
 mod signature;
+mod slow;
 mod streaming;
 mod transport;
 
@@ -47,6 +50,9 @@ pub fn all() -> Vec<Check> {
     v.extend(sessions::checks());
     v.extend(streaming::checks());
     v.extend(bridge::checks());
+    v.extend(ids::checks());
+    v.extend(slow::checks());
+    v.extend(producer::checks());
     v.extend(invariants::checks());
     v
 }
@@ -89,7 +95,16 @@ pub(crate) mod applies {
 
 /// The plan's main capability, or skip.
 pub(crate) fn main_plan(t: &Trial<'_>) -> Result<CapPlan, Stop> {
-    t.ctx.plan.main.clone().map_err(Stop::Skip)
+    let plan = t.ctx.plan.main.clone().map_err(Stop::Skip)?;
+    t.uses(&plan);
+    Ok(plan)
+}
+
+/// The plan's slow capability (ST-2, ST-3), or skip with the reason the suite has none.
+pub(crate) fn slow_plan(t: &Trial<'_>) -> Result<CapPlan, Stop> {
+    let plan = t.ctx.plan.slow.clone().map_err(Stop::Skip)?;
+    t.uses(&plan);
+    Ok(plan)
 }
 
 /// A NEGOTIATE body.

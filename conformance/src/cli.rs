@@ -67,6 +67,18 @@ pub struct Cli {
     /// policy, versions) instead of the agent-only ones.
     #[arg(long)]
     pub gateway: bool,
+    /// The capability the generic checks drive (NEGOTIATE, EXECUTE, CONFIRM, RESULT, CANCEL); by default the first
+    /// the suite can drive (auth none before api_key before did_auth). The report names it for each check.
+    #[arg(long, value_name = "NAME")]
+    pub capability: Option<String>,
+    /// The capability the deadline and late-result checks drive (it must take about 2 s or more); by default the one
+    /// with the largest declared estimated_latency_ms (2 000 ms or more), or one whose input has a duration member
+    /// (`seconds`, `delay_ms`, ...), set to 2 s.
+    #[arg(long, value_name = "NAME")]
+    pub slow_capability: Option<String>,
+    /// The JSON payload for --slow-capability (by default one made from its input_schema).
+    #[arg(long, value_name = "JSON", requires = "slow_capability")]
+    pub slow_payload: Option<String>,
     /// No progress display, even on a terminal.
     #[arg(long)]
     pub quiet: bool,
@@ -103,6 +115,12 @@ fn options(cli: &Cli) -> Result<Options, String> {
     o.result_timeout = Duration::from_secs(cli.result_timeout.max(1));
     o.serve_did = cli.serve_did.clone();
     o.gateway = cli.gateway;
+    o.capability = cli.capability.clone();
+    o.slow_capability = cli.slow_capability.clone();
+    if let Some(p) = &cli.slow_payload {
+        let v: serde_json::Value = serde_json::from_str(p).map_err(|e| format!("--slow-payload is not JSON: {e}"))?;
+        o.slow_payload = Some(v);
+    }
     if let (Some(key), Some(did)) = (&cli.identity, &cli.did) {
         o.identity = Some(Identity::load(key, did, &cli.key_id)?);
     }

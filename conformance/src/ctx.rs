@@ -45,6 +45,15 @@ pub struct Options {
     pub result_timeout: Duration,
     /// The target is a gateway (`--gateway`, §15): the gateway checks run, the agent-only ones are skipped.
     pub gateway: bool,
+    /// The capability the generic checks drive (`--capability`); by default the first the suite can drive, by auth
+    /// and region (none before api_key before did_auth).
+    pub capability: Option<String>,
+    /// The capability the deadline and late-result checks (ST-2, ST-3) drive (`--slow-capability`); by default the
+    /// one with the largest declared `estimated_latency_ms`, or one whose input names a duration.
+    pub slow_capability: Option<String>,
+    /// The payload to send to the slow capability (`--slow-payload`); by default one made from its `input_schema`
+    /// (a duration member set to about two seconds).
+    pub slow_payload: Option<Value>,
 }
 
 impl Options {
@@ -61,6 +70,9 @@ impl Options {
             timeout: Duration::from_secs(30),
             result_timeout: Duration::from_secs(60),
             gateway: false,
+            capability: None,
+            slow_capability: None,
+            slow_payload: None,
         }
     }
 }
@@ -120,6 +132,8 @@ pub struct CapPlan {
     pub region: Option<String>,
     /// How to authenticate.
     pub auth: CallerAuth,
+    /// Why the suite drives this capability (named by an option, or how it was chosen), for the report.
+    pub why: String,
 }
 
 impl CapPlan {
@@ -147,11 +161,15 @@ pub struct Plan {
     pub oauth2_decl: Option<CapabilityDeclaration>,
     /// A region-restricted capability the suite can authenticate to, or why there is none.
     pub restricted: Result<CapPlan, String>,
+    /// A capability whose handler takes long enough to outlive a 1 ms deadline or a CANCEL (ST-2, ST-3), or why
+    /// there is none. Whether it really is slow is measured by the checks that drive it.
+    pub slow: Result<CapPlan, String>,
 }
 
 impl Plan {
     /// Chooses capabilities from the declarations.
-    pub fn choose(disc: &Discovery, identity: Option<&Arc<Identity>>, api_key: Option<&str>) -> Plan {
+    pub fn choose(disc: &Discovery, identity: Option<&Arc<Identity>>, opts: &Options) -> Plan {
+        let api_key = opts.api_key.as_deref();
         let advertised: Vec<&CapabilityDeclaration> =
             disc.decls.iter().filter(|d| disc.names.is_empty() || disc.names.contains(&d.name)).collect();
         let auth_for = |d: &CapabilityDeclaration| -> Option<CallerAuth> {
@@ -165,7 +183,17 @@ impl Plan {
         let plan_of = |d: &CapabilityDeclaration| -> Option<CapPlan> {
             let auth = auth_for(d)?;
             let payload = payload::valid(&d.input_schema)?;
-            Some(CapPlan { decl: d.clone(), payload, region: d.region_restriction.first().cloned(), auth })
+            Some(CapPlan {
+                decl: d.clone(),
+                payload,
+                region: d.region_restriction.first().cloned(),
+                auth,
+                why: String::new(),
+            })
+        };
+        let with_why = |mut p: CapPlan, why: String| {
+            p.why = why;
+            p
         };
         let rank = |d: &CapabilityDeclaration| -> u8 {
             let auth = match d.auth_requirement {
@@ -178,7 +206,27 @@ impl Plan {
         };
         let mut by_rank = advertised.clone();
         by_rank.sort_by_key(|d| rank(d));
-        let main = by_rank.iter().find_map(|d| plan_of(d)).ok_or_else(|| {
+        let main = match &opts.capability {
+            Some(name) => {
+                named_plan(&advertised, name, &plan_of).map(|p| with_why(p, "named by --capability".to_owned()))
+            }
+            None => by_rank.iter().find_map(|d| plan_of(d)).map(|p| {
+                let why = format!(
+                    "the first advertised capability the suite can drive (auth {}, {}): none before api_key before \
+                     did_auth, unrestricted before region-restricted; --capability chooses another",
+                    auth_name(&p.decl.auth_requirement),
+                    if p.region.is_some() { "region-restricted" } else { "no region restriction" }
+                );
+                with_why(p, why)
+            }),
+        }
+        .ok_or_else(|| {
+            if let Some(name) = &opts.capability {
+                return format!(
+                    "--capability {name}: the agent does not advertise it, or the run lacks its credentials, or the \
+                     suite cannot make a payload for its input_schema"
+                );
+            }
             if advertised.is_empty() {
                 "the agent advertises no capability".to_owned()
             } else {
@@ -202,6 +250,9 @@ impl Plan {
                 .iter()
                 .filter(|d| d.auth_requirement == AuthRequirement::DidAuth)
                 .find_map(|d| plan_of(d))
+                .map(|p| {
+                    with_why(p, "the first advertised did_auth capability the suite can make a payload for".into())
+                })
                 .ok_or_else(|| {
                     "no did_auth capability has an input_schema the suite can make a payload for".to_owned()
                 }),
@@ -211,6 +262,7 @@ impl Plan {
                 .iter()
                 .filter(|d| !d.region_restriction.is_empty())
                 .find_map(|d| plan_of(d))
+                .map(|p| with_why(p, "the first advertised region-restricted capability the suite can authenticate to".into()))
                 .ok_or_else(|| "no region-restricted capability can be driven with the credentials of this run (an api_key one needs --api-key)".to_owned())
         } else {
             Err("the agent advertises no region-restricted capability".to_owned())
@@ -223,8 +275,131 @@ impl Plan {
             api_key_decl: find(AuthRequirement::ApiKey),
             oauth2_decl: find(AuthRequirement::Oauth2),
             restricted,
+            slow: slow_plan(&advertised, opts, &plan_of),
         }
     }
+}
+
+/// The name of an `auth_requirement`, as the declaration spells it.
+fn auth_name(a: &AuthRequirement) -> &'static str {
+    match a {
+        AuthRequirement::None => "none",
+        AuthRequirement::ApiKey => "api_key",
+        AuthRequirement::DidAuth => "did_auth",
+        AuthRequirement::Oauth2 => "oauth2",
+    }
+}
+
+/// The plan of the capability an option names.
+fn named_plan(
+    advertised: &[&CapabilityDeclaration],
+    name: &str,
+    plan_of: &dyn Fn(&CapabilityDeclaration) -> Option<CapPlan>,
+) -> Option<CapPlan> {
+    advertised.iter().find(|d| d.name == name).and_then(|d| plan_of(d))
+}
+
+/// How long the suite wants a slow capability's handler to take: long enough that a 1 ms deadline, or a CANCEL sent
+/// at once, falls well inside it.
+pub const SLOW_TARGET_MS: u64 = 2_000;
+
+/// Members of an input schema that name a duration, with the unit of their value in milliseconds.
+fn duration_member(name: &str) -> Option<u64> {
+    let n = name.to_ascii_lowercase();
+    if n.ends_with("_ms") || n.ends_with("millis") || n.ends_with("milliseconds") {
+        Some(1)
+    } else if ["seconds", "secs", "sec", "duration_s", "delay_s", "sleep_s", "wait_s", "sleep", "delay", "duration"]
+        .contains(&n.as_str())
+    {
+        Some(1000)
+    } else {
+        None
+    }
+}
+
+/// A payload for a slow capability: the minimal valid one with each duration member (a number property named like
+/// `seconds` or `delay_ms`) set to [`SLOW_TARGET_MS`] in its unit, when the schema admits that value.
+fn slow_payload(decl: &CapabilityDeclaration, base: &Value) -> (Value, bool) {
+    let mut payload = base.clone();
+    let mut set = false;
+    let Some(props) = decl.input_schema.get("properties").and_then(Value::as_object) else { return (payload, false) };
+    for (name, sub) in props {
+        let numeric = matches!(sub.get("type").and_then(Value::as_str), Some("number" | "integer"));
+        let Some(unit) = duration_member(name).filter(|_| numeric) else { continue };
+        let mut candidate = payload.clone();
+        candidate[name.as_str()] = serde_json::json!(SLOW_TARGET_MS / unit);
+        let ok = a2a_core::negotiation::AgreedSchema::compile(&decl.input_schema)
+            .map(|s| s.is_valid(&candidate))
+            .unwrap_or(false);
+        if ok {
+            payload = candidate;
+            set = true;
+        }
+    }
+    (payload, set)
+}
+
+/// The slow capability: named by `--slow-capability` (with `--slow-payload`), else the drivable capability with the
+/// largest declared `estimated_latency_ms` of at least [`SLOW_TARGET_MS`], else one with a duration member in its
+/// input. The checks that drive it measure whether it is slow and say so when it is not.
+fn slow_plan(
+    advertised: &[&CapabilityDeclaration],
+    opts: &Options,
+    plan_of: &dyn Fn(&CapabilityDeclaration) -> Option<CapPlan>,
+) -> Result<CapPlan, String> {
+    if let Some(name) = &opts.slow_capability {
+        let mut p = named_plan(advertised, name, plan_of).ok_or_else(|| {
+            format!(
+                "--slow-capability {name}: the agent does not advertise it, or the run lacks its credentials, or \
+                 the suite cannot make a payload for its input_schema"
+            )
+        })?;
+        p.why = match &opts.slow_payload {
+            Some(v) => {
+                p.payload = v.clone();
+                "named by --slow-capability, with the --slow-payload payload".to_owned()
+            }
+            None => {
+                let (payload, set) = slow_payload(&p.decl, &p.payload);
+                p.payload = payload;
+                if set {
+                    format!("named by --slow-capability, its duration member set to {SLOW_TARGET_MS} ms")
+                } else {
+                    "named by --slow-capability (give --slow-payload for a slower run)".to_owned()
+                }
+            }
+        };
+        return Ok(p);
+    }
+    let mut by_latency: Vec<(&CapabilityDeclaration, u64)> =
+        advertised.iter().filter_map(|d| d.estimated_latency_ms.map(|l| (*d, l))).collect();
+    by_latency.sort_by_key(|(_, l)| std::cmp::Reverse(*l));
+    for (d, latency) in by_latency.into_iter().filter(|(_, l)| *l >= SLOW_TARGET_MS) {
+        if let Some(mut p) = plan_of(d) {
+            let (payload, _) = slow_payload(d, &p.payload);
+            p.payload = payload;
+            p.why = format!("the drivable capability with the largest declared estimated_latency_ms ({latency} ms)");
+            return Ok(p);
+        }
+    }
+    for d in advertised {
+        if let Some(mut p) = plan_of(d) {
+            let (payload, set) = slow_payload(d, &p.payload);
+            if set {
+                p.payload = payload;
+                p.why = format!(
+                    "no capability declares estimated_latency_ms of {SLOW_TARGET_MS} ms or more; its input has a \
+                     duration member, set to {SLOW_TARGET_MS} ms"
+                );
+                return Ok(p);
+            }
+        }
+    }
+    Err(format!(
+        "no capability the suite can drive declares estimated_latency_ms of {SLOW_TARGET_MS} ms or more or has a \
+         duration member in its input (seconds, delay_ms, ...), so the suite cannot outlast a deadline or a CANCEL; \
+         name one with --slow-capability (and --slow-payload)"
+    ))
 }
 
 /// One exchange of the run, for the checks that look at every response (HDR-2, HDR-7, TR-6, ERR-1, ST-4).
@@ -275,7 +450,7 @@ impl Ctx {
         didhost: Option<DidHost>,
     ) -> Ctx {
         let disc = Discovery::default();
-        let plan = Plan::choose(&disc, identity.as_ref(), opts.api_key.as_deref());
+        let plan = Plan::choose(&disc, identity.as_ref(), &opts);
         Ctx {
             opts,
             client,
@@ -391,7 +566,7 @@ impl Ctx {
 
     /// Sets the discovery and re-plans.
     pub fn set_discovery(&mut self, disc: Discovery) {
-        self.plan = Plan::choose(&disc, self.identity.as_ref(), self.opts.api_key.as_deref());
+        self.plan = Plan::choose(&disc, self.identity.as_ref(), &self.opts);
         self.disc = disc;
     }
 }

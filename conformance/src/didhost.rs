@@ -2,10 +2,16 @@
 //! `did:web:localhost...` DIDs over plain HTTP (spec DID-13: allowed only for loopback and only when configured) can
 //! verify the suite's signatures without any set-up.
 //!
-//! DIDs are `did:web:localhost%3A<port>` (the primary caller), `did:web:localhost%3A<port>:second` (a second caller)
-//! and `did:web:localhost%3A<port>:fault:<case>`: documents that are wrong in one way each (an RSA key, a key in
-//! `keyAgreement` only, an `id` that names another DID, a redirect, ...), for the DID-* checks of an agent's resolver.
+//! DIDs are `did:web:localhost%3A<port>:run-<hex>` (the primary caller), `...:run-<hex>:second` (a second caller)
+//! and `...:run-<hex>:fault:<case>`: documents that are wrong in one way each (an RSA key, a key in `keyAgreement`
+//! only, an `id` that names another DID, a redirect, ...), for the DID-* checks of an agent's resolver; and
+//! `did:web:localhost%3A<port>` itself (the root caller, served from `/.well-known/did.json`, DID-12).
 //! `did:web:127.0.0.1...` cannot be used: DID-4 refuses IP-address hosts.
+//!
+//! Every run publishes fresh keys under fresh names: `run-<hex>` and the key ids `key-<hex>` are random per run, and
+//! the root document (whose name cannot change) is served with `Cache-Control: no-store`. An agent that caches DID
+//! documents (DID-27) therefore never holds a document of an earlier run under a name this run signs with, even when
+//! `--serve-did` names the same port run after run.
 //!
 //! Every request the host receives is logged, so that checks can see whether and where the agent fetched a document
 //! (DID-12, DID-27, DID-30), and whether it fetched something it must never fetch (the `/canary/` paths of SCH-14 and
@@ -42,11 +48,15 @@ struct Served {
 
 impl Served {
     fn json(doc: &Value) -> Served {
+        Served::json_cached(doc, "max-age=300")
+    }
+
+    fn json_cached(doc: &Value, cache_control: &str) -> Served {
         Served {
             status: 200,
             headers: vec![
                 ("content-type", "application/did+json".to_owned()),
-                ("cache-control", "max-age=300".to_owned()),
+                ("cache-control", cache_control.to_owned()),
                 ("access-control-allow-origin", "*".to_owned()),
             ],
             body: serde_json::to_vec(doc).unwrap_or_default(),
@@ -76,10 +86,14 @@ pub const FAULTS: &[(&str, &str)] = &[
 pub struct DidHost {
     /// The port on 127.0.0.1.
     pub port: u16,
-    /// The primary caller, `did:web:localhost%3A<port>`.
+    /// This run's name, `run-<hex>` (random per run): the path segment of every DID but the root one.
+    pub run: String,
+    /// The primary caller, `did:web:localhost%3A<port>:run-<hex>`.
     pub primary: Arc<Identity>,
-    /// A second caller, `did:web:localhost%3A<port>:second`.
+    /// A second caller, `did:web:localhost%3A<port>:run-<hex>:second`.
     pub second: Arc<Identity>,
+    /// The root caller, `did:web:localhost%3A<port>` (its document at `/.well-known/did.json`, `no-store`).
+    pub root: Arc<Identity>,
     /// The identity of each fault case (a valid key, published wrongly).
     pub faults: HashMap<&'static str, Arc<Identity>>,
     hits: Arc<Mutex<Vec<Hit>>>,
@@ -117,24 +131,34 @@ impl DidHost {
         let port = local.port();
         // `localhost` may resolve to ::1 first; serve there too when the port is free.
         let v6 = TcpListener::bind(("::1", port)).await.ok();
-        let base = format!("did:web:localhost%3A{port}");
-        let primary = Arc::new(Identity::generate(&base, "key-1")?);
-        let second = Arc::new(Identity::generate(&format!("{base}:second"), "key-1")?);
+        let mut nonce = [0u8; 4];
+        getrandom::fill(&mut nonce).map_err(|e| format!("--serve-did: no random bytes: {e}"))?;
+        let hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        let run = format!("run-{hex}");
+        let key_id = format!("key-{hex}");
+        let root_did = format!("did:web:localhost%3A{port}");
+        let base = format!("{root_did}:{run}");
+        let primary = Arc::new(Identity::generate(&base, &key_id)?);
+        let second = Arc::new(Identity::generate(&format!("{base}:second"), &key_id)?);
+        let root = Arc::new(Identity::generate(&root_did, &key_id)?);
         let mut served: HashMap<String, Served> = HashMap::new();
         for id in [&primary, &second] {
             let (did, doc) = doc_of(id)?;
             served.insert(document_path(&did), Served::json(&doc));
         }
+        let (did, doc) = doc_of(&root)?;
+        served.insert(document_path(&did), Served::json_cached(&doc, "no-store"));
+        let redirect_target = format!("/{run}/fault/redirect-target/did.json");
         let mut faults = HashMap::new();
         for (name, _) in FAULTS {
-            let id = Arc::new(Identity::generate(&format!("{base}:fault:{name}"), "key-1")?);
+            let id = Arc::new(Identity::generate(&format!("{base}:fault:{name}"), &key_id)?);
             let (did, doc) = doc_of(&id)?;
             let path = document_path(&did);
-            served.insert(path.clone(), fault_document(name, &id, &did, doc, &path));
+            served.insert(path.clone(), fault_document(name, &id, &did, doc, &redirect_target));
             if *name == "redirect" {
                 // The redirect target holds a valid document; an agent that follows the redirect fetches it.
                 let (_, valid) = doc_of(&id)?;
-                served.insert("/fault/redirect-target/did.json".to_owned(), Served::json(&valid));
+                served.insert(redirect_target.clone(), Served::json(&valid));
             }
             faults.insert(*name, id);
         }
@@ -185,7 +209,7 @@ impl DidHost {
                     .await;
             });
         }
-        Ok(DidHost { port, primary, second, faults, hits, shutdown: Some(tx) })
+        Ok(DidHost { port, run, primary, second, root, faults, hits, shutdown: Some(tx) })
     }
 
     /// The requests received on `path`.
@@ -209,13 +233,18 @@ impl DidHost {
         Did::parse(did).map(|d| document_path(&d)).unwrap_or_default()
     }
 
+    /// The path the `redirect` fault case redirects to.
+    pub fn redirect_target(&self) -> String {
+        format!("/{}/fault/redirect-target/did.json", self.run)
+    }
+
     /// A URL on the host that must never be fetched (a canary): `http://127.0.0.1:<port>/canary/<tag>`.
     pub fn canary_url(&self, tag: &str) -> String {
         format!("http://127.0.0.1:{}/canary/{tag}", self.port)
     }
 }
 
-fn fault_document(name: &str, id: &Identity, did: &Did, mut doc: Value, path: &str) -> Served {
+fn fault_document(name: &str, id: &Identity, did: &Did, mut doc: Value, redirect_target: &str) -> Served {
     let jwk = id.key.verifying_key().to_jwk();
     let set_jwk = |doc: &mut Value, jwk: Value| {
         if let Some(m) = doc.pointer_mut("/verificationMethod/0") {
@@ -286,12 +315,7 @@ fn fault_document(name: &str, id: &Identity, did: &Did, mut doc: Value, path: &s
             };
         }
         "redirect" => {
-            let _ = path;
-            return Served {
-                status: 302,
-                headers: vec![("location", "/fault/redirect-target/did.json".to_owned())],
-                body: Vec::new(),
-            };
+            return Served { status: 302, headers: vec![("location", redirect_target.to_owned())], body: Vec::new() };
         }
         "extras" => {
             doc["service"] = json!([{"id": format!("{did}#a2a"), "type": "A2AEndpoint", "serviceEndpoint": "https://example.com/a2a"}]);

@@ -59,6 +59,19 @@ fn text(r: &Report) -> String {
         "features  {}",
         if r.run.features.is_empty() { "none".to_owned() } else { r.run.features.join(", ") }
     );
+    // Which capability each check drove, and why (grouped: most checks drive the same one).
+    let mut driven: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+    for c in &r.checks {
+        for u in &c.capabilities {
+            match driven.iter_mut().find(|(n, w, _)| *n == u.name && *w == u.why) {
+                Some((_, _, ids)) => ids.push(&c.id),
+                None => driven.push((&u.name, &u.why, vec![&c.id])),
+            }
+        }
+    }
+    for (name, why, ids) in &driven {
+        let _ = writeln!(s, "driven    {name} ({why}): {} checks", ids.len());
+    }
     s.push('\n');
     for c in &r.checks {
         let _ =
@@ -66,6 +79,9 @@ fn text(r: &Report) -> String {
         match c.status {
             Status::Fail => {
                 let _ = writeln!(s, "      {}", c.title);
+                for u in &c.capabilities {
+                    let _ = writeln!(s, "      capability {} ({})", u.name, u.why);
+                }
                 for (step, a) in failed_assertions(c).into_iter().take(5) {
                     let _ = writeln!(s, "      - {step}");
                     let _ = writeln!(s, "        expected {}", a.expected);
@@ -164,6 +180,17 @@ fn junit(r: &Report) -> String {
                 xml(area),
                 c.duration_ms as f64 / 1000.0
             );
+            if !c.capabilities.is_empty() {
+                s.push_str("\n      <properties>");
+                for u in &c.capabilities {
+                    let _ = write!(
+                        s,
+                        "\n        <property name=\"capability\" value=\"{}\"/>",
+                        xml(&format!("{}: {}", u.name, u.why))
+                    );
+                }
+                s.push_str("\n      </properties>\n    ");
+            }
             match c.status {
                 Status::Pass => {}
                 Status::Fail => {

@@ -155,10 +155,23 @@ pub struct CheckReport {
     /// For `fail`: the first expectation that did not hold; for `skip` and `blocked`: why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The capabilities of the agent the check drove, and why each was chosen (empty for checks that drive none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<CapabilityUse>,
     /// Every step, in order.
     pub steps: Vec<Step>,
     /// How long the check took, in milliseconds.
     pub duration_ms: u64,
+}
+
+/// A capability a check drove.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CapabilityUse {
+    /// The capability's name.
+    pub name: String,
+    /// Why the suite drove this one: named by an option (`--capability`, `--slow-capability`), or how the suite
+    /// chose it from the agent's declarations.
+    pub why: String,
 }
 
 /// Counts of outcomes.

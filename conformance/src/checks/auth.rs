@@ -150,7 +150,9 @@ async fn oauth2_algorithms(t: &mut Trial<'_>) -> Outcome {
 }
 
 fn region_plan(t: &Trial<'_>) -> Result<crate::ctx::CapPlan, Stop> {
-    t.ctx.plan.restricted.clone().map_err(Stop::Skip)
+    let plan = t.ctx.plan.restricted.clone().map_err(Stop::Skip)?;
+    t.uses(&plan);
+    Ok(plan)
 }
 
 async fn region_enforced(t: &mut Trial<'_>) -> Outcome {

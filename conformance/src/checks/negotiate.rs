@@ -564,6 +564,7 @@ async fn sender_scoped(t: &mut Trial<'_>) -> Outcome {
 
 async fn region_order(t: &mut Trial<'_>) -> Outcome {
     let plan = t.ctx.plan.restricted.clone().map_err(Stop::Skip)?;
+    t.uses(&plan);
     let bad = json!({"type": "object", "properties": {"x": {"type": "integer"}}});
     let req =
         t.ctx.for_cap(&plan, "POST", "/negotiate").without("a2a-region").json(&negotiate_body(&plan.decl.name, &bad));

@@ -215,7 +215,9 @@ pub(super) fn checks() -> Vec<Check> {
 
 /// The plan's did_auth capability, or skip.
 pub(super) fn signed_plan(t: &Trial<'_>) -> Result<CapPlan, Stop> {
-    t.ctx.plan.did_auth.clone().map_err(Stop::Skip)
+    let plan = t.ctx.plan.did_auth.clone().map_err(Stop::Skip)?;
+    t.uses(&plan);
+    Ok(plan)
 }
 
 pub(super) fn identity_of(plan: &CapPlan) -> Arc<Identity> {
@@ -315,6 +317,14 @@ async fn handshake(t: &mut Trial<'_>) -> Outcome {
             "the agent never fetched the suite's DID document for {did}: it does not resolve did:web:localhost DIDs over \
              plain HTTP; allow loopback DIDs in the agent, or give --identity/--did of a DID it can resolve"
         )));
+    }
+    if r.status != 200 && t.ctx.didhost.is_some() {
+        t.check(
+            false,
+            "200: the suite's DID host publishes a fresh DID and key id every run (…:run-<hex>#key-<hex>, random), so \
+             a DID document cached from an earlier run cannot be the cause",
+            r.summary(),
+        );
     }
     t.expect_status(&r, 200);
     let neg = r.json().and_then(|b| b["negotiation_id"].as_str().map(str::to_owned)).unwrap_or_default();

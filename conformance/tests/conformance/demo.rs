@@ -35,7 +35,8 @@ async fn demo_agent_passes_every_check_that_applies_with_a_served_did() {
             "gateway/own-sender-id",
             "gateway/routes-follow",
             "gateway/unsupported-version",
-            "responses/signatures"
+            "responses/signatures",
+            "responses/signatures-canonical"
         ]
     );
     assert_eq!(report.compliance, Compliance::Full);
