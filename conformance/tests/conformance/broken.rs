@@ -83,6 +83,17 @@ pub enum Fault {
     CardSignedWithAnotherKey,
     /// The A2A 1.x bridge's GetTask answers another task than the one asked for (BR-13).
     GetTaskAnswersAnotherTask,
+    /// The random suffix of an execution id is a counter (EID-5): unique, well-formed, and predictable.
+    CounterExecutionIds,
+    /// Location carries the execution id as it is, not percent-encoded as a path segment (EID-11, EXE-4).
+    LocationNotEncoded,
+    /// Responses are signed over a pretty-printed (non-canonical) header and claims (JWS-2, JCS-21); the signatures
+    /// verify.
+    NonCanonicalResponseSignatures,
+    /// Deadlines are never enforced (ST-3): an execution past its deadline runs on and ends succeeded.
+    IgnoresDeadlines,
+    /// A late result overwrites `canceled` (ST-2): once the handler would have finished, RESULT shows succeeded.
+    LateResultOverwritesCancel,
 }
 
 /// A broken agent, running.
@@ -259,6 +270,183 @@ struct State {
     waited_out: Mutex<std::collections::HashSet<String>>,
     /// The text sent in each run (NoRedaction).
     sent: Mutex<HashMap<String, String>>,
+    /// Real suffix -> counter suffix of each execution id handed out (CounterExecutionIds).
+    counters: Mutex<Vec<(String, String)>>,
+    /// The slow executions (a payload with `seconds`): their run time, CONFIRM time and whether CANCEL canceled them
+    /// (IgnoresDeadlines, LateResultOverwritesCancel).
+    slow: Mutex<HashMap<String, SlowRun>>,
+    /// The agent's key (NonCanonicalResponseSignatures).
+    agent_key: Option<a2a_core::keys::SigningKey>,
+}
+
+/// A slow execution as the broken agent tracks it.
+#[derive(Debug, Clone, Copy)]
+struct SlowRun {
+    seconds: f64,
+    confirmed: Option<std::time::Instant>,
+    canceled: bool,
+}
+
+impl SlowRun {
+    /// Whether the handler would have finished by now.
+    fn finished(&self) -> bool {
+        self.confirmed.is_some_and(|c| c.elapsed().as_secs_f64() >= self.seconds)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `text` with every `from` suffix replaced by its `to` (CounterExecutionIds).
+fn swap_suffixes(text: &str, pairs: &[(String, String)], to_fake: bool) -> String {
+    let mut out = text.to_owned();
+    for (real, fake) in pairs {
+        let (from, to) = if to_fake { (real, fake) } else { (fake, real) };
+        if out.contains(from.as_str()) {
+            out = out.replace(from.as_str(), to);
+        }
+    }
+    out
+}
+
+/// The agent whose execution id suffixes are a counter: it hands out `sender_time_<counter>` ids and maps them back
+/// to its real ones on every request (unsigned requests only: a signed one cannot be rewritten).
+async fn counter_ids(state: Arc<State>, req: Request<Body>, next: Next) -> Response {
+    let signed = req.headers().contains_key("a2a-signature");
+    let is_execute = req.method() == Method::POST && req.uri().path() == "/a2a/execute";
+    let (mut parts, body) = req.into_parts();
+    let mut bytes = body_bytes(body).await;
+    if !signed {
+        let pairs = lock(&state.counters).clone();
+        let uri = swap_suffixes(&parts.uri.to_string(), &pairs, false);
+        if let Ok(u) = uri.parse::<axum::http::Uri>() {
+            // The agent reads the id from the URI as received (OriginalUri), which the router keeps.
+            parts.extensions.insert(axum::extract::OriginalUri(u.clone()));
+            parts.uri = u;
+        }
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            bytes = swap_suffixes(text, &pairs, false).into_bytes();
+        }
+        parts.headers.remove("content-length");
+    }
+    let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    if signed {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    if is_execute && let Some(id) = header(&parts.headers, "a2a-execution-id").and_then(|i| ExecutionId::parse(i).ok())
+    {
+        let mut counters = lock(&state.counters);
+        if !counters.iter().any(|(r, _)| r == id.suffix()) {
+            let n = 1_000_000u128 + counters.len() as u128;
+            let fake = ExecutionId::from_parts(id.sender(), id.timestamp_ns(), n.to_be_bytes());
+            counters.push((id.suffix().to_owned(), fake.suffix().to_owned()));
+        }
+    }
+    let pairs = lock(&state.counters).clone();
+    let names: Vec<HeaderName> = parts.headers.keys().cloned().collect();
+    for name in names {
+        if let Some(v) = parts.headers.get(&name).and_then(|v| v.to_str().ok()).map(str::to_owned) {
+            let new = swap_suffixes(&v, &pairs, true);
+            if new != v
+                && let Ok(hv) = HeaderValue::from_str(&new)
+            {
+                parts.headers.insert(name, hv);
+            }
+        }
+    }
+    parts.headers.remove("content-length");
+    // Streams are rewritten frame by frame (an SSE event, and so an id, is written whole).
+    let body = http_body_util::BodyExt::map_frame(body, move |frame| {
+        frame.map_data(|d| match std::str::from_utf8(&d) {
+            Ok(text) => bytes::Bytes::from(swap_suffixes(text, &pairs, true)),
+            Err(_) => d,
+        })
+    });
+    Response::from_parts(parts, Body::new(body))
+}
+
+/// Re-signs a response's signature over pretty-printed JSON (NonCanonicalResponseSignatures).
+fn pretty_resign(token: &str, key: &a2a_core::keys::SigningKey) -> Option<String> {
+    let mut segs = token.split('.');
+    let header: Value = serde_json::from_slice(&jws::base64url_decode(segs.next()?).ok()?).ok()?;
+    let claims: Value = serde_json::from_slice(&jws::base64url_decode(segs.next()?).ok()?).ok()?;
+    Some(a2a_conformance::identity::raw_token(
+        key,
+        &serde_json::to_vec_pretty(&header).ok()?,
+        &serde_json::to_vec_pretty(&claims).ok()?,
+    ))
+}
+
+/// Tracks slow executions and rewrites their RESULT as an agent that ignores deadlines, or lets a late result
+/// overwrite a CANCEL, would answer (IgnoresDeadlines, LateResultOverwritesCancel).
+async fn slow_runs(state: Arc<State>, req: Request<Body>, next: Next) -> Response {
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    let (parts, body) = req.into_parts();
+    let bytes = body_bytes(body).await;
+    let sent: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    let is_stream = header(resp.headers(), "content-type") == Some("text/event-stream");
+    if is_stream
+        || !matches!(path.as_str(), "/a2a/execute" | "/a2a/confirm" | "/a2a/cancel")
+            && !path.starts_with("/a2a/result/")
+    {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let rbytes = body_bytes(body).await;
+    let mut v: Value = serde_json::from_slice(&rbytes).unwrap_or(Value::Null);
+    let id = v["execution_id"].as_str().unwrap_or("").to_owned();
+    let mut slow = lock(&state.slow);
+    match (method.as_str(), path.as_str()) {
+        ("POST", "/a2a/execute") => {
+            if let Some(seconds) = sent["seconds"].as_f64().filter(|s| *s > 0.0)
+                && !id.is_empty()
+            {
+                slow.insert(id, SlowRun { seconds, confirmed: None, canceled: false });
+            }
+            return Response::from_parts(parts, Body::from(rbytes));
+        }
+        ("POST", "/a2a/confirm") => {
+            if parts.status == StatusCode::ACCEPTED
+                && let Some(run) = slow.get_mut(&id)
+            {
+                run.confirmed = Some(std::time::Instant::now());
+            }
+            return Response::from_parts(parts, Body::from(rbytes));
+        }
+        ("POST", "/a2a/cancel") => {
+            if v["status"] == "canceled"
+                && let Some(run) = slow.get_mut(&id)
+            {
+                run.canceled = true;
+            }
+            return Response::from_parts(parts, Body::from(rbytes));
+        }
+        _ => {}
+    }
+    let Some(run) = slow.get(&id).copied() else { return Response::from_parts(parts, Body::from(rbytes)) };
+    drop(slow);
+    let rewrite = match state.fault {
+        Fault::IgnoresDeadlines => v["status"] == "timed_out",
+        _ => v["status"] == "canceled" && run.canceled && run.finished(),
+    };
+    if !rewrite {
+        return Response::from_parts(parts, Body::from(rbytes));
+    }
+    if let Some(o) = v.as_object_mut() {
+        o.remove("error");
+        if run.finished() {
+            o.insert("status".into(), json!("succeeded"));
+            o.insert("result".into(), json!({"slept_seconds": run.seconds}));
+        } else {
+            o.insert("status".into(), json!("running"));
+        }
+    }
+    parts.headers.remove("content-length");
+    Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
 }
 
 async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response {
@@ -562,6 +750,28 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             parts.headers.remove("content-length");
             Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
         }
+        Fault::CounterExecutionIds => counter_ids(state.clone(), req, next).await,
+        Fault::LocationNotEncoded if method == Method::POST && path == "/a2a/execute" => {
+            let mut resp = next.run(req).await;
+            let raw = header(resp.headers(), "a2a-execution-id").map(|id| format!("/a2a/result/{id}"));
+            if resp.headers().contains_key("location")
+                && let Some(v) = raw.and_then(|l| HeaderValue::from_str(&l).ok())
+            {
+                resp.headers_mut().insert("location", v);
+            }
+            resp
+        }
+        Fault::NonCanonicalResponseSignatures => {
+            let mut resp = next.run(req).await;
+            let token = header(resp.headers(), "a2a-signature").map(str::to_owned);
+            if let (Some(token), Some(key)) = (token, &state.agent_key)
+                && let Some(v) = pretty_resign(&token, key).and_then(|t| HeaderValue::from_str(&t).ok())
+            {
+                resp.headers_mut().insert("a2a-signature", v);
+            }
+            resp
+        }
+        Fault::IgnoresDeadlines | Fault::LateResultOverwritesCancel => slow_runs(state.clone(), req, next).await,
         _ => next.run(req).await,
     }
 }
@@ -657,6 +867,9 @@ pub async fn start(fault: Fault) -> Broken {
                 async move { Ok(echo(ctx.execution_id.clone(), p)) }
             })
         })
+    } else if fault == Fault::NonCanonicalResponseSignatures {
+        // The demo agent signing its responses (INT-10), as a2a-server does with sign_responses.
+        common::demo_parts_with(port, |b, key| a2a_server::demo::capabilities(b).sign_responses("key-1", key.clone()))
     } else {
         common::demo_parts(port)
     };
@@ -668,6 +881,9 @@ pub async fn start(fault: Fault) -> Broken {
         work,
         waited_out: Mutex::new(Default::default()),
         sent: Mutex::new(HashMap::new()),
+        counters: Mutex::new(Vec::new()),
+        slow: Mutex::new(HashMap::new()),
+        agent_key: parts.key.clone(),
     });
     let app = match fault {
         Fault::CardSignedWithAnotherKey => {
@@ -856,4 +1072,29 @@ async fn a_card_signed_with_another_key_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_task_answering_another_task_is_caught() {
     caught_by(Fault::GetTaskAnswersAnotherTask, &["bridge/send-message"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execution_ids_with_a_counter_for_a_suffix_are_caught() {
+    caught_by(Fault::CounterExecutionIds, &["execute/id-randomness"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_location_that_does_not_encode_the_id_is_caught() {
+    caught_by(Fault::LocationNotEncoded, &["execute/location-encoded"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_signed_over_non_canonical_json_are_caught() {
+    caught_by(Fault::NonCanonicalResponseSignatures, &["responses/signatures-canonical"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlines_that_are_never_enforced_are_caught() {
+    caught_by(Fault::IgnoresDeadlines, &["result/deadline-enforced"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_result_overwriting_canceled_is_caught() {
+    caught_by(Fault::LateResultOverwritesCancel, &["cancel/late-result"]).await;
 }

@@ -132,3 +132,33 @@ async fn without_the_bridge_the_bridge_checks_are_skipped_with_the_reason() {
         assert!(c.message.as_deref().is_some_and(|m| m.contains("404")), "{} {:?}", c.id, c.message);
     }
 }
+
+/// A free loopback port (bound, then released) for a `--serve-did` address that stays the same between runs.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_runs_with_the_same_served_did_address_both_reach_full_against_an_agent_that_caches_did_documents() {
+    // The demo's resolver caches a caller's DID document for its max-age (DID-27, 300 s here). The suite publishes a
+    // fresh DID (`...:run-<hex>`) and key id per run, so the second run, on the same --serve-did port and well within
+    // the 300 s, is not answered from the document of the first run.
+    let demo = real_demo().await;
+    let addr = format!("127.0.0.1:{}", free_port());
+    let started = std::time::Instant::now();
+    let mut dids = Vec::new();
+    for run in 1..=2 {
+        let mut opts = common::options(&demo.base, None);
+        opts.serve_did = Some(addr.clone());
+        let report = common::run(opts).await;
+        assert_eq!(common::failed(&report), Vec::<String>::new(), "run {run}:\n{}", common::explain(&report));
+        assert_eq!(report.compliance, Compliance::Full, "run {run}");
+        let handshake = report.checks.iter().find(|c| c.id == "did-auth/handshake").expect("check");
+        assert_eq!(handshake.status, Status::Pass, "run {run}");
+        dids.push(report.run.caller_did.clone().expect("a caller DID"));
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(300), "both runs within the documents' max-age");
+    assert_ne!(dids[0], dids[1], "a fresh DID per run");
+    let port = addr.rsplit(':').next().expect("port");
+    assert!(dids.iter().all(|d| d.starts_with(&format!("did:web:localhost%3A{port}:run-"))), "{dids:?}");
+}
