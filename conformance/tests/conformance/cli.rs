@@ -98,3 +98,108 @@ async fn a_failed_must_exits_1_and_the_text_report_says_what_was_expected_and_ob
     assert!(text.contains("expected A2A-Execution-ID") && text.contains("observed None"), "{text}");
     assert!(text.contains("compliance: none"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_names_the_capability_each_check_drove_and_why_in_every_format() {
+    let demo = common::demo().await;
+    let run = |format: &str, extra: &[&str]| {
+        let mut v: Vec<String> = [
+            "--target",
+            &demo.base,
+            "--only",
+            "result/happy-path,result/deadline-enforced,discover/status-204",
+            "--format",
+            format,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        v.extend(extra.iter().map(|s| (*s).to_owned()));
+        v
+    };
+    // By default: the first capability the suite can drive, and the slow one found by its duration member.
+    let out = run_bin(run("json", &[])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let used = |id: &str| -> Vec<(String, String)> {
+        let c = report["checks"].as_array().expect("checks").iter().find(|c| c["id"] == id).expect("check").clone();
+        c["capabilities"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|u| (u["name"].as_str().unwrap_or("").to_owned(), u["why"].as_str().unwrap_or("").to_owned()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let main = used("result/happy-path");
+    assert_eq!(main.len(), 1, "{main:?}");
+    assert_eq!(main[0].0, "echo_message");
+    assert!(main[0].1.contains("first advertised capability"), "{main:?}");
+    let slow = used("result/deadline-enforced");
+    assert_eq!(slow[0].0, "run_slow_task", "{slow:?}");
+    assert!(slow[0].1.contains("duration member"), "{slow:?}");
+    assert!(used("discover/status-204").is_empty(), "a check that drives no capability names none");
+    // --capability and --slow-capability choose them, and every format says so.
+    let opts =
+        ["--capability", "add_numbers", "--slow-capability", "run_slow_task", "--slow-payload", "{\"seconds\": 1.5}"];
+    let out = run_bin(run("json", &opts)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let check =
+        |id: &str| report["checks"].as_array().expect("checks").iter().find(|c| c["id"] == id).expect("check").clone();
+    assert_eq!(check("result/happy-path")["capabilities"][0]["name"], "add_numbers");
+    assert_eq!(check("result/happy-path")["capabilities"][0]["why"], "named by --capability");
+    assert_eq!(check("result/deadline-enforced")["status"], "pass");
+    assert!(
+        check("result/deadline-enforced")["capabilities"][0]["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("--slow-payload"))
+    );
+    let text = String::from_utf8_lossy(&run_bin(run("text", &opts)).await.stdout).into_owned();
+    assert!(text.contains("driven    add_numbers (named by --capability): 1 checks"), "{text}");
+    let junit = String::from_utf8_lossy(&run_bin(run("junit", &opts)).await.stdout).into_owned();
+    assert!(junit.contains("<property name=\"capability\" value=\"add_numbers: named by --capability\"/>"), "{junit}");
+    // A capability the agent does not advertise: the checks that need it say why they are skipped.
+    let out = run_bin(run("json", &["--capability", "no_such_capability"])).await;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let c = report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["id"] == "result/happy-path")
+        .expect("check")
+        .clone();
+    assert_eq!(c["status"], "skip");
+    assert!(c["message"].as_str().is_some_and(|m| m.contains("--capability no_such_capability")), "{c}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_slow_capability_the_deadline_checks_say_why_they_cannot_run() {
+    let demo = common::demo().await;
+    // echo_message is instant: measured, it is too fast to outlast a deadline, and the report says so.
+    let out = run_bin(
+        [
+            "--target",
+            &demo.base,
+            "--only",
+            "result/deadline-enforced,cancel/late-result",
+            "--slow-capability",
+            "echo_message",
+            "--format",
+            "json",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect(),
+    )
+    .await;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    for c in report["checks"].as_array().expect("checks") {
+        assert_eq!(c["status"], "skip", "{c}");
+        assert!(
+            c["message"].as_str().is_some_and(|m| m.contains("too fast") && m.contains("--slow-capability")),
+            "{c}"
+        );
+    }
+}
