@@ -8,6 +8,7 @@ pub mod ctx;
 pub mod didhost;
 pub mod http;
 pub mod identity;
+pub mod mutation;
 pub mod payload;
 pub mod render;
 pub mod report;

@@ -898,6 +898,57 @@ pub async fn start(fault: Fault) -> Broken {
     Broken { running, caller, runs }
 }
 
+/// Every broken agent and exactly the checks that catch it (the mutation table, `a2a_conformance::mutation`, maps
+/// requirements to these).
+pub const CAUGHT: &[(Fault, &[&str])] = &[
+    (Fault::ErrorsWithoutVersion, &["responses/a2a-version"]),
+    (Fault::PreflightWithoutAllowHeaders, &["cors/preflight"]),
+    (Fault::AcceptsNullable, &["schema-rules/nullable", "schema-rules/worked-example"]),
+    (Fault::ConfirmRunsTwice, &["confirm/again", "confirm/concurrent"]),
+    (Fault::AcceptsExpiredSignatures, &["signature/expired"]),
+    (Fault::NoReplayProtection, &["signature/replay"]),
+    (Fault::AcceptsUnsigned, &["did-auth/unsigned-refused", "sessions/auth-requirement"]),
+    (Fault::AcceptsInvalidPayloads, &["execute/formats-asserted", "execute/payload-invalid", "schema-rules/no-fetch"]),
+    (Fault::NoExecutionHeader, &["execute/happy-path"]),
+    (Fault::HtmlNotFound, &["errors/unknown-path", "responses/error-bodies", "responses/json"]),
+    (Fault::LenientVersion, &["version/syntax", "version/unsupported"]),
+    (Fault::IgnoresIdempotencyKey, &["execute/idempotency", "headers/malformed-idempotency-key"]),
+    (Fault::UnderstatesBodyLimit, &["limits/oversize-body"]),
+    (Fault::IgnoresRegion, &["execute/auth-before-payload", "negotiate/region-order", "region/enforced"]),
+    (Fault::FalseSessionTimeout, &["sessions/wait-is-not-timeout"]),
+    (Fault::DropsLateReply, &["sessions/wait-is-not-timeout"]),
+    (Fault::StreamResumesFromStart, &["streaming/last-event-id", "streaming/resume-after-drop"]),
+    (Fault::EventsIgnoreLastEventId, &["sessions/events-resume"]),
+    (Fault::IgnoresHop, &["sessions/provenance-and-hops"]),
+    (Fault::NoRedaction, &["sessions/history-redacted"]),
+    (Fault::StreamWithoutNoStore, &["streaming/events"]),
+    (Fault::LenientStreamHeader, &["streaming/header-values"]),
+    (Fault::UnboundedAttachments, &["sessions/attachment-bounds"]),
+    (Fault::IgnoresContext, &["sessions/context-mode"]),
+    (Fault::IgnoresRunTimeout, &["sessions/run-deadline"]),
+    (Fault::RegistersReservedKeys, &["sessions/from-and-reserved-keys"]),
+    (Fault::PublishesSkippedAnnounce, &["sessions/announce"]),
+    (Fault::CardSignedWithAnotherKey, &["bridge/agent-card"]),
+    (Fault::GetTaskAnswersAnotherTask, &["bridge/send-message"]),
+    (Fault::CounterExecutionIds, &["execute/id-randomness"]),
+    (Fault::LocationNotEncoded, &["execute/location-encoded"]),
+    (Fault::NonCanonicalResponseSignatures, &["responses/signatures-canonical"]),
+    (Fault::IgnoresDeadlines, &["result/deadline-enforced"]),
+    (Fault::LateResultOverwritesCancel, &["cancel/late-result"]),
+];
+
+/// The checks that catch `fault`, as [`CAUGHT`] lists them.
+pub fn expected(fault: Fault) -> &'static [&'static str] {
+    CAUGHT.iter().find(|(f, _)| *f == fault).map_or(&[], |(_, c)| c)
+}
+
+/// Runs the suite against the agent with `fault` and checks that exactly the checks of [`CAUGHT`] fail.
+async fn caught(fault: Fault) -> Broken {
+    let expected = expected(fault);
+    assert!(!expected.is_empty(), "{fault:?} is not in CAUGHT");
+    caught_by(fault, expected).await
+}
+
 /// Runs the suite against the agent with `fault` and checks that exactly `expected` fail.
 async fn caught_by(fault: Fault, expected: &[&str]) -> Broken {
     let agent = start(fault).await;
@@ -923,22 +974,22 @@ async fn the_unbroken_agent_fails_no_check() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_responses_without_a2a_version_are_caught() {
-    caught_by(Fault::ErrorsWithoutVersion, &["responses/a2a-version"]).await;
+    caught(Fault::ErrorsWithoutVersion).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preflights_without_allow_headers_are_caught() {
-    caught_by(Fault::PreflightWithoutAllowHeaders, &["cors/preflight"]).await;
+    caught(Fault::PreflightWithoutAllowHeaders).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepting_nullable_schemas_is_caught() {
-    caught_by(Fault::AcceptsNullable, &["schema-rules/nullable", "schema-rules/worked-example"]).await;
+    caught(Fault::AcceptsNullable).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn running_the_work_again_on_a_second_confirm_is_caught() {
-    let agent = caught_by(Fault::ConfirmRunsTwice, &["confirm/again", "confirm/concurrent"]).await;
+    let agent = caught(Fault::ConfirmRunsTwice).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let runs = agent.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     assert!(runs.values().any(|n| *n >= 2), "the broken agent really ran an execution twice: {runs:?}");
@@ -946,155 +997,150 @@ async fn running_the_work_again_on_a_second_confirm_is_caught() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepting_expired_signatures_is_caught() {
-    caught_by(Fault::AcceptsExpiredSignatures, &["signature/expired"]).await;
+    caught(Fault::AcceptsExpiredSignatures).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepting_replays_is_caught() {
-    caught_by(Fault::NoReplayProtection, &["signature/replay"]).await;
+    caught(Fault::NoReplayProtection).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepting_unsigned_requests_to_a_did_auth_capability_is_caught() {
-    caught_by(Fault::AcceptsUnsigned, &["did-auth/unsigned-refused", "sessions/auth-requirement"]).await;
+    caught(Fault::AcceptsUnsigned).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepting_payloads_that_break_the_agreed_schema_is_caught() {
-    caught_by(
-        Fault::AcceptsInvalidPayloads,
-        &["execute/formats-asserted", "execute/payload-invalid", "schema-rules/no-fetch"],
-    )
-    .await;
+    caught(Fault::AcceptsInvalidPayloads).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_execution_header_is_caught() {
-    caught_by(Fault::NoExecutionHeader, &["execute/happy-path"]).await;
+    caught(Fault::NoExecutionHeader).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn html_error_pages_are_caught() {
-    caught_by(Fault::HtmlNotFound, &["errors/unknown-path", "responses/error-bodies", "responses/json"]).await;
+    caught(Fault::HtmlNotFound).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepting_any_version_is_caught() {
-    caught_by(Fault::LenientVersion, &["version/syntax", "version/unsupported"]).await;
+    caught(Fault::LenientVersion).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn advertising_idempotency_without_honouring_it_is_caught() {
-    caught_by(Fault::IgnoresIdempotencyKey, &["execute/idempotency", "headers/malformed-idempotency-key"]).await;
+    caught(Fault::IgnoresIdempotencyKey).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn announcing_a_body_limit_that_is_not_enforced_is_caught() {
-    caught_by(Fault::UnderstatesBodyLimit, &["limits/oversize-body"]).await;
+    caught(Fault::UnderstatesBodyLimit).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn not_enforcing_a_region_restriction_is_caught() {
-    caught_by(Fault::IgnoresRegion, &["execute/auth-before-payload", "negotiate/region-order", "region/enforced"])
-        .await;
+    caught(Fault::IgnoresRegion).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_false_timeout_for_a_delivered_message_is_caught() {
-    caught_by(Fault::FalseSessionTimeout, &["sessions/wait-is-not-timeout"]).await;
+    caught(Fault::FalseSessionTimeout).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_late_reply_is_caught() {
-    caught_by(Fault::DropsLateReply, &["sessions/wait-is-not-timeout"]).await;
+    caught(Fault::DropsLateReply).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_stream_replayed_from_the_start_is_caught() {
-    caught_by(Fault::StreamResumesFromStart, &["streaming/last-event-id", "streaming/resume-after-drop"]).await;
+    caught(Fault::StreamResumesFromStart).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_channel_that_ignores_last_event_id_is_caught() {
-    caught_by(Fault::EventsIgnoreLastEventId, &["sessions/events-resume"]).await;
+    caught(Fault::EventsIgnoreLastEventId).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_a2a_hop_is_caught() {
-    caught_by(Fault::IgnoresHop, &["sessions/provenance-and-hops"]).await;
+    caught(Fault::IgnoresHop).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_history_that_shows_secrets_is_caught() {
-    caught_by(Fault::NoRedaction, &["sessions/history-redacted"]).await;
+    caught(Fault::NoRedaction).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_without_no_store_is_caught() {
-    caught_by(Fault::StreamWithoutNoStore, &["streaming/events"]).await;
+    caught(Fault::StreamWithoutNoStore).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lenient_a2a_stream_header_is_caught() {
-    caught_by(Fault::LenientStreamHeader, &["streaming/header-values"]).await;
+    caught(Fault::LenientStreamHeader).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accepting_more_than_eight_attachments_is_caught() {
-    caught_by(Fault::UnboundedAttachments, &["sessions/attachment-bounds"]).await;
+    caught(Fault::UnboundedAttachments).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_context_mode_is_caught() {
-    caught_by(Fault::IgnoresContext, &["sessions/context-mode"]).await;
+    caught(Fault::IgnoresContext).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignoring_run_timeout_ms_is_caught() {
-    caught_by(Fault::IgnoresRunTimeout, &["sessions/run-deadline"]).await;
+    caught(Fault::IgnoresRunTimeout).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registering_the_reserved_keys_is_caught() {
-    caught_by(Fault::RegistersReservedKeys, &["sessions/from-and-reserved-keys"]).await;
+    caught(Fault::RegistersReservedKeys).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publishing_a_skipped_announce_is_caught() {
-    caught_by(Fault::PublishesSkippedAnnounce, &["sessions/announce"]).await;
+    caught(Fault::PublishesSkippedAnnounce).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_card_signed_with_another_key_is_caught() {
-    caught_by(Fault::CardSignedWithAnotherKey, &["bridge/agent-card"]).await;
+    caught(Fault::CardSignedWithAnotherKey).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_task_answering_another_task_is_caught() {
-    caught_by(Fault::GetTaskAnswersAnotherTask, &["bridge/send-message"]).await;
+    caught(Fault::GetTaskAnswersAnotherTask).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn execution_ids_with_a_counter_for_a_suffix_are_caught() {
-    caught_by(Fault::CounterExecutionIds, &["execute/id-randomness"]).await;
+    caught(Fault::CounterExecutionIds).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_location_that_does_not_encode_the_id_is_caught() {
-    caught_by(Fault::LocationNotEncoded, &["execute/location-encoded"]).await;
+    caught(Fault::LocationNotEncoded).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn responses_signed_over_non_canonical_json_are_caught() {
-    caught_by(Fault::NonCanonicalResponseSignatures, &["responses/signatures-canonical"]).await;
+    caught(Fault::NonCanonicalResponseSignatures).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deadlines_that_are_never_enforced_are_caught() {
-    caught_by(Fault::IgnoresDeadlines, &["result/deadline-enforced"]).await;
+    caught(Fault::IgnoresDeadlines).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_result_overwriting_canceled_is_caught() {
-    caught_by(Fault::LateResultOverwritesCancel, &["cancel/late-result"]).await;
+    caught(Fault::LateResultOverwritesCancel).await;
 }

@@ -6,7 +6,7 @@ use a2a_conformance::coverage::NOT_CHECKED;
 
 /// Every requirement of the spec: `**[ID] LEVEL**` in prose or a table row `| ID | LEVEL | ... |`, as
 /// `a2a-core/tests/spec.rs` finds them.
-fn requirements() -> BTreeMap<String, String> {
+pub fn requirements() -> BTreeMap<String, String> {
     let spec = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/PROTOCOL.md")).expect("spec");
     const LEVELS: [&str; 5] = ["MUST NOT", "MUST", "SHOULD NOT", "SHOULD", "MAY"];
     let is_id = |s: &str| {

@@ -11,4 +11,5 @@ mod cli;
 mod coverage;
 mod demo;
 mod gateway;
+mod mutation;
 mod report_schema;
