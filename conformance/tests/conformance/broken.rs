@@ -94,6 +94,20 @@ pub enum Fault {
     IgnoresDeadlines,
     /// A late result overwrites `canceled` (ST-2): once the handler would have finished, RESULT shows succeeded.
     LateResultOverwritesCancel,
+    /// Error responses lack `A2A-Sender-ID` (HDR-7).
+    ErrorsWithoutSenderId,
+    /// DISCOVER (`OPTIONS /a2a`) is answered `200` instead of `204` (DISC-1).
+    DiscoverAnswers200,
+    /// RESULT of an id that does not parse is `400 invalid_request` instead of `404 unknown_execution` (EID-9).
+    MalformedIdsAre400,
+    /// CANCEL of a terminal execution is answered `200` with its status instead of `409 invalid_state` (CAN-2).
+    CancelOfTerminalAccepted,
+    /// RESULT of a failed, timed out or canceled execution has no `error` (ST-4).
+    ResultWithoutError,
+    /// A body with another Content-Type than JSON is read as JSON instead of refused with `415` (TR-5).
+    ContentTypeIgnored,
+    /// A request without `A2A-Sender-ID` is served as if a default sender had sent it (HDR-6).
+    MissingSenderAccepted,
 }
 
 /// A broken agent, running.
@@ -772,6 +786,88 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             resp
         }
         Fault::IgnoresDeadlines | Fault::LateResultOverwritesCancel => slow_runs(state.clone(), req, next).await,
+        Fault::ErrorsWithoutSenderId => {
+            let mut resp = next.run(req).await;
+            if resp.status().as_u16() >= 400 {
+                resp.headers_mut().remove("a2a-sender-id");
+            }
+            resp
+        }
+        Fault::DiscoverAnswers200
+            if method == Method::OPTIONS
+                && path == "/a2a"
+                && !req.headers().contains_key("access-control-request-method") =>
+        {
+            let mut resp = next.run(req).await;
+            if resp.status() == StatusCode::NO_CONTENT {
+                *resp.status_mut() = StatusCode::OK;
+            }
+            resp
+        }
+        Fault::MalformedIdsAre400 if method == Method::GET && path.starts_with("/a2a/result/") => {
+            let seg = path.trim_start_matches("/a2a/result/").to_owned();
+            let resp = next.run(req).await;
+            let malformed = ExecutionId::parse(&seg).is_err() && ExecutionId::from_path_segment(&seg).is_err();
+            if resp.status() != StatusCode::NOT_FOUND || !malformed {
+                return resp;
+            }
+            let (mut parts, _) = resp.into_parts();
+            parts.status = StatusCode::BAD_REQUEST;
+            parts.headers.remove("content-length");
+            let body = json!({"error": {"code": "invalid_request", "message": "the execution id does not parse"}});
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+        }
+        Fault::CancelOfTerminalAccepted if method == Method::POST && path == "/a2a/cancel" => {
+            let (parts, body) = req.into_parts();
+            let sent = body_bytes(body).await;
+            let asked =
+                serde_json::from_slice::<Value>(&sent).ok().and_then(|v| v["execution_id"].as_str().map(str::to_owned));
+            let resp = next.run(Request::from_parts(parts, Body::from(sent))).await;
+            let (mut parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            if parts.status != StatusCode::CONFLICT || v["error"]["code"] != "invalid_state" {
+                return Response::from_parts(parts, Body::from(bytes));
+            }
+            let id = asked;
+            parts.status = StatusCode::OK;
+            parts.headers.remove("content-length");
+            let body = json!({"execution_id": id, "status": v["error"]["details"]["status"]});
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+        }
+        Fault::ResultWithoutError if method == Method::GET && path.starts_with("/a2a/result/") => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") == Some("text/event-stream") {
+                return resp;
+            }
+            let (mut parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let mut v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let ended_badly = matches!(v["status"].as_str(), Some("failed" | "timed_out" | "canceled"));
+            if !ended_badly {
+                return Response::from_parts(parts, Body::from(bytes));
+            }
+            if let Some(o) = v.as_object_mut() {
+                o.remove("error");
+            }
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+        }
+        Fault::ContentTypeIgnored if method == Method::POST => {
+            let mut req = req;
+            let json = header(req.headers(), "content-type").is_some_and(|c| c.starts_with("application/json"));
+            if !json {
+                req.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
+            }
+            next.run(req).await
+        }
+        Fault::MissingSenderAccepted => {
+            let mut req = req;
+            if !req.headers().contains_key("a2a-sender-id") {
+                req.headers_mut().insert("a2a-sender-id", HeaderValue::from_static("did:web:conformance.example"));
+            }
+            next.run(req).await
+        }
         _ => next.run(req).await,
     }
 }
@@ -935,6 +1031,13 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::NonCanonicalResponseSignatures, &["responses/signatures-canonical"]),
     (Fault::IgnoresDeadlines, &["result/deadline-enforced"]),
     (Fault::LateResultOverwritesCancel, &["cancel/late-result"]),
+    (Fault::ErrorsWithoutSenderId, &["responses/a2a-sender-id"]),
+    (Fault::DiscoverAnswers200, &["discover/any-version", "discover/status-204", "limits/still-alive"]),
+    (Fault::MalformedIdsAre400, &["result/malformed-ids"]),
+    (Fault::CancelOfTerminalAccepted, &["cancel/final-state", "cancel/terminal", "responses/result-shape"]),
+    (Fault::ResultWithoutError, &["cancel/late-result", "responses/result-shape", "result/deadline-enforced"]),
+    (Fault::ContentTypeIgnored, &["transport/content-type"]),
+    (Fault::MissingSenderAccepted, &["sender/missing"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -1143,4 +1246,39 @@ async fn deadlines_that_are_never_enforced_are_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_result_overwriting_canceled_is_caught() {
     caught(Fault::LateResultOverwritesCancel).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_without_a2a_sender_id_are_caught() {
+    caught(Fault::ErrorsWithoutSenderId).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discover_answered_200_is_caught() {
+    caught(Fault::DiscoverAnswers200).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_ids_answered_400_are_caught() {
+    caught(Fault::MalformedIdsAre400).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_of_a_terminal_execution_accepted_is_caught() {
+    caught(Fault::CancelOfTerminalAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_without_error_for_a_failed_execution_is_caught() {
+    caught(Fault::ResultWithoutError).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_of_another_content_type_read_as_json_is_caught() {
+    caught(Fault::ContentTypeIgnored).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_a_sender_served_is_caught() {
+    caught(Fault::MissingSenderAccepted).await;
 }
