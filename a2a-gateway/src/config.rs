@@ -293,13 +293,15 @@ impl Default for AuditSection {
     }
 }
 
-/// `[admin]`.
+/// `[admin]`: the operator endpoints (`/metrics`, `/gateway/audit`, `/gateway/agents`) are closed unless a token is
+/// configured, and then need it (GW-22): they name callers, executions and agents.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminSection {
-    /// Environment variable holding a bearer token the admin endpoints require (`Authorization: Bearer …`);
-    /// unset: the admin endpoints are open (bind the gateway to a trusted network).
+    /// Environment variable holding the bearer token the admin endpoints require (`Authorization: Bearer …`).
     pub token_env: Option<String>,
+    /// File holding the token (its first line; relative to the configuration file), instead of `token_env`.
+    pub token_file: Option<PathBuf>,
 }
 
 /// A configuration error, formatted as `file:line:column: message` where a position is known.
@@ -361,6 +363,9 @@ impl Config {
         }
         if l.pool_idle_timeout_ms > 3_600_000 {
             return Err("limits.pool_idle_timeout_ms: at most 3600000 (one hour); 0 keeps no idle connection".into());
+        }
+        if self.admin.token_env.is_some() && self.admin.token_file.is_some() {
+            return Err("admin: set token_env or token_file, not both".into());
         }
         if self.balancing.consecutive_failures == 0 {
             return Err("balancing.consecutive_failures: must be at least 1".into());

@@ -411,7 +411,7 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
             Err(e) => {
                 let err = match e {
                     FramingError::UnsupportedCoding(c) => A2aError::with_message(
-                        ErrorCode::INVALID_REQUEST,
+                        ErrorCode::NOT_IMPLEMENTED,
                         format!(
                             "the transfer coding {c:?} is not supported; send the body with Content-Length or chunked"
                         ),
