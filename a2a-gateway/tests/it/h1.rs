@@ -604,3 +604,66 @@ async fn head_is_answered_as_get_without_a_body_wherever_get_is_served() {
     c.send(&request("OPTIONS", "/a2a", "", "")).await;
     assert_eq!(c.answer().await.status, 204);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_past_the_process_budget_are_refused_503_and_the_budget_comes_back() {
+    let (_w, _agent, gw) =
+        setup("[limits]\nmax_body_bytes = 32768\nmax_buffered_body_bytes = 65536\nbody_read_timeout_ms = 20000\n")
+            .await;
+    // Two callers declare 30,000 bytes, send 25,000 and stall: 50,000 of the 65,536 bytes are held.
+    let stalled_head = |len: usize| {
+        format!(
+            "POST /a2a/negotiate HTTP/1.1\r\nHost: gw\r\nA2A-Version: 0.3\r\nA2A-Sender-ID: {CLIENT}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n"
+        )
+    };
+    let mut stalled = Vec::new();
+    for _ in 0..2 {
+        let mut c = Conn::open(&gw.base).await;
+        c.send(stalled_head(30_000).as_bytes()).await;
+        c.send(&vec![b' '; 25_000]).await;
+        stalled.push(c);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A third body that would take the total past the budget: refused, not buffered, with Retry-After (GW-23).
+    let mut c = Conn::open(&gw.base).await;
+    c.send(stalled_head(30_000).as_bytes()).await;
+    c.send(&vec![b' '; 25_000]).await;
+    let a = c.answer().await;
+    assert_eq!((a.status, a.code().as_str()), (503, "overloaded"), "{:?}", a.json());
+    assert_eq!(a.header("retry-after"), Some("1"));
+    assert!(c.closed_within(Duration::from_secs(5)).await);
+    // A small body still fits, and is served.
+    let mut c = Conn::open(&gw.base).await;
+    c.send(&request("POST", "/a2a/negotiate", "", &negotiate_body())).await;
+    assert_eq!(c.answer().await.status, 200);
+    // The stalled callers leave: their share comes back, and a large body is served again.
+    drop(stalled);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut c = Conn::open(&gw.base).await;
+    let mut big = serde_json::from_str::<Value>(&negotiate_body()).expect("json");
+    big["pad"] = json!("x".repeat(30_000));
+    c.send(&request("POST", "/a2a/negotiate", "", &big.to_string())).await;
+    let a = c.answer().await;
+    assert_ne!(a.status, 503, "{:?}", a.json());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_cap_wait_until_one_closes() {
+    let (_w, _agent, gw) = setup("[limits]\nmax_connections = 3\n").await;
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let mut c = Conn::open(&gw.base).await;
+        c.send(&request("OPTIONS", "/a2a", "", "")).await;
+        assert_eq!(c.answer().await.status, 204);
+        open.push(c);
+    }
+    // A fourth connection is not accepted (it waits in the backlog): its request gets no answer yet.
+    let mut fourth = Conn::open(&gw.base).await;
+    fourth.send(&request("OPTIONS", "/a2a", "", "")).await;
+    let mut chunk = [0u8; 64];
+    let early = tokio::time::timeout(Duration::from_millis(500), fourth.stream.read(&mut chunk)).await;
+    assert!(early.is_err(), "GW-23: no answer past the connection cap");
+    // One closes: the fourth is accepted and answered.
+    drop(open.pop());
+    assert_eq!(fourth.answer().await.status, 204);
+}
