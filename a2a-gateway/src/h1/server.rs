@@ -151,6 +151,9 @@ pub(crate) async fn serve(
     let stop = CancellationToken::new();
     let tracker = tokio_util::task::TaskTracker::new();
     tokio::pin!(shutdown);
+    // GW-23: memory freed after a burst goes back to the system even when the thread then idles (see
+    // `allocator_tick`).
+    let tick = tokio::spawn(allocator_tick());
     loop {
         // GW-23: a connection is accepted only with a permit; at the cap, new connections wait in the backlog.
         let permit = tokio::select! {
@@ -166,12 +169,26 @@ pub(crate) async fn serve(
         });
     }
     drop(listener);
+    tick.abort();
     stop.cancel();
     tracker.close();
     if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
         tracing::warn!("some connections were still open after the grace period");
     }
     Ok(())
+}
+
+/// Runs the allocator on this thread once a second. mimalloc gives the pages a burst freed back to the system only
+/// after a delay, and only when the thread that freed them calls it again: a serving thread that goes idle after a
+/// burst (the connections of a slow-body attack closing) would keep them, measured at twice its idle RSS. One
+/// allocation of a large block a second lets it purge (docs/BENCHMARKS.md, "a2a-gateway under a slow-body attack").
+async fn allocator_tick() {
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        every.tick().await;
+        drop(std::hint::black_box(Vec::<u8>::with_capacity(1024 * 1024)));
+    }
 }
 
 /// Why reading a head stopped.
@@ -369,9 +386,15 @@ impl ConnectionCap {
     }
 }
 
-/// How much more room to make in a body's buffer before a read: what is still to come, at most 64 KiB (GW-23: a
-/// buffer grows with the bytes received, never to a declared length at once).
+/// The most room made in a body's buffer before one read (GW-23).
 const BODY_READ_STEP: usize = 64 * 1024;
+
+/// How much room to make in a body's buffer before a read, holding `held` bytes with `left` still to come (GW-23: a
+/// buffer grows with the bytes received, never to a declared length at once): as much as it holds (so it at most
+/// doubles), at least 4 KiB, at most [`BODY_READ_STEP`] and never more than is to come.
+fn read_step(held: usize, left: usize) -> usize {
+    held.clamp(4 * 1024, BODY_READ_STEP).min(left)
+}
 
 /// Why reading a body stopped early.
 enum Stop {
@@ -414,7 +437,9 @@ async fn read_body<'b>(
                     if !charge.hold(buf.len()) {
                         return Err(Stop::Budget);
                     }
-                    buf.reserve((n as usize - buf.len()).min(BODY_READ_STEP));
+                    if buf.capacity() == buf.len() {
+                        buf.reserve(read_step(buf.len(), n as usize - buf.len()));
+                    }
                     match stream.read_buf(buf).await {
                         Ok(0) => return Err(BodyError::Unreadable("the connection ended in the body".into()).into()),
                         Ok(_) => {}
@@ -453,7 +478,9 @@ async fn read_body<'b>(
                             if !charge.hold(out.len() + buf.len()) {
                                 return Err(Stop::Budget);
                             }
-                            buf.reserve(8 * 1024);
+                            if buf.capacity() == buf.len() {
+                                buf.reserve(read_step(out.len() + buf.len(), limits.max_body + 1024));
+                            }
                             match stream.read_buf(buf).await {
                                 Ok(0) => {
                                     return Err(BodyError::Unreadable("the connection ended in the body".into()).into());
@@ -521,7 +548,8 @@ fn native(path: &str) -> bool {
 async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, stop: CancellationToken) {
     let limits = ConnLimits::of(&served.gw);
     let mut buf = BytesMut::with_capacity(8 * 1024);
-    let mut out: Vec<u8> = Vec::with_capacity(4 * 1024);
+    // Made on the first answer: a connection that never gets one (a stalled caller) costs nothing here (GW-23).
+    let mut out: Vec<u8> = Vec::new();
     let mut first = true;
     let mut deadline = super::Deadline::new();
     let mut write_deadline = super::Deadline::new();
