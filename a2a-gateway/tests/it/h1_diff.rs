@@ -119,7 +119,7 @@ async fn hyper_reads(raw: &[u8]) -> Verdict {
 }
 
 /// The corpus: (name, request). Each is one request; a body that does not end is cut short.
-fn corpus() -> Vec<(&'static str, Vec<u8>)> {
+pub(crate) fn corpus() -> Vec<(&'static str, Vec<u8>)> {
     let h = |extra: &str, body: &str| {
         format!("POST /a2a/negotiate HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n{extra}\r\n{body}")
             .into_bytes()
