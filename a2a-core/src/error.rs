@@ -292,6 +292,9 @@ error_table! {
     /// An unexpected failure inside the agent.
     INTERNAL_ERROR = "internal_error", Http(500),
         "internal error";
+    /// The request uses an HTTP feature the receiver does not implement (a transfer coding other than chunked).
+    NOT_IMPLEMENTED = "not_implemented", Http(501),
+        "the request uses an HTTP feature this receiver does not implement (e.g. a transfer coding other than chunked)";
 
     // --- failures of an execution, read through RESULT ---
     /// The handler reported a failure.

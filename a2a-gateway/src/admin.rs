@@ -1,7 +1,7 @@
 //! The operator's endpoints, beside the protocol's: `GET /metrics` (Prometheus), `GET /gateway/audit` (query the
 //! audit log by `sender`, `negotiation`, `execution`, `limit`), `GET /gateway/agents` (who can do what, their health
-//! and metric labels), and the gateway's DID document. With `[admin] token_env` set, the first three require
-//! `Authorization: Bearer <token>`.
+//! and metric labels), and the gateway's DID document. The first three are closed by default (GW-22): they exist only
+//! when `[admin] token_env` or `token_file` names a token, and then require `Authorization: Bearer <token>`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -27,8 +27,9 @@ fn error(e: A2aError) -> Response<Body> {
     json(status, &serde_json::to_value(e.to_body()).unwrap_or_default())
 }
 
+/// Whether the request carries the admin token; never when none is configured (GW-22: closed by default).
 fn authorized(gw: &Inner, parts: &http::request::Parts) -> bool {
-    let Some(expected) = &gw.admin_token else { return true };
+    let Some(expected) = &gw.admin_token else { return false };
     let given = parts
         .headers
         .get(header::AUTHORIZATION)
@@ -44,16 +45,24 @@ pub(crate) async fn handle(gw: &Arc<Inner>, parts: &http::request::Parts) -> Opt
     let path = parts.uri.path();
     if let Some((doc_path, doc)) = &gw.did_document
         && path == doc_path
-        && parts.method == Method::GET
+        && (parts.method == Method::GET || parts.method == Method::HEAD)
     {
         return Some(a2a_server::app::did_document_response(doc.clone()));
     }
     if path != "/metrics" && !path.starts_with("/gateway/") {
         return None;
     }
-    if parts.method != Method::GET {
-        let mut r = error(A2aError::with_message(ErrorCode::METHOD_NOT_ALLOWED, "the admin endpoints accept GET"));
-        r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET"));
+    if gw.admin_token.is_none() {
+        // GW-22: without a token the operator surface does not exist on the callers' listener.
+        return Some(error(A2aError::with_message(
+            ErrorCode::NOT_FOUND,
+            "no endpoint at this path (the admin endpoints are off: set [admin] token_env or token_file)",
+        )));
+    }
+    if parts.method != Method::GET && parts.method != Method::HEAD {
+        let mut r =
+            error(A2aError::with_message(ErrorCode::METHOD_NOT_ALLOWED, "the admin endpoints accept GET and HEAD"));
+        r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return Some(r);
     }
     if !authorized(gw, parts) {

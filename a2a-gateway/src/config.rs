@@ -212,6 +212,30 @@ pub struct LimitsSection {
     pub result_retention_ms: u64,
     /// Time given to requests in flight on shutdown, in milliseconds.
     pub shutdown_grace_ms: u64,
+    /// Bytes of request bodies the gateway holds at once, over every connection (GW-23): a body that would take the
+    /// total past it is refused `503 overloaded` with `Retry-After` and its connection closed. Body buffers grow as
+    /// bytes arrive, never to the length a caller declares.
+    pub max_buffered_body_bytes: usize,
+    /// Caller connections open at once (GW-23); `0` (the default): half the process's soft limit of open files
+    /// (each proxied request may hold an agent connection too), at most 65,536. At the cap the gateway stops
+    /// accepting (new connections wait in the listen backlog) and logs it.
+    pub max_connections: usize,
+}
+
+impl LimitsSection {
+    /// [`LimitsSection::max_connections`], with `0` resolved against the soft limit of open files (Linux:
+    /// `/proc/self/limits`; 4,096 where it cannot be read).
+    pub fn connection_cap(&self) -> usize {
+        if self.max_connections > 0 {
+            return self.max_connections;
+        }
+        let soft = std::fs::read_to_string("/proc/self/limits").ok().and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3).and_then(|v| v.parse::<usize>().ok()))
+        });
+        soft.map_or(4096, |n| (n / 2).clamp(64, 65_536))
+    }
 }
 
 impl Default for LimitsSection {
@@ -233,6 +257,8 @@ impl Default for LimitsSection {
             execution_route_ttl_ms: 2 * 3_600_000,
             result_retention_ms: 3_600_000,
             shutdown_grace_ms: 10_000,
+            max_buffered_body_bytes: 64 * 1024 * 1024,
+            max_connections: 0,
         }
     }
 }
@@ -293,13 +319,15 @@ impl Default for AuditSection {
     }
 }
 
-/// `[admin]`.
+/// `[admin]`: the operator endpoints (`/metrics`, `/gateway/audit`, `/gateway/agents`) are closed unless a token is
+/// configured, and then need it (GW-22): they name callers, executions and agents.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminSection {
-    /// Environment variable holding a bearer token the admin endpoints require (`Authorization: Bearer …`);
-    /// unset: the admin endpoints are open (bind the gateway to a trusted network).
+    /// Environment variable holding the bearer token the admin endpoints require (`Authorization: Bearer …`).
     pub token_env: Option<String>,
+    /// File holding the token (its first line; relative to the configuration file), instead of `token_env`.
+    pub token_file: Option<PathBuf>,
 }
 
 /// A configuration error, formatted as `file:line:column: message` where a position is known.
@@ -356,11 +384,20 @@ impl Config {
                         least 1"
                 .into());
         }
+        if l.max_buffered_body_bytes < l.max_body_bytes {
+            return Err(format!(
+                "limits.max_buffered_body_bytes ({}) must be at least limits.max_body_bytes ({}): one body must fit",
+                l.max_buffered_body_bytes, l.max_body_bytes
+            ));
+        }
         if l.keepalive_timeout_ms > 3_600_000 {
             return Err("limits.keepalive_timeout_ms: at most 3600000 (one hour); 0 closes after each answer".into());
         }
         if l.pool_idle_timeout_ms > 3_600_000 {
             return Err("limits.pool_idle_timeout_ms: at most 3600000 (one hour); 0 keeps no idle connection".into());
+        }
+        if self.admin.token_env.is_some() && self.admin.token_file.is_some() {
+            return Err("admin: set token_env or token_file, not both".into());
         }
         if self.balancing.consecutive_failures == 0 {
             return Err("balancing.consecutive_failures: must be at least 1".into());

@@ -125,6 +125,10 @@ pub(crate) struct Inner {
     pub(crate) bridge: bool,
     /// `true` once the capability registry was read the first time (at once when there is none).
     registry_read: tokio::sync::watch::Receiver<bool>,
+    /// Request body bytes held at once, over every connection (GW-23, `limits.max_buffered_body_bytes`).
+    pub(crate) body_budget: h1::server::BodyBudget,
+    /// Caller connections open at once (GW-23, `limits.max_connections`), shared by every worker.
+    pub(crate) connections: h1::server::ConnectionCap,
 }
 
 /// Routes, replay memory, registry and the Redis store (when there is one).
@@ -228,15 +232,25 @@ impl Gateway {
             },
             cfg.audit.queue,
         )?;
-        let admin_token = match &cfg.admin.token_env {
+        let token = match (&cfg.admin.token_env, &cfg.admin.token_file) {
+            (Some(var), _) => Some((
+                std::env::var(var).map_err(|_| format!("admin.token_env: environment variable {var} is not set"))?,
+                format!("admin.token_env: {var}"),
+            )),
+            (None, Some(f)) => {
+                let f = base.join(f);
+                let text = std::fs::read_to_string(&f).map_err(|e| format!("admin.token_file {}: {e}", f.display()))?;
+                Some((text.lines().next().unwrap_or("").to_owned(), format!("admin.token_file {}", f.display())))
+            }
+            (None, None) => None,
+        };
+        let admin_token = match token {
             None => None,
-            Some(var) => {
-                let t = std::env::var(var)
-                    .map_err(|_| format!("admin.token_env: environment variable {var} is not set"))?;
+            Some((t, what)) => {
                 if t.trim().is_empty() {
-                    return Err(format!("admin.token_env: {var} is empty"));
+                    return Err(format!("{what} is empty"));
                 }
-                Some(<sha2::Sha256 as sha2::Digest>::digest(t.as_bytes()).into())
+                Some(<sha2::Sha256 as sha2::Digest>::digest(t.trim().as_bytes()).into())
             }
         };
         let identity = Identity { did: did.to_string(), key, key_id: cfg.gateway.key_id.clone() };
@@ -260,6 +274,8 @@ impl Gateway {
             instance: crate::metrics::instance_id(),
             bridge: cfg.gateway.bridge,
             registry_read,
+            body_budget: h1::server::BodyBudget::new(cfg.limits.max_buffered_body_bytes),
+            connections: h1::server::ConnectionCap::new(cfg.limits.connection_cap()),
         });
         let stop = tokio_util::sync::CancellationToken::new();
         if let Some(registry) = registry.filter(|_| cfg.registry.enabled) {

@@ -74,6 +74,17 @@ struct Refusal {
     www_authenticate: Option<&'static str>,
 }
 
+impl Ctx {
+    /// The id a routed step names (EXECUTE: its negotiation; CONFIRM, CANCEL, RESULT: its execution).
+    fn named_id(&self) -> &str {
+        match self.step {
+            Some(Step::Execute) => self.negotiation_id.as_deref(),
+            _ => self.execution_id.as_deref(),
+        }
+        .unwrap_or("")
+    }
+}
+
 impl From<A2aError> for Refusal {
     fn from(err: A2aError) -> Self {
         let www = (err.code == ErrorCode::AUTH_REQUIRED
@@ -137,10 +148,11 @@ fn classify(method: &Method, path: &str, headers: &Headers) -> Result<Step, Opti
                 Err(Some("OPTIONS"))
             }
         }
+        // GW-20: HEAD is answered as GET without the body wherever GET is served (RFC 9110 §9.3.2).
         "/a2a/capabilities" => match *method {
-            Method::GET => Ok(Step::Capabilities),
+            Method::GET | Method::HEAD => Ok(Step::Capabilities),
             Method::OPTIONS => Ok(Step::Preflight),
-            _ => Err(Some("GET, OPTIONS")),
+            _ => Err(Some("GET, HEAD, OPTIONS")),
         },
         "/a2a/negotiate" => post(Step::Negotiate),
         "/a2a/execute" => post(Step::Execute),
@@ -148,9 +160,9 @@ fn classify(method: &Method, path: &str, headers: &Headers) -> Result<Step, Opti
         "/a2a/cancel" => post(Step::Cancel),
         "/a2a/fallback" => post(Step::Fallback),
         p if p.strip_prefix("/a2a/result/").is_some_and(|s| !s.is_empty() && !s.contains('/')) => match *method {
-            Method::GET => Ok(Step::Result),
+            Method::GET | Method::HEAD => Ok(Step::Result),
             Method::OPTIONS => Ok(Step::Preflight),
-            _ => Err(Some("GET, OPTIONS")),
+            _ => Err(Some("GET, HEAD, OPTIONS")),
         },
         p if p.starts_with("/a2a/")
             && *method == Method::OPTIONS
@@ -405,7 +417,23 @@ async fn process(
     if let Some(t) = translation.as_ref().filter(|t| t.renames_fields()) {
         body = t.request_body(body);
     }
+    // GW-20: HEAD is served as GET (the connection writes the answer without its body): verified as the caller
+    // signed it, forwarded as GET.
+    let caller_method = head.method.clone();
+    if head.method == Method::HEAD {
+        head.method = Method::GET;
+    }
     let target = head.target();
+
+    // Edge security that does not depend on where the request goes: signature and clock (GW-3, GW-4), replay, the
+    // cross-domain policy (AUTH-7). Before any route is read, so that a step naming an id is refused the same way
+    // whether the id exists or not (GW-21).
+    let signed = gw.edge.verify(caller_method.as_str(), target, &head.headers, &body).await?;
+    if signed == Signed::No {
+        gw.edge.check_date(&head.headers)?;
+    }
+    ctx.verified = matches!(signed, Signed::Verified(_));
+    gw.edge.authorize(sender, signed, None, &head.headers, !body.is_empty())?;
 
     // Where the request goes, and what it is about.
     let mut candidates: Vec<(Arc<Agent>, Arc<AgentInfo>)> = Vec::new();
@@ -435,7 +463,7 @@ async fn process(
                     .details(json!({"header": "A2A-Negotiation-ID"}))
             })?;
             ctx.negotiation_id = Some(id.to_owned());
-            let (agent, r) = route(gw, Kind::Negotiation, id).await?;
+            let (agent, r) = route(gw, Kind::Negotiation, id, sender).await?;
             if let Some(key) = idempotency_key(&head.headers)? {
                 let key = idempotency_id(sender, key);
                 let used = gw.routes.get(Kind::Idempotency, &key).await.map_err(unavailable)?;
@@ -455,13 +483,13 @@ async fn process(
         Step::Confirm | Step::Cancel => {
             let id = parse_json::<ExecutionRef>(&body)?.execution_id;
             ctx.execution_id = Some(id.clone());
-            routed = Some(route(gw, Kind::Execution, &id).await?);
+            routed = Some(route(gw, Kind::Execution, &id, sender).await?);
         }
         Step::Result => {
             let segment = head.path().rsplit('/').next().unwrap_or("");
             // A segment with nothing to decode is the id itself; one this gateway routed is known valid (it came
             // from its agent's EXECUTE answer) and needs no parse. Any other is parsed, for a precise refusal.
-            let held = if segment.contains('%') { None } else { held_route(gw, Kind::Execution, segment) };
+            let held = if segment.contains('%') { None } else { held_route(gw, Kind::Execution, segment, sender) };
             routed = Some(match held {
                 Some(r) => {
                     ctx.execution_id = Some(segment.to_owned());
@@ -475,7 +503,7 @@ async fn process(
                         )
                     })?;
                     ctx.execution_id = Some(id.as_str().to_owned());
-                    route(gw, Kind::Execution, id.as_str()).await?
+                    route(gw, Kind::Execution, id.as_str(), sender).await?
                 }
             });
         }
@@ -489,13 +517,7 @@ async fn process(
         ctx.capability = Some(r.capability.clone());
     }
 
-    // Edge security: signature and clock (GW-3, GW-4), replay, then the capability's requirement and the policy.
-    let signed = gw.edge.verify(head.method.as_str(), target, &head.headers, &body).await?;
-    if signed == Signed::No {
-        gw.edge.check_date(&head.headers)?;
-    }
-    ctx.verified = matches!(signed, Signed::Verified(_));
-    // The routed agent's DISCOVER answer, read once: for its requirement here and for the forward below.
+    // The capability's requirement (GW-10). The routed agent's DISCOVER answer, read once: for its requirement here and for the forward below.
     let routed_info = match &routed {
         Some((agent, _)) => Some(gw.agents.info(agent).await),
         None => None,
@@ -511,7 +533,14 @@ async fn process(
         }
         (None, None) => None,
     };
-    gw.edge.authorize(sender, signed, requirement, &head.headers, !body.is_empty())?;
+    if let Err(e) = gw.edge.authorize(sender, signed, requirement, &head.headers, !body.is_empty()) {
+        // GW-21 (AUTH-1): a step naming an id that exists is refused as one naming an id that does not, so that a
+        // refusal never tells a caller which ids are real.
+        return Err(match &routed {
+            Some(_) => unknown_id(routed_kind(step), ctx.named_id()),
+            None => e.into(),
+        });
+    }
 
     if step == Step::Fallback {
         let cap = ctx.capability.as_deref().unwrap_or_default().to_owned();
@@ -637,31 +666,50 @@ fn idempotency_id(sender: &str, key: &str) -> String {
     format!("{sender} {key}")
 }
 
-/// The route of `id` when this process holds it and knows its agent (no I/O); `None` otherwise.
-fn held_route(gw: &Inner, kind: Kind, id: &str) -> Option<(Arc<Agent>, Route)> {
-    let r = gw.routes.get_held(kind, id)?;
+/// The route of `id` when this process holds it, belongs to `sender` and its agent is known (no I/O); `None`
+/// otherwise.
+fn held_route(gw: &Inner, kind: Kind, id: &str, sender: &str) -> Option<(Arc<Agent>, Route)> {
+    let r = gw.routes.get_held(kind, id).filter(|r| owned_by(r, sender))?;
     Some((gw.agents.get(&r.agent)?, r))
 }
 
-async fn route(gw: &Inner, kind: Kind, id: &str) -> Result<(Arc<Agent>, Route), Refusal> {
-    let unknown = || -> Refusal {
-        match kind {
-            Kind::Negotiation => A2aError::with_message(
-                ErrorCode::UNKNOWN_NEGOTIATION,
-                format!("no negotiation {id:?} through this gateway (unknown or expired); NEGOTIATE again"),
-            )
-            .into(),
-            Kind::Execution | Kind::Idempotency => A2aError::with_message(
-                ErrorCode::UNKNOWN_EXECUTION,
-                format!("no execution {id:?} through this gateway (unknown or expired)"),
-            )
-            .into(),
-        }
-    };
+/// Whether a route may be used by `sender` (GW-21): its owner, or a route recorded without one.
+fn owned_by(r: &Route, sender: &str) -> bool {
+    r.owner.as_deref().is_none_or(|o| o == sender)
+}
+
+/// The kind of id a routed step names.
+fn routed_kind(step: Step) -> Kind {
+    if step == Step::Execute { Kind::Negotiation } else { Kind::Execution }
+}
+
+/// The refusal of a step naming an id the gateway does not route for its sender (GW-6, GW-21): the same bytes
+/// whether the id is made up, expired, another sender's, or names something the request may not reach, so that no
+/// answer tells a caller which ids exist.
+fn unknown_id(kind: Kind, id: &str) -> Refusal {
+    match kind {
+        Kind::Negotiation => A2aError::with_message(
+            ErrorCode::UNKNOWN_NEGOTIATION,
+            format!("no negotiation {id:?} for this sender through this gateway (unknown, expired or not yours); NEGOTIATE again"),
+        )
+        .into(),
+        Kind::Execution | Kind::Idempotency => A2aError::with_message(
+            ErrorCode::UNKNOWN_EXECUTION,
+            format!("no execution {id:?} for this sender through this gateway (unknown, expired or not yours)"),
+        )
+        .into(),
+    }
+}
+
+async fn route(gw: &Inner, kind: Kind, id: &str, sender: &str) -> Result<(Arc<Agent>, Route), Refusal> {
+    let unknown = || unknown_id(kind, id);
     let r = match gw.routes.get_held(kind, id) {
         Some(r) => r,
         None => gw.routes.get(kind, id).await.map_err(unavailable)?.ok_or_else(unknown)?,
     };
+    if !owned_by(&r, sender) {
+        return Err(unknown());
+    }
     let agent = match gw.agents.get(&r.agent) {
         Some(a) => a,
         // Another gateway on the same Redis sent it to an agent this one has not seen yet.
@@ -807,6 +855,15 @@ async fn answer(
     }
     if status >= 400 {
         if let Ok(e) = serde_json::from_slice::<ErrorAnswer>(&bytes) {
+            // GW-21: the agent's own "not found" of the id, and (for a caller the gateway did not verify) its
+            // authentication refusals of a step naming an id, are answered as the gateway answers an id it does not
+            // route: byte for byte the same as for a made-up id.
+            let names_id = matches!(step, Step::Execute | Step::Confirm | Step::Cancel | Step::Result);
+            let hides = matches!(e.error.code.as_str(), "unknown_negotiation" | "unknown_execution")
+                || (matches!(status, 401 | 403) && !ctx.verified);
+            if names_id && hides {
+                return Err(unknown_id(routed_kind(step), ctx.named_id()));
+            }
             ctx.code = Some(e.error.code.clone());
             if step == Step::Negotiate {
                 gw.metrics.negotiation_failed(&e.error.code);
@@ -839,6 +896,7 @@ async fn answer(
         let route = Route {
             agent: agent.endpoint.url.as_str().into(),
             capability: ctx.capability.clone().unwrap_or_else(|| "".into()),
+            owner: ctx.sender.clone(),
         };
         gw.routes.put(Kind::Negotiation, &id, route, ttl).await.map_err(unavailable)?;
         ctx.negotiation_id = Some(id);
@@ -877,6 +935,7 @@ async fn finish(
         let route = Route {
             agent: agent.endpoint.url.as_str().into(),
             capability: ctx.capability.clone().unwrap_or_else(|| "".into()),
+            owner: ctx.sender.clone(),
         };
         if let Some(key) = &ctx.idempotency {
             gw.routes.put(Kind::Idempotency, key, route.clone(), ttl).await.map_err(unavailable)?;

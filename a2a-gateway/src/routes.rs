@@ -43,19 +43,27 @@ pub struct Route {
     pub agent: Arc<str>,
     /// The capability it is about.
     pub capability: Arc<str>,
+    /// The sender the negotiation or execution belongs to (the `A2A-Sender-ID` of the step that created it, or the
+    /// verified caller the gateway forwarded for, GW-8): another sender naming the id is answered as if it did not
+    /// exist (GW-21). `None` for routes written without one (the A2A 1.x bridge's tasks; records of earlier versions).
+    pub owner: Option<Arc<str>>,
 }
 
 impl Route {
     fn encode(&self, expires_at_ms: u64) -> String {
-        format!("{}\n{}\n{expires_at_ms}", self.agent, self.capability)
+        match &self.owner {
+            Some(o) => format!("{}\n{}\n{expires_at_ms}\n{o}", self.agent, self.capability),
+            None => format!("{}\n{}\n{expires_at_ms}", self.agent, self.capability),
+        }
     }
 
     fn decode(s: &str) -> Option<(Route, u64)> {
-        let mut it = s.splitn(3, '\n');
+        let mut it = s.splitn(4, '\n');
         let agent = it.next()?;
         let capability = it.next()?;
         let exp = it.next()?.parse().ok()?;
-        Some((Route { agent: agent.into(), capability: capability.into() }, exp))
+        let owner = it.next().map(Arc::from);
+        Some((Route { agent: agent.into(), capability: capability.into(), owner }, exp))
     }
 }
 
@@ -228,15 +236,17 @@ mod tests {
 
     #[test]
     fn routes_round_trip_their_encoding() {
-        let r = Route { agent: "http://127.0.0.1:1/a2a".into(), capability: "submit_report".into() };
-        assert_eq!(Route::decode(&r.encode(42)), Some((r, 42)));
+        let r = Route { agent: "http://127.0.0.1:1/a2a".into(), capability: "submit_report".into(), owner: None };
+        assert_eq!(Route::decode(&r.encode(42)), Some((r.clone(), 42)));
+        let owned = Route { owner: Some("did:web:a.example:x_y".into()), ..r };
+        assert_eq!(Route::decode(&owned.encode(42)), Some((owned, 42)));
         assert_eq!(Route::decode("garbage"), None);
     }
 
     #[tokio::test]
     async fn memory_routes_expire() {
         let m = MemoryRoutes::new(10);
-        let r = Route { agent: "a".into(), capability: "b".into() };
+        let r = Route { agent: "a".into(), capability: "b".into(), owner: None };
         m.put(Kind::Negotiation, "n1", r.clone(), Duration::from_millis(30)).await.expect("put");
         assert_eq!(m.get(Kind::Negotiation, "n1").await.expect("get"), Some(r));
         assert_eq!(m.get(Kind::Execution, "n1").await.expect("get"), None);
@@ -247,7 +257,7 @@ mod tests {
     #[test]
     fn a_full_table_drops_its_oldest_routes_and_keeps_its_bound() {
         let t = RouteTable::new(SHARDS as u64 * 4);
-        let r = |i: usize| Route { agent: format!("a{i}").into(), capability: "c".into() };
+        let r = |i: usize| Route { agent: format!("a{i}").into(), capability: "c".into(), owner: None };
         let until = Instant::now() + Duration::from_secs(60);
         for i in 0..1000 {
             t.put(&format!("id{i}"), r(i), until);

@@ -9,6 +9,10 @@ mod bridge;
 mod common;
 #[path = "it/h1.rs"]
 mod h1;
+#[path = "it/h1_diff.rs"]
+mod h1_diff;
+#[path = "it/h1_fuzz.rs"]
+mod h1_fuzz;
 #[path = "it/h1_props.rs"]
 mod h1_props;
 // The redis-server harness of a2a-server's tests, used as is.

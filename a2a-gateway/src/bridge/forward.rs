@@ -184,7 +184,7 @@ pub(crate) async fn send_to_skill(
                 format!("no agent offering {skill:?} could be reached"),
             )));
         };
-        let route = Route { agent: agent.endpoint.url.as_str().into(), capability: skill.into() };
+        let route = Route { agent: agent.endpoint.url.as_str().into(), capability: skill.into(), owner: None };
         let ttl = lifetime(gw, Some(&info));
         gw.routes.put(Kind::Idempotency, idempotency, route, ttl).await.map_err(store_unavailable)?;
         match send_raw(call, &agent, call.method, call.target, body.clone()).await {
@@ -300,7 +300,7 @@ fn task_id(binding: &Binding, v: &Value) -> Option<String> {
 async fn record(call: &Call<'_>, agent: &Arc<Agent>, skill: &str, id: &str) -> Result<(), BridgeError> {
     let gw = call.gw;
     let info = gw.agents.info(agent).await.ok();
-    let route = Route { agent: agent.endpoint.url.as_str().into(), capability: skill.into() };
+    let route = Route { agent: agent.endpoint.url.as_str().into(), capability: skill.into(), owner: None };
     gw.routes.put(Kind::Execution, id, route, lifetime(gw, info.as_deref())).await.map_err(store_unavailable)
 }
 

@@ -66,27 +66,41 @@ fn content_length(h: &Headers) -> Result<Option<u64>, FramingError> {
     Ok(found)
 }
 
-/// Whether the message is chunked; `Err` for any other coding, or `chunked` not last.
+/// Whether the message is chunked; `Err` for any other coding, `chunked` not last, or a `Transfer-Encoding` field that
+/// names no coding at all (empty, or only commas).
 fn chunked(h: &Headers) -> Result<bool, FramingError> {
-    let mut any = false;
-    let mut last_chunked = false;
+    let mut present = false;
+    let mut codings: Vec<&[u8]> = Vec::new();
     for v in h.get_all("transfer-encoding") {
+        present = true;
         for coding in v.split(|&b| b == b',') {
             let coding = coding.trim_ascii();
-            if coding.is_empty() {
-                continue;
+            if !coding.is_empty() {
+                codings.push(coding);
             }
-            any = true;
-            if !coding.eq_ignore_ascii_case(b"chunked") {
-                return Err(FramingError::UnsupportedCoding(String::from_utf8_lossy(coding).into_owned()));
-            }
-            if last_chunked {
-                return Err(FramingError::Invalid("chunked applied twice"));
-            }
-            last_chunked = true;
         }
     }
-    Ok(any)
+    if !present {
+        return Ok(false);
+    }
+    // GW-20: a field that is there but names nothing is not "no field": two hops could disagree on whether the
+    // message is chunked, so it is refused rather than read as absent.
+    let Some(last) = codings.last() else {
+        return Err(FramingError::Invalid("a Transfer-Encoding that names no coding"));
+    };
+    // RFC 9112 §6.3: chunked not last (or not at all) leaves the length unknown: 400 whatever the other codings are.
+    if !last.eq_ignore_ascii_case(b"chunked") {
+        return Err(FramingError::Invalid("chunked is not the final transfer coding"));
+    }
+    let rest = &codings[..codings.len() - 1];
+    if rest.iter().any(|c| c.eq_ignore_ascii_case(b"chunked")) {
+        return Err(FramingError::Invalid("chunked applied twice"));
+    }
+    // RFC 9112 §6.1: a coding the server does not implement under a final chunked: 501.
+    if let Some(other) = rest.first() {
+        return Err(FramingError::UnsupportedCoding(String::from_utf8_lossy(other).into_owned()));
+    }
+    Ok(true)
 }
 
 /// The framing of a request's body (RFC 9112 §6.3): `Transfer-Encoding: chunked`, `Content-Length`, or none.
@@ -170,19 +184,18 @@ impl Chunked {
         loop {
             match self.state {
                 State::Done => return Ok(Decoded::End),
-                State::Size => match httparse::parse_chunk_size(buf) {
-                    Ok(httparse::Status::Complete((used, size))) => {
+                State::Size => match chunk_size_line(buf)? {
+                    Some((used, size)) => {
                         self.account(used)?;
                         let _ = buf.split_to(used);
                         self.state = if size == 0 { State::Trailer } else { State::Data(size) };
                     }
-                    Ok(httparse::Status::Partial) => {
+                    None => {
                         if buf.len() > 1024 {
                             return Err(ChunkError("a chunk-size line longer than 1 KiB"));
                         }
                         return Ok(Decoded::NeedMore);
                     }
-                    Err(_) => return Err(ChunkError("an invalid chunk size")),
                 },
                 State::Data(left) => {
                     if buf.is_empty() {
@@ -204,7 +217,7 @@ impl Chunked {
                     self.state = State::Size;
                 }
                 State::Trailer => {
-                    let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
+                    let Some(end) = line_end(buf)? else {
                         self.account(0)?;
                         if buf.len() > MAX_LINES {
                             return Err(ChunkError("trailer fields too large"));
@@ -233,6 +246,62 @@ impl Chunked {
     pub fn is_done(&self) -> bool {
         self.state == State::Done
     }
+}
+
+/// Where the line at the start of `buf` ends (the index of its CR), `None` when no line end has come yet. GW-20: a
+/// line ends in CRLF only; a bare LF, a CR not followed by LF, or any other control byte but HTAB in the line is an
+/// error (RFC 9112 §7.1, §2.2: a recipient that reads a bare LF as a line end would split the body differently from
+/// one that does not).
+fn line_end(buf: &[u8]) -> Result<Option<usize>, ChunkError> {
+    for (i, &b) in buf.iter().enumerate() {
+        match b {
+            b'\r' => {
+                return match buf.get(i + 1) {
+                    None => Ok(None),
+                    Some(b'\n') => Ok(Some(i)),
+                    Some(_) => Err(ChunkError("a CR not followed by LF in a chunk-size or trailer line")),
+                };
+            }
+            b'\n' => return Err(ChunkError("a bare LF ends a chunk-size or trailer line (CRLF is required)")),
+            b'\t' => {}
+            0..=31 | 127 => return Err(ChunkError("a control character in a chunk-size or trailer line")),
+            _ => {}
+        }
+    }
+    Ok(None)
+}
+
+/// Reads a chunk-size line (RFC 9112 §7.1: `chunk-size [ chunk-ext ] CRLF`, `chunk-size = 1*HEXDIG`): the bytes it
+/// takes and the size, `None` when the line has not ended yet. At least one hex digit; at most 16 (a size that fits
+/// 64 bits); then optional whitespace and extensions, which start with `;` (their content is ignored but may hold no
+/// control byte, [`line_end`]).
+fn chunk_size_line(buf: &[u8]) -> Result<Option<(usize, u64)>, ChunkError> {
+    let digits = buf.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    if digits > 16 {
+        return Err(ChunkError("a chunk size over 16 hex digits"));
+    }
+    if digits == buf.len() {
+        return Ok(None);
+    }
+    if digits == 0 {
+        return Err(ChunkError("a chunk-size line without a hex digit"));
+    }
+    let mut i = digits;
+    while i < buf.len() && (buf[i] == b' ' || buf[i] == b'\t') {
+        i += 1;
+    }
+    match buf.get(i) {
+        None => return Ok(None),
+        Some(b';' | b'\r') => {}
+        Some(b'\n') => return Err(ChunkError("a bare LF ends a chunk-size line (CRLF is required)")),
+        Some(_) => return Err(ChunkError("an invalid chunk size")),
+    }
+    let Some(end) = line_end(&buf[i..])? else { return Ok(None) };
+    let mut size = 0u64;
+    for &b in &buf[..digits] {
+        size = (size << 4) | u64::from((b as char).to_digit(16).unwrap_or(0));
+    }
+    Ok(Some((i + end + 2, size)))
 }
 
 /// Appends one chunk of the chunked coding (`data` must not be empty: an empty chunk ends the body).

@@ -566,8 +566,14 @@ pub fn parse_request(buf: &[u8], max_fields: usize) -> Result<Option<ParsedReque
             let path = match scheme {
                 _ if target.starts_with('/') || target == "*" => Some(target),
                 Some(s) => {
+                    // GW-20: the authority ends at the first `/`, `?` or `#` (RFC 3986 §3.2); the path starts only
+                    // at a `/` that ends it. A `/` inside the query (`http://evil.example?x=/a2a/capabilities`)
+                    // is not a path: such a target has none, and is `/` (its query dropped with the authority).
                     let rest = &target[s.len()..];
-                    Some(rest.find('/').map_or("", |i| &rest[i..]))
+                    match rest.find(['/', '?', '#']) {
+                        Some(i) if rest.as_bytes()[i] == b'/' => Some(&rest[i..]),
+                        _ => Some(""),
+                    }
                 }
                 None => None,
             };
@@ -696,6 +702,9 @@ mod tests {
         for (raw, target) in [
             (&b"GET http://gw.example:8080/a2a/x?y=1 HTTP/1.1\r\n\r\n"[..], "/a2a/x?y=1"),
             (b"GET HTTPS://gw.example HTTP/1.1\r\n\r\n", "/"),
+            (b"GET http://evil.example?x=/a2a/capabilities HTTP/1.1\r\n\r\n", "/"),
+            (b"GET http://evil.example#/a2a/capabilities HTTP/1.1\r\n\r\n", "/"),
+            (b"GET http://u@evil.example:80?/a2a HTTP/1.1\r\n\r\n", "/"),
             (b"OPTIONS * HTTP/1.1\r\n\r\n", "*"),
         ] {
             let p = parse_request(raw, 8).expect("valid").expect("complete");

@@ -151,20 +151,44 @@ pub(crate) async fn serve(
     let stop = CancellationToken::new();
     let tracker = tokio_util::task::TaskTracker::new();
     tokio::pin!(shutdown);
-    while let Some((stream, peer)) = a2a_server::serve::accept(&listener, shutdown.as_mut()).await {
+    // GW-23: memory freed after a burst goes back to the system even when the thread then idles (see
+    // `allocator_tick`).
+    let tick = tokio::spawn(allocator_tick());
+    loop {
+        // GW-23: a connection is accepted only with a permit; at the cap, new connections wait in the backlog.
+        let permit = tokio::select! {
+            p = served.gw.connections.acquire() => p,
+            () = shutdown.as_mut() => break,
+        };
+        let Some((stream, peer)) = a2a_server::serve::accept(&listener, shutdown.as_mut()).await else { break };
         let served = served.clone();
         let stop = stop.clone();
         tracker.spawn(async move {
             connection(stream, peer, served, stop).await;
+            drop(permit);
         });
     }
     drop(listener);
+    tick.abort();
     stop.cancel();
     tracker.close();
     if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
         tracing::warn!("some connections were still open after the grace period");
     }
     Ok(())
+}
+
+/// Runs the allocator on this thread once a second. mimalloc gives the pages a burst freed back to the system only
+/// after a delay, and only when the thread that freed them calls it again: a serving thread that goes idle after a
+/// burst (the connections of a slow-body attack closing) would keep them, measured at twice its idle RSS. One
+/// allocation of a large block a second lets it purge (docs/BENCHMARKS.md, "a2a-gateway under a slow-body attack").
+async fn allocator_tick() {
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        every.tick().await;
+        drop(std::hint::black_box(Vec::<u8>::with_capacity(1024 * 1024)));
+    }
 }
 
 /// Why reading a head stopped.
@@ -264,15 +288,140 @@ fn too_large_head(limits: ConnLimits) -> A2aError {
     )
 }
 
+/// The process-wide budget of request body bytes held at once (GW-23, `limits.max_buffered_body_bytes`).
+pub(crate) struct BodyBudget {
+    used: std::sync::atomic::AtomicUsize,
+    limit: usize,
+}
+
+impl BodyBudget {
+    pub(crate) fn new(limit: usize) -> Self {
+        BodyBudget { used: std::sync::atomic::AtomicUsize::new(0), limit }
+    }
+
+    /// A charge of nothing yet, for one body.
+    fn charge(&self) -> Charge<'_> {
+        Charge { budget: self, held: 0 }
+    }
+
+    /// Bytes held now.
+    #[cfg(test)]
+    pub(crate) fn used(&self) -> usize {
+        self.used.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Bytes of one body counted in the [`BodyBudget`], given back when dropped.
+pub(crate) struct Charge<'a> {
+    budget: &'a BodyBudget,
+    held: usize,
+}
+
+impl Charge<'_> {
+    /// Counts the body as `total` bytes held; `false` (nothing more counted) when that would take the process past
+    /// its budget.
+    fn hold(&mut self, total: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        if total <= self.held {
+            return true;
+        }
+        let more = total - self.held;
+        let before = self.budget.used.fetch_add(more, Ordering::AcqRel);
+        if before + more > self.budget.limit {
+            self.budget.used.fetch_sub(more, Ordering::AcqRel);
+            return false;
+        }
+        self.held = total;
+        true
+    }
+}
+
+impl Drop for Charge<'_> {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.held, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// The cap on caller connections open at once (GW-23, `limits.max_connections`).
+pub(crate) struct ConnectionCap {
+    permits: Arc<tokio::sync::Semaphore>,
+    cap: usize,
+    /// When the cap was last logged (seconds since the Unix epoch), so that it is logged at most every 10 s.
+    logged: std::sync::atomic::AtomicU64,
+}
+
+impl ConnectionCap {
+    pub(crate) fn new(cap: usize) -> Self {
+        ConnectionCap {
+            permits: Arc::new(tokio::sync::Semaphore::new(cap)),
+            cap,
+            logged: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// A permit for one connection; waits (and logs, at most every 10 s) at the cap.
+    async fn acquire(&self) -> tokio::sync::OwnedSemaphorePermit {
+        if let Ok(p) = self.permits.clone().try_acquire_owned() {
+            return p;
+        }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let last = self.logged.load(std::sync::atomic::Ordering::Relaxed);
+        if now >= last + 10
+            && self
+                .logged
+                .compare_exchange(last, now, std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(
+                max_connections = self.cap,
+                "connection limit reached (limits.max_connections): new connections wait in the listen backlog \
+                 until one closes"
+            );
+        }
+        match self.permits.clone().acquire_owned().await {
+            Ok(p) => p,
+            // The semaphore is never closed.
+            Err(_) => std::future::pending().await,
+        }
+    }
+}
+
+/// The most room made in a body's buffer before one read (GW-23).
+const BODY_READ_STEP: usize = 64 * 1024;
+
+/// How much room to make in a body's buffer before a read, holding `held` bytes with `left` still to come (GW-23: a
+/// buffer grows with the bytes received, never to a declared length at once): as much as it holds (so it at most
+/// doubles), at least 4 KiB, at most [`BODY_READ_STEP`] and never more than is to come.
+fn read_step(held: usize, left: usize) -> usize {
+    held.clamp(4 * 1024, BODY_READ_STEP).min(left)
+}
+
+/// Why reading a body stopped early.
+enum Stop {
+    Body(BodyError),
+    /// The body would take the process past its budget (GW-23).
+    Budget,
+}
+
+impl From<BodyError> for Stop {
+    fn from(e: BodyError) -> Self {
+        Stop::Body(e)
+    }
+}
+
 /// Reads a body delimited by `framing`, within the limits; a body over the limit is read out (bounded) and dropped.
-/// `false` in the second place when the connection cannot be used for another request after it.
-async fn read_body(
+/// `false` in the second place when the connection cannot be used for another request after it. The bytes held are
+/// counted in the process's budget (GW-23) as they arrive and until the returned charge is dropped; `Err` when the
+/// body would take the process past the budget (answer `503 overloaded` and close).
+async fn read_body<'b>(
     stream: &mut TcpStream,
     buf: &mut BytesMut,
     framing: Framing,
     limits: ConnLimits,
-) -> (Result<Bytes, BodyError>, bool) {
-    match framing {
+    budget: &'b BodyBudget,
+) -> Result<(Result<Bytes, BodyError>, bool, Charge<'b>), ()> {
+    let mut charge = budget.charge();
+    let (body, ok) = match framing {
         Framing::Empty | Framing::Close => (Ok(Bytes::new()), true),
         Framing::Length(n) if buf.len() as u64 >= n => (Ok(buf.split_to(n as usize).freeze()), true),
         Framing::Length(n) if n > limits.max_body as u64 => {
@@ -285,18 +434,27 @@ async fn read_body(
         Framing::Length(n) => {
             let read = async {
                 while (buf.len() as u64) < n {
-                    buf.reserve(n as usize - buf.len());
-                    match stream.read_buf(buf).await {
-                        Ok(0) => return Err(BodyError::Unreadable("the connection ended in the body".into())),
-                        Ok(_) => {}
-                        Err(e) => return Err(BodyError::Unreadable(e.to_string())),
+                    if !charge.hold(buf.len()) {
+                        return Err(Stop::Budget);
                     }
+                    if buf.capacity() == buf.len() {
+                        buf.reserve(read_step(buf.len(), n as usize - buf.len()));
+                    }
+                    match stream.read_buf(buf).await {
+                        Ok(0) => return Err(BodyError::Unreadable("the connection ended in the body".into()).into()),
+                        Ok(_) => {}
+                        Err(e) => return Err(BodyError::Unreadable(e.to_string()).into()),
+                    }
+                }
+                if !charge.hold(n as usize) {
+                    return Err(Stop::Budget);
                 }
                 Ok(buf.split_to(n as usize).freeze())
             };
             match tokio::time::timeout(limits.body_timeout, read).await {
                 Ok(Ok(b)) => (Ok(b), true),
-                Ok(Err(e)) => (Err(e), false),
+                Ok(Err(Stop::Budget)) => return Err(()),
+                Ok(Err(Stop::Body(e))) => (Err(e), false),
                 Err(_) => (Err(BodyError::Timeout { after: limits.body_timeout }), false),
             }
         }
@@ -308,34 +466,46 @@ async fn read_body(
                     match dec.decode(buf) {
                         Ok(Decoded::Data(d)) => {
                             if out.len() + d.len() > limits.max_body {
-                                return Err(BodyError::TooLarge { limit: limits.max_body });
+                                return Err(BodyError::TooLarge { limit: limits.max_body }.into());
+                            }
+                            if !charge.hold(out.len() + d.len() + buf.len()) {
+                                return Err(Stop::Budget);
                             }
                             out.extend_from_slice(&d);
                         }
                         Ok(Decoded::End) => return Ok(()),
                         Ok(Decoded::NeedMore) => {
-                            buf.reserve(8 * 1024);
+                            if !charge.hold(out.len() + buf.len()) {
+                                return Err(Stop::Budget);
+                            }
+                            if buf.capacity() == buf.len() {
+                                buf.reserve(read_step(out.len() + buf.len(), limits.max_body + 1024));
+                            }
                             match stream.read_buf(buf).await {
-                                Ok(0) => return Err(BodyError::Unreadable("the connection ended in the body".into())),
+                                Ok(0) => {
+                                    return Err(BodyError::Unreadable("the connection ended in the body".into()).into());
+                                }
                                 Ok(_) => {}
-                                Err(e) => return Err(BodyError::Unreadable(e.to_string())),
+                                Err(e) => return Err(BodyError::Unreadable(e.to_string()).into()),
                             }
                         }
-                        Err(e) => return Err(BodyError::Unreadable(e.0.to_owned())),
+                        Err(e) => return Err(BodyError::Unreadable(e.0.to_owned()).into()),
                     }
                 }
             };
             match tokio::time::timeout(limits.body_timeout, read).await {
                 Ok(Ok(())) => (Ok(out.freeze()), true),
-                Ok(Err(e @ BodyError::TooLarge { .. })) => {
+                Ok(Err(Stop::Budget)) => return Err(()),
+                Ok(Err(Stop::Body(e @ BodyError::TooLarge { .. }))) => {
                     drain(stream, buf, DRAIN_MAX_BYTES).await;
                     (Err(e), false)
                 }
-                Ok(Err(e)) => (Err(e), false),
+                Ok(Err(Stop::Body(e))) => (Err(e), false),
                 Err(_) => (Err(BodyError::Timeout { after: limits.body_timeout }), false),
             }
         }
-    }
+    };
+    Ok((body, ok, charge))
 }
 
 /// Drops what `buf` holds and reads and drops up to `more` bytes the client still sends, for at most
@@ -378,7 +548,8 @@ fn native(path: &str) -> bool {
 async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, stop: CancellationToken) {
     let limits = ConnLimits::of(&served.gw);
     let mut buf = BytesMut::with_capacity(8 * 1024);
-    let mut out: Vec<u8> = Vec::with_capacity(4 * 1024);
+    // Made on the first answer: a connection that never gets one (a stalled caller) costs nothing here (GW-23).
+    let mut out: Vec<u8> = Vec::new();
     let mut first = true;
     let mut deadline = super::Deadline::new();
     let mut write_deadline = super::Deadline::new();
@@ -411,7 +582,7 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
             Err(e) => {
                 let err = match e {
                     FramingError::UnsupportedCoding(c) => A2aError::with_message(
-                        ErrorCode::INVALID_REQUEST,
+                        ErrorCode::NOT_IMPLEMENTED,
                         format!(
                             "the transfer coding {c:?} is not supported; send the body with Content-Length or chunked"
                         ),
@@ -436,6 +607,8 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
         let expects = head.version == 1
             && head.headers.get("expect").is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"100-continue"));
         let mut keep = keep_alive(&head) && !limits.keepalive.is_zero();
+        // The body's share of the budget (GW-23), held until the answer is written.
+        let mut held = None;
         let body = if expects && matches!(framing, Framing::Length(n) if n > limits.max_body as u64) {
             keep = false;
             Err(BodyError::TooLarge { limit: limits.max_body })
@@ -449,9 +622,34 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
             if waiting && stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
                 return;
             }
-            let (b, ok) = read_body(&mut stream, &mut buf, framing, limits).await;
-            keep &= ok;
-            b
+            match read_body(&mut stream, &mut buf, framing, limits, &served.gw.body_budget).await {
+                Ok((b, ok, charge)) => {
+                    keep &= ok;
+                    held = Some(charge);
+                    b
+                }
+                Err(()) => {
+                    // GW-23: past the process's budget: refused, not buffered; the rest of the body is not read.
+                    let err = A2aError::with_message(
+                        ErrorCode::OVERLOADED,
+                        format!(
+                            "the gateway holds its limit of request bodies ({} bytes, \
+                             limits.max_buffered_body_bytes); retry after the Retry-After delay",
+                            served.gw.limits.max_buffered_body_bytes
+                        ),
+                    );
+                    let mut reply = Reply::error(&err);
+                    reply.headers.append("retry-after", Bytes::from_static(b"1"));
+                    let mut w = Writer {
+                        stream: &mut stream,
+                        buf: &mut out,
+                        deadline: &mut write_deadline,
+                        timeout: limits.write_timeout,
+                    };
+                    let _ = write_reply(&mut w, reply, head.version, false, false).await;
+                    return;
+                }
+            }
         };
         let version = head.version;
         let head_req = head.method == http::Method::HEAD;
@@ -464,8 +662,14 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
         keep &= !stop.is_cancelled();
         let mut w =
             Writer { stream: &mut stream, buf: &mut out, deadline: &mut write_deadline, timeout: limits.write_timeout };
-        if !write_reply(&mut w, reply, version, head_req, keep).await || !keep {
+        let written = write_reply(&mut w, reply, version, head_req, keep).await;
+        drop(held);
+        if !written || !keep {
             return;
+        }
+        // A large body's buffer is not kept for the connection's idle time (GW-23): a fresh small one instead.
+        if buf.is_empty() && buf.capacity() > BODY_READ_STEP {
+            buf = BytesMut::with_capacity(8 * 1024);
         }
     }
 }
@@ -732,6 +936,23 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_body_budget_counts_what_is_held_and_refuses_past_its_limit() {
+        let budget = BodyBudget::new(100);
+        let mut a = budget.charge();
+        assert!(a.hold(60));
+        assert!(a.hold(40), "holding less than before takes nothing more");
+        let mut b = budget.charge();
+        assert!(!b.hold(41), "60 + 41 is past 100");
+        assert_eq!(budget.used(), 60, "a refused hold takes nothing");
+        assert!(b.hold(40));
+        assert_eq!(budget.used(), 100);
+        drop(a);
+        assert_eq!(budget.used(), 40);
+        drop(b);
+        assert_eq!(budget.used(), 0);
+    }
 
     #[tokio::test]
     async fn a_caller_that_stops_reading_is_given_up_after_the_write_timeout() {

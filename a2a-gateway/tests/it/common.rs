@@ -17,6 +17,9 @@ use serde_json::{Value, json};
 pub const CLIENT: &str = "did:web:client.example.com";
 pub const GATEWAY: &str = "did:web:gateway.example.com";
 pub const KEY_ID: &str = "key-1";
+/// The admin token of every test gateway's `admin.token` file: a gateway configured with
+/// `[admin]\ntoken_file = "admin.token"` serves its admin endpoints to callers that send it (GW-22).
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
 
 /// A temporary directory, removed when dropped (the redis harness uses it too).
 pub struct TempDir(pub std::path::PathBuf);
@@ -214,6 +217,7 @@ impl TestGateway {
         text.push_str(extra);
         let path = dir.0.join("gateway.toml");
         std::fs::write(&path, &text).expect("write config");
+        std::fs::write(dir.0.join("admin.token"), format!("{ADMIN_TOKEN}\n")).expect("write admin token");
         // The key is given directly (Options) rather than as a file; verify_signatures needs gateway.key_file in the
         // file, so the tests write one too.
         let pem = world.gateway_key.to_pkcs8_pem().expect("pem");

@@ -273,8 +273,12 @@ async fn ambiguous_framing_is_refused_at_the_edge_and_the_connection_closed() {
         format!("Content-Length: {}\r\nContent-Length: {}\r\n", body.len(), body.len() + 1),
         "Content-Length: -1\r\n".to_owned(),
         "Content-Length: 0x10\r\n".to_owned(),
-        "Transfer-Encoding: gzip, chunked\r\n".to_owned(),
         "Transfer-Encoding: chunked, chunked\r\n".to_owned(),
+        // GW-20: a Transfer-Encoding that names nothing, beside a Content-Length: neither may be read as absent.
+        format!("Transfer-Encoding: \r\nContent-Length: {}\r\n", body.len()),
+        format!("Transfer-Encoding: ,\r\nContent-Length: {}\r\n", body.len()),
+        format!("Transfer-Encoding: , ,\r\nContent-Length: {}\r\n", body.len()),
+        "Transfer-Encoding: chunked, gzip\r\n".to_owned(),
     ];
     for framing in &cases {
         let mut c = Conn::open(&gw.base).await;
@@ -486,8 +490,180 @@ async fn absolute_form_targets_are_served_and_head_answers_carry_no_body() {
     // A HEAD of a path answered by the gateway's HTTP service: the head only, and the connection stays usable.
     c.send(b"HEAD /metrics HTTP/1.1\r\nHost: gw\r\n\r\n").await;
     let h = c.answer_to_head().await;
-    assert_eq!(h.status, 405);
+    assert_eq!(h.status, 404, "the admin endpoints are off without a token (GW-22)");
     assert!(h.body.is_empty());
     c.send(&request("OPTIONS", "/a2a", "", "")).await;
     assert_eq!(c.answer().await.status, 204, "nothing of a body was left on the connection");
+}
+
+/// Sends `raw` on a new connection and reads one answer; asserts the connection then ends.
+async fn refused_and_closed(gw: &TestGateway, raw: &[u8]) -> Raw {
+    let mut c = Conn::open(&gw.base).await;
+    c.send(raw).await;
+    let a = c.answer().await;
+    assert_eq!(a.header("connection"), Some("close"), "{:?}", String::from_utf8_lossy(raw));
+    assert!(c.closed_within(Duration::from_secs(5)).await, "{:?}: the connection ends", String::from_utf8_lossy(raw));
+    a
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunk_size_lines_end_in_crlf_and_hold_no_control_bytes() {
+    let (_w, agent, gw) = setup("").await;
+    let http = reqwest::Client::new();
+    let before = agent.requests(&http).await;
+    let body = negotiate_body();
+    let n = body.len();
+    // GW-20 (RFC 9112 §7.1): each of these is read one way by a lenient parser and another way by a strict one.
+    let cases = [
+        format!("{n:x}\n{body}\r\n0\r\n\r\n"),
+        format!("{n:x}\r\n{body}\r\n0\n\r\n"),
+        format!("{n:x};a=b\n{body}\r\n0\r\n\r\n"),
+        format!("{n:x};a=\x01\r\n{body}\r\n0\r\n\r\n"),
+        format!("{n:x};a\x7f\r\n{body}\r\n0\r\n\r\n"),
+        format!("{n:x};a=\"b\rc\"\r\n{body}\r\n0\r\n\r\n"),
+        format!("\r\n{n:x}\r\n{body}\r\n0\r\n\r\n"),
+        format!("{n:x}\r\n{body}\r\n\r\n"),
+        format!("{n:x}\r\n{body}\r\n0\r\nX-T: a\nb\r\n\r\n"),
+    ];
+    for chunks in &cases {
+        let mut r =
+            request("POST", "/a2a/negotiate", "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n", "");
+        r.extend_from_slice(chunks.as_bytes());
+        let a = refused_and_closed(&gw, &r).await;
+        assert_eq!(a.status, 400, "{chunks:?}: {:?}", a.json());
+        assert!(!a.code().is_empty(), "{chunks:?}: a JSON error");
+    }
+    assert_eq!(agent.requests(&http).await, before, "none reached the agent");
+    // The same body, well framed, with an extension and whitespace before it, passes.
+    let mut c = Conn::open(&gw.base).await;
+    let mut r =
+        request("POST", "/a2a/negotiate", "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n", "");
+    r.extend_from_slice(format!("{n:x} ;a=\"b c\"\r\n{body}\r\n0\r\n\r\n").as_bytes());
+    c.send(&r).await;
+    assert_eq!(c.answer().await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsupported_transfer_coding_is_501_and_an_absolute_target_takes_only_its_path() {
+    let (_w, agent, gw) = setup("").await;
+    let http = reqwest::Client::new();
+    let before = agent.requests(&http).await;
+    let r =
+        request("POST", "/a2a/negotiate", "Content-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\n", "");
+    let a = refused_and_closed(&gw, &r).await;
+    assert_eq!((a.status, a.code().as_str()), (501, "not_implemented"), "{:?}", a.json());
+    assert_eq!(agent.requests(&http).await, before);
+    // GW-20: the path of an absolute-form target ends its authority; a `/` in the query is not one.
+    for target in [
+        "http://evil.example?x=/a2a/capabilities",
+        "http://evil.example#/a2a/capabilities",
+        "http://evil.example:80?/a2a/capabilities",
+    ] {
+        let mut c = Conn::open(&gw.base).await;
+        c.send(&request("GET", target, "", "")).await;
+        let a = c.answer().await;
+        assert_eq!((a.status, a.code().as_str()), (404, "not_found"), "{target}: {:?}", a.json());
+    }
+    let mut c = Conn::open(&gw.base).await;
+    c.send(&request("GET", "http://gw.example/a2a/capabilities?x=/y", "", "")).await;
+    assert_eq!(c.answer().await.status, 200, "an absolute target with a path is that path");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_is_answered_as_get_without_a_body_wherever_get_is_served() {
+    let (_w, _agent, gw) = setup("").await;
+    let mut c = Conn::open(&gw.base).await;
+    c.send(&request("GET", "/a2a/capabilities", "", "")).await;
+    let get = c.answer().await;
+    assert_eq!(get.status, 200);
+    c.send(&request("HEAD", "/a2a/capabilities", "", "")).await;
+    let head = c.answer_to_head().await;
+    assert_eq!(head.status, 200, "GW-20: HEAD where GET is served");
+    assert_eq!(head.header("content-length"), Some(get.body.len().to_string().as_str()));
+    assert_eq!(head.header("content-type"), get.header("content-type"));
+    // A RESULT: forwarded to the agent as GET, its answer's head only.
+    c.send(&request("POST", "/a2a/negotiate", "", &negotiate_body())).await;
+    let neg = c.answer().await.json()["negotiation_id"].as_str().expect("id").to_owned();
+    c.send(&request(
+        "POST",
+        "/a2a/execute",
+        &format!("A2A-Negotiation-ID: {neg}\r\n"),
+        &json!({"title": "h"}).to_string(),
+    ))
+    .await;
+    let id = c.answer().await.json()["execution_id"].as_str().expect("id").to_owned();
+    let seg = a2a_core::execution_id::ExecutionId::parse(&id).expect("id").to_path_segment();
+    c.send(&request("GET", &format!("/a2a/result/{seg}"), "", "")).await;
+    let get = c.answer().await;
+    assert_eq!(get.status, 200, "{:?}", get.json());
+    c.send(&request("HEAD", &format!("/a2a/result/{seg}"), "", "")).await;
+    let head = c.answer_to_head().await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), Some(get.body.len().to_string().as_str()));
+    // Nothing of a body was left on the connection.
+    c.send(&request("OPTIONS", "/a2a", "", "")).await;
+    assert_eq!(c.answer().await.status, 204);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_past_the_process_budget_are_refused_503_and_the_budget_comes_back() {
+    let (_w, _agent, gw) =
+        setup("[limits]\nmax_body_bytes = 32768\nmax_buffered_body_bytes = 65536\nbody_read_timeout_ms = 20000\n")
+            .await;
+    // Two callers declare 30,000 bytes, send 25,000 and stall: 50,000 of the 65,536 bytes are held.
+    let stalled_head = |len: usize| {
+        format!(
+            "POST /a2a/negotiate HTTP/1.1\r\nHost: gw\r\nA2A-Version: 0.3\r\nA2A-Sender-ID: {CLIENT}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n"
+        )
+    };
+    let mut stalled = Vec::new();
+    for _ in 0..2 {
+        let mut c = Conn::open(&gw.base).await;
+        c.send(stalled_head(30_000).as_bytes()).await;
+        c.send(&vec![b' '; 25_000]).await;
+        stalled.push(c);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A third body that would take the total past the budget: refused, not buffered, with Retry-After (GW-23).
+    let mut c = Conn::open(&gw.base).await;
+    c.send(stalled_head(30_000).as_bytes()).await;
+    c.send(&vec![b' '; 25_000]).await;
+    let a = c.answer().await;
+    assert_eq!((a.status, a.code().as_str()), (503, "overloaded"), "{:?}", a.json());
+    assert_eq!(a.header("retry-after"), Some("1"));
+    assert!(c.closed_within(Duration::from_secs(5)).await);
+    // A small body still fits, and is served.
+    let mut c = Conn::open(&gw.base).await;
+    c.send(&request("POST", "/a2a/negotiate", "", &negotiate_body())).await;
+    assert_eq!(c.answer().await.status, 200);
+    // The stalled callers leave: their share comes back, and a large body is served again.
+    drop(stalled);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut c = Conn::open(&gw.base).await;
+    let mut big = serde_json::from_str::<Value>(&negotiate_body()).expect("json");
+    big["pad"] = json!("x".repeat(30_000));
+    c.send(&request("POST", "/a2a/negotiate", "", &big.to_string())).await;
+    let a = c.answer().await;
+    assert_ne!(a.status, 503, "{:?}", a.json());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_cap_wait_until_one_closes() {
+    let (_w, _agent, gw) = setup("[limits]\nmax_connections = 3\n").await;
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let mut c = Conn::open(&gw.base).await;
+        c.send(&request("OPTIONS", "/a2a", "", "")).await;
+        assert_eq!(c.answer().await.status, 204);
+        open.push(c);
+    }
+    // A fourth connection is not accepted (it waits in the backlog): its request gets no answer yet.
+    let mut fourth = Conn::open(&gw.base).await;
+    fourth.send(&request("OPTIONS", "/a2a", "", "")).await;
+    let mut chunk = [0u8; 64];
+    let early = tokio::time::timeout(Duration::from_millis(500), fourth.stream.read(&mut chunk)).await;
+    assert!(early.is_err(), "GW-23: no answer past the connection cap");
+    // One closes: the fourth is accepted and answered.
+    drop(open.pop());
+    assert_eq!(fourth.answer().await.status, 204);
 }

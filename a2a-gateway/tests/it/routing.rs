@@ -204,7 +204,12 @@ async fn signed_caller_is_verified_once_and_forwarded_resigned_as_itself() {
 async fn audit_log_has_one_record_per_request_queryable_by_sender_negotiation_and_execution() {
     let world = World::new();
     let (a, b) = agents(&world);
-    let gw = TestGateway::start(&[&a, &b], &world, "[audit]\nfile = \"audit.jsonl\"\n").await;
+    let gw = TestGateway::start(
+        &[&a, &b],
+        &world,
+        "[audit]\nfile = \"audit.jsonl\"\n[admin]\ntoken_file = \"admin.token\"\n",
+    )
+    .await;
     let c = Caller::new(&gw.base);
     let r = c.handshake("submit_report", Sign::No).await;
     let exe = r.body["execution_id"].as_str().expect("id").to_owned();
@@ -217,6 +222,7 @@ async fn audit_log_has_one_record_per_request_queryable_by_sender_negotiation_an
             for _ in 0..400 {
                 let v: serde_json::Value = http
                     .get(format!("{base}/gateway/audit?{s}"))
+                    .bearer_auth(ADMIN_TOKEN)
                     .send()
                     .await
                     .expect("audit")

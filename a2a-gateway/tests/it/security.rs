@@ -244,3 +244,130 @@ async fn senders_over_their_rate_are_refused_with_retry_after() {
         other.send("POST", "/a2a/fallback", &[], Some(&json!({"target_capability": "submit_report"})), Sign::No).await;
     assert_eq!(a.status, 200);
 }
+
+/// A step naming an id: method, path, extra headers, body, the real id and the made-up one.
+type Probe = (&'static str, String, Vec<(&'static str, String)>, Option<Value>, String, String);
+
+/// A made-up id of the same shape as `real`: its last character changed within the same alphabet.
+fn made_up(real: &str) -> String {
+    let mut s = real.to_owned();
+    let last = s.pop().expect("not empty");
+    s.push(if last == 'a' { 'q' } else { 'a' });
+    s
+}
+
+/// What of an answer a caller can compare: status, body with `id` written as `as_id`, and the header names
+/// (without those that differ from one answer to the next: `date`, `a2a-signature`).
+fn seen(a: &Answer, id: &str, as_id: &str) -> (u16, String, Vec<String>) {
+    let mut names: Vec<String> =
+        a.headers.keys().map(|k| k.as_str().to_owned()).filter(|k| k != "date" && k != "a2a-signature").collect();
+    names.sort();
+    (a.status, a.body.to_string().replace(id, as_id), names)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_callers_real_ids_are_answered_exactly_as_made_up_ids() {
+    let s = setup("").await;
+    let signed = s.signed(0);
+    // The victim (the client) opens a negotiation and an execution on a did_auth capability, and on one that needs
+    // nothing.
+    let mut ids = Vec::new();
+    for (cap, sign) in [("sign_contract", signed), ("submit_report", Sign::No)] {
+        let n = s.c.send("POST", "/a2a/negotiate", &[], Some(&negotiate(cap)), sign).await;
+        assert_eq!(n.status, 200, "{}", n.body);
+        let neg = n.body["negotiation_id"].as_str().expect("id").to_owned();
+        let e =
+            s.c.send("POST", "/a2a/execute", &[("a2a-negotiation-id", &neg)], Some(&json!({"title": "t"})), sign).await;
+        assert_eq!(e.status, 201, "{}", e.body);
+        let n2 = s.c.send("POST", "/a2a/negotiate", &[], Some(&negotiate(cap)), sign).await;
+        let neg2 = n2.body["negotiation_id"].as_str().expect("id").to_owned();
+        ids.push((cap, neg2, e.body["execution_id"].as_str().expect("id").to_owned()));
+    }
+    // Attackers: another DID, and one that claims the victim's DID without its key. Neither signs.
+    let other = Caller { sender: "did:web:attacker.example".into(), ..Caller::new(&s.gw.base) };
+    let claimant = Caller::new(&s.gw.base);
+    for (cap, neg, exe) in &ids {
+        for (who, c) in [("another sender", &other), ("a claim of the victim's DID", &claimant)] {
+            if *cap == "submit_report" && who == "a claim of the victim's DID" {
+                // auth_requirement none: an unsigned claim of a DID is that DID (HDR-8); nothing to hide.
+                continue;
+            }
+            let (fake_neg, fake_exe) = (made_up(neg), made_up(exe));
+            let seg = |id: &str| a2a_core::execution_id::ExecutionId::parse(id).expect("id").to_path_segment();
+            let steps: [Probe; 4] = [
+                (
+                    "POST",
+                    "/a2a/execute".into(),
+                    vec![("a2a-negotiation-id", neg.clone())],
+                    Some(json!({"title": "x"})),
+                    neg.clone(),
+                    fake_neg.clone(),
+                ),
+                ("GET", format!("/a2a/result/{}", seg(exe)), vec![], None, exe.clone(), fake_exe.clone()),
+                (
+                    "POST",
+                    "/a2a/confirm".into(),
+                    vec![],
+                    Some(json!({"execution_id": exe})),
+                    exe.clone(),
+                    fake_exe.clone(),
+                ),
+                (
+                    "POST",
+                    "/a2a/cancel".into(),
+                    vec![],
+                    Some(json!({"execution_id": exe})),
+                    exe.clone(),
+                    fake_exe.clone(),
+                ),
+            ];
+            for (method, path, extra, body, real, fake) in steps {
+                let swap = |s: &str| match a2a_core::execution_id::ExecutionId::parse(&real) {
+                    Ok(_) => s.replace(&seg(&real), &seg(&fake)).replace(&real, &fake),
+                    Err(_) => s.replace(&real, &fake),
+                };
+                let extra_fake: Vec<(&str, String)> = extra.iter().map(|(k, v)| (*k, swap(v))).collect();
+                let h1: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let h2: Vec<(&str, &str)> = extra_fake.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let body_fake =
+                    body.as_ref().map(|b| serde_json::from_str::<Value>(&swap(&b.to_string())).expect("json"));
+                let a = c.send(method, &path, &h1, body.as_ref(), Sign::No).await;
+                let b = c.send(method, &swap(&path), &h2, body_fake.as_ref(), Sign::No).await;
+                assert_eq!(b.status, 404, "{cap} {method} {path} by {who}, made up: {}", b.body);
+                assert_eq!(
+                    seen(&a, &real, &fake),
+                    seen(&b, &fake, &fake),
+                    "{cap} {method} {path} by {who}: the real id is told apart from a made-up one"
+                );
+            }
+        }
+    }
+    // The victim's own execution is untouched (the attackers' CANCELs were refused) and still answers the victim.
+    let (_, _, exe) = &ids[0];
+    let seg = a2a_core::execution_id::ExecutionId::parse(exe).expect("id").to_path_segment();
+    let r = s.c.send("GET", &format!("/a2a/result/{seg}"), &[], None, signed).await;
+    assert_eq!((r.status, r.body["status"].as_str()), (200, Some("received")), "{}", r.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_endpoints_are_closed_by_default_and_need_the_token_when_one_is_set() {
+    let s = setup("[audit]\nfile = \"audit.jsonl\"\n").await;
+    for path in ["/metrics", "/gateway/audit", "/gateway/agents"] {
+        let r = s.c.http.get(format!("{}{path}", s.gw.base)).send().await.expect("get");
+        assert_eq!(r.status(), 404, "{path}: GW-22, no token configured: the operator surface is not served");
+        let v: Value = r.json().await.expect("a JSON error");
+        assert_eq!(v["error"]["code"], "not_found");
+    }
+    let s = setup("[audit]\nfile = \"audit.jsonl\"\n[admin]\ntoken_file = \"admin.token\"\n").await;
+    for path in ["/metrics", "/gateway/audit", "/gateway/agents"] {
+        let url = format!("{}{path}", s.gw.base);
+        let r = s.c.http.get(&url).send().await.expect("get");
+        assert_eq!(r.status(), 401, "{path} without the token");
+        let r = s.c.http.get(&url).bearer_auth("not-the-token").send().await.expect("get");
+        assert_eq!(r.status(), 401, "{path} with another token");
+        let r = s.c.http.get(&url).bearer_auth(ADMIN_TOKEN).send().await.expect("get");
+        assert_eq!(r.status(), 200, "{path} with the token");
+        let r = s.c.http.head(&url).bearer_auth(ADMIN_TOKEN).send().await.expect("head");
+        assert_eq!(r.status(), 200, "{path}: HEAD as GET");
+    }
+}

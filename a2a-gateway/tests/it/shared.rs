@@ -17,7 +17,11 @@ async fn two_gateways_on_one_redis_share_routes_replay_memory_and_the_audit_stre
         vec![decl("submit_report", AuthRequirement::None), decl("sign_contract", AuthRequirement::DidAuth)],
         &world,
     );
-    let store = format!("[store]\nredis_url = \"{}\"\nkey_prefix = \"{}\"\n", redis.url(), unique_prefix("gw"));
+    let store = format!(
+        "[store]\nredis_url = \"{}\"\nkey_prefix = \"{}\"\n[admin]\ntoken_file = \"admin.token\"\n",
+        redis.url(),
+        unique_prefix("gw")
+    );
     let g1 = TestGateway::start(&[&a, &b], &world, &store).await;
     let g2 = TestGateway::start(&[&a, &b], &world, &store).await;
     let (c1, c2) = (Caller::new(&g1.base), Caller::new(&g2.base));
@@ -60,6 +64,7 @@ async fn two_gateways_on_one_redis_share_routes_replay_memory_and_the_audit_stre
         let v: serde_json::Value = c2
             .http
             .get(format!("{}/gateway/audit?sender={}&limit=1000", g2.base, CLIENT))
+            .bearer_auth(ADMIN_TOKEN)
             .send()
             .await
             .expect("audit")
