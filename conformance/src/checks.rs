@@ -21,6 +21,7 @@ mod gateway;
 mod headers;
 mod invariants;
 mod negotiate;
+mod quotas;
 mod resolver;
 mod schema;
 mod sessions;
@@ -47,6 +48,7 @@ pub fn all() -> Vec<Check> {
     v.extend(sessions::checks());
     v.extend(streaming::checks());
     v.extend(bridge::checks());
+    v.extend(quotas::checks());
     v.extend(invariants::checks());
     v
 }
