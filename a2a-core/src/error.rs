@@ -277,6 +277,10 @@ error_table! {
     /// Too many requests from this sender.
     RATE_LIMITED = "rate_limited", Http(429),
         "too many requests; retry after the Retry-After delay";
+    /// The sender holds its share of a bounded resource of the agent (negotiations, executions waiting for CONFIRM,
+    /// replay nonces; LIM-4, LIM-5).
+    QUOTA_EXCEEDED = "quota_exceeded", Http(429),
+        "you hold your share of this agent's state (see details.quota and details.limit); retry after the Retry-After delay";
     /// The agent is at its concurrency limit.
     OVERLOADED = "overloaded", Http(503),
         "the agent is at its limit of concurrent executions; retry after the Retry-After delay";

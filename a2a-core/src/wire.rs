@@ -105,6 +105,16 @@ pub struct AgentLimits {
     pub max_timeout_ms: u64,
     /// How long an execution may stay `received` before it must be confirmed.
     pub confirm_window_ms: u64,
+    /// Negotiations kept per sender (LIM-4): past it, a sender's new negotiation replaces its own closest to expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_negotiations_per_sender: Option<u64>,
+    /// Executions per sender waiting for CONFIRM (LIM-5): past it EXECUTE answers `429 quota_exceeded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_received_per_sender: Option<u64>,
+    /// Replay nonces kept per signer, one per signed request for its lifetime plus 30 s (LIM-5): past it a signed
+    /// request answers `429 quota_exceeded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_nonces_per_sender: Option<u64>,
 }
 
 /// `GET /a2a/capabilities`: the full declarations (`spec/PROTOCOL.md` §5.3).

@@ -77,6 +77,9 @@ pub fn document(
         max_wait_ms: a.max_wait_ms.min(b.max_wait_ms),
         max_timeout_ms: a.max_timeout_ms.min(b.max_timeout_ms),
         confirm_window_ms: a.confirm_window_ms.min(b.confirm_window_ms),
+        max_negotiations_per_sender: min_of(a.max_negotiations_per_sender, b.max_negotiations_per_sender),
+        max_received_per_sender: min_of(a.max_received_per_sender, b.max_received_per_sender),
+        max_nonces_per_sender: min_of(a.max_nonces_per_sender, b.max_nonces_per_sender),
     });
     let limits = limits.map(|mut l| {
         l.max_body_bytes = l.max_body_bytes.min(max_body_bytes);
@@ -203,4 +206,13 @@ pub async fn fallback_options(
     out.extend(degraded_remote);
     out.extend(subs);
     out
+}
+
+/// The smaller of two announced per-sender limits (LIM-4, LIM-5); an agent that announces none bounds nothing the
+/// caller can see.
+fn min_of(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }

@@ -334,11 +334,18 @@ impl Auth {
         }
         let claims = verified.claims();
         let until_ms = (claims.exp.saturating_add(integrity::LEEWAY_SECS as i64).max(0) as u64).saturating_mul(1000);
-        let fresh = engine.store.remember_jti(&claims.iss, &claims.jti, until_ms).await.map_err(|e| {
+        let nonce = engine.store.admit_jti(&claims.iss, &claims.jti, until_ms).await.map_err(|e| {
             A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, format!("cannot check the signature for replay: {e}"))
         })?;
-        if !fresh {
-            return Err(A2aError::new(ErrorCode::REPLAYED_REQUEST).details(json!({"jti": claims.jti})));
+        match nonce {
+            crate::store::Nonce::Fresh => {}
+            crate::store::Nonce::Replay => {
+                return Err(A2aError::new(ErrorCode::REPLAYED_REQUEST).details(json!({"jti": claims.jti})));
+            }
+            crate::store::Nonce::Refused(q) => {
+                engine.metrics.quota(q.quota, false);
+                return Err(crate::engine::quota_error(&q, "the signed request's nonce could not be remembered"));
+            }
         }
         caller.verified = true;
         Ok(())

@@ -27,8 +27,8 @@ use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::store::{
-    Created, ExecutionRecord, IdempotencyClaim, NegotiationRecord, Store, StoreError, Transition, TransitionOutcome,
-    WorkItem, now_ms, timestamp,
+    Admitted, Created, ExecutionRecord, IdempotencyClaim, NegotiationRecord, Store, StoreError, Transition,
+    TransitionOutcome, WorkItem, now_ms, timestamp,
 };
 
 /// A capability as served: its declaration, its handler, and its compiled output schema.
@@ -43,13 +43,38 @@ pub struct Capability {
 
 /// The outcome of the schema work of NEGOTIATE for one proposal.
 struct Agreed {
-    schema: Value,
+    /// Shared by every negotiation stored with it (LIM-6).
+    schema: Arc<Value>,
+    /// [`schema_digest`] of `schema`: the key of its compiled form.
+    digest: String,
     changes: Vec<a2a_core::wire::SchemaChange>,
     compiled: Arc<AgreedSchema>,
 }
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The key of an agreed schema's compiled form: 128 bits of SHA-256 of its canonical JSON, in hex. Equal schemas
+/// have equal digests, so every negotiation that agreed a schema shares one compiled copy.
+fn schema_digest(schema: &Value) -> String {
+    let mut h = Sha256::new();
+    h.update(a2a_core::canonical::to_canonical_vec(schema));
+    hex(&h.finalize()[..16])
+}
+
+/// The `429 quota_exceeded` answer of a refused insert (LIM-4, LIM-5): the quota by its configuration key, its value,
+/// and `retry_after_s` (the router's `Retry-After`).
+pub(crate) fn quota_error(q: &crate::store::QuotaExceeded, what: &str) -> A2aError {
+    let retry_after_s = q.retry_after_ms.div_ceil(1000).max(1);
+    A2aError::with_message(
+        ErrorCode::QUOTA_EXCEEDED,
+        format!(
+            "{what}: this agent's limit `{}` ({}) is reached for you; retry after {retry_after_s} s",
+            q.quota, q.limit
+        ),
+    )
+    .details(json!({"quota": q.quota, "limit": q.limit, "retry_after_s": retry_after_s}))
 }
 
 /// How [`Engine::find_execution`] reads the record (the store method it calls).
@@ -283,16 +308,20 @@ impl Engine {
             sender: caller.sender.clone(),
             capability: cap.decl.name.clone(),
             agreed_schema: agreed.schema.clone(),
+            schema_digest: Some(agreed.digest.clone()),
             timeout_ms,
             confirm_window_ms: self.limits.confirm_window_ms,
             created_at_ms: now,
             expires_at_ms: now.saturating_add(self.limits.negotiation_ttl_ms),
         };
-        self.schemas.insert(rec.id.clone(), agreed.compiled.clone());
+        // One compiled copy per agreed schema, not per negotiation (LIM-6).
+        if !self.schemas.contains_key(&agreed.digest) {
+            self.schemas.insert(agreed.digest.clone(), agreed.compiled.clone());
+        }
         let resp = NegotiateResponse {
             negotiation_id: rec.id.clone(),
             target_capability: rec.capability.clone(),
-            agreed_schema: rec.agreed_schema.clone(),
+            agreed_schema: (*rec.agreed_schema).clone(),
             tightened: !agreed.changes.is_empty(),
             changes: agreed.changes.clone(),
             timeout_ms,
@@ -301,7 +330,14 @@ impl Engine {
             expires_at: timestamp(rec.expires_at_ms),
             bridge_to: None,
         };
-        self.store.put_negotiation(rec).await.map_err(store_err)?;
+        match self.store.admit_negotiation(rec).await.map_err(store_err)? {
+            Admitted::Stored => {}
+            Admitted::Replaced => self.metrics.quota("max_negotiations_per_sender", true),
+            Admitted::Refused(q) => {
+                self.metrics.quota(q.quota, false);
+                return Err(quota_error(&q, "the negotiation was not stored"));
+            }
+        }
         Ok(resp)
     }
 
@@ -362,7 +398,8 @@ impl Engine {
             A2aError::with_message(ErrorCode::SCHEMA_RULE_VIOLATION, format!("the agreed schema does not compile: {e}"))
         })?;
         let agreed = Arc::new(Agreed {
-            schema: agreement.agreed_schema,
+            digest: schema_digest(&agreement.agreed_schema),
+            schema: Arc::new(agreement.agreed_schema),
             changes: agreement.changes,
             compiled: Arc::new(compiled),
         });
@@ -394,14 +431,18 @@ impl Engine {
     }
 
     fn agreed_schema(&self, neg: &NegotiationRecord) -> Result<Arc<AgreedSchema>, A2aError> {
-        if let Some(s) = self.schemas.get(&neg.id) {
+        let digest = match &neg.schema_digest {
+            Some(d) => std::borrow::Cow::Borrowed(d.as_str()),
+            None => std::borrow::Cow::Owned(schema_digest(&neg.agreed_schema)),
+        };
+        if let Some(s) = self.schemas.get(digest.as_ref()) {
             return Ok(s);
         }
         let compiled = AgreedSchema::compile(&neg.agreed_schema).map_err(|e| {
             A2aError::with_message(ErrorCode::INTERNAL_ERROR, format!("stored schema does not compile: {e}"))
         })?;
         let compiled = Arc::new(compiled);
-        self.schemas.insert(neg.id.clone(), compiled.clone());
+        self.schemas.insert(digest.into_owned(), compiled.clone());
         Ok(compiled)
     }
 
@@ -491,6 +532,10 @@ impl Engine {
                 "too many executions are waiting for CONFIRM; confirm or let them expire, then retry",
             )
             .details(json!({"retry_after_s": 1}))),
+            Created::Refused(q) => {
+                self.metrics.quota(q.quota, false);
+                Err(quota_error(&q, "the execution was not created"))
+            }
         }
     }
 

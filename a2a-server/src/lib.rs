@@ -324,7 +324,11 @@ impl AgentBuilder {
         let store = self.store.unwrap_or_else(|| {
             Arc::new(MemoryStore::new(store::memory::MemoryLimits {
                 max_negotiations: self.limits.max_negotiations,
+                max_negotiations_per_sender: self.limits.max_negotiations_per_sender,
                 max_received: self.limits.max_received_executions,
+                max_received_per_sender: self.limits.max_received_per_sender,
+                max_nonces: self.limits.max_nonces,
+                max_nonces_per_sender: self.limits.max_nonces_per_sender,
                 retention: Duration::from_millis(self.limits.result_retention_ms),
                 ..Default::default()
             }))

@@ -42,6 +42,14 @@ pub struct Limits {
     pub max_compiled_schemas: u64,
     /// Time given to executions in flight to finish on shutdown, in milliseconds.
     pub shutdown_grace_ms: u64,
+    /// Negotiations kept per sender (LIM-4): past it a sender's new negotiation replaces its own closest to expiry.
+    pub max_negotiations_per_sender: usize,
+    /// Executions received and not yet confirmed per sender (LIM-5: `429 quota_exceeded` above).
+    pub max_received_per_sender: usize,
+    /// Replay nonces of signed requests kept (LIM-5: `429 quota_exceeded` above; a nonce lives up to 330 s).
+    pub max_nonces: usize,
+    /// Replay nonces kept per signer (LIM-5: `429 quota_exceeded` above).
+    pub max_nonces_per_sender: usize,
 }
 
 impl Default for Limits {
@@ -63,6 +71,10 @@ impl Default for Limits {
             result_retention_ms: 3_600_000,
             max_compiled_schemas: 10_000,
             shutdown_grace_ms: 10_000,
+            max_negotiations_per_sender: 1_000,
+            max_received_per_sender: 1_000,
+            max_nonces: 1_000_000,
+            max_nonces_per_sender: 100_000,
         }
     }
 }
@@ -75,6 +87,9 @@ impl Limits {
             max_wait_ms: self.max_wait_ms,
             max_timeout_ms: self.max_timeout_ms,
             confirm_window_ms: self.confirm_window_ms,
+            max_negotiations_per_sender: Some(self.max_negotiations_per_sender as u64),
+            max_received_per_sender: Some(self.max_received_per_sender as u64),
+            max_nonces_per_sender: Some(self.max_nonces_per_sender as u64),
         }
     }
 

@@ -69,6 +69,14 @@ struct Reason {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Quota {
+    /// The limit's configuration key (a fixed set, LIM-4, LIM-5).
+    quota: &'static str,
+    /// `refused`, or `replaced` (a sender's negotiation replaced its own closest to expiry).
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Finished {
     capability: String,
     status: &'static str,
@@ -90,6 +98,7 @@ pub struct Metrics {
     negotiation_failures: Family<Reason, Counter>,
     signature_failures: Family<Reason, Counter>,
     finished: Family<Finished, Counter>,
+    quota: Family<Quota, Counter>,
     in_flight: Gauge<i64, AtomicI64>,
     webhooks: Family<WebhookOutcome, Gauge<i64, AtomicI64>>,
     capabilities: Vec<String>,
@@ -120,6 +129,13 @@ impl Metrics {
         registry.register("signature_failures", "Refused signatures by reason", signature_failures.clone());
         let finished = Family::<Finished, Counter>::default();
         registry.register("executions_finished", "Executions reaching a terminal state", finished.clone());
+        let quota = Family::<Quota, Counter>::default();
+        registry.register(
+            "quota",
+            "Inserts held to a sender's share of the agent's state (LIM-4, LIM-5), by limit and outcome: refused \
+             (429 quota_exceeded) or replaced (a negotiation replaced the sender's own closest to expiry)",
+            quota.clone(),
+        );
         let in_flight = Gauge::<i64, AtomicI64>::default();
         registry.register("executions_in_flight", "Executions accepted or running in this process", in_flight.clone());
         let webhooks = Family::<WebhookOutcome, Gauge<i64, AtomicI64>>::default();
@@ -137,6 +153,7 @@ impl Metrics {
             negotiation_failures,
             signature_failures,
             finished,
+            quota,
             in_flight,
             webhooks,
             capabilities,
@@ -161,6 +178,13 @@ impl Metrics {
     /// Counts a refused NEGOTIATE.
     pub fn negotiation_failed(&self, reason: &'static str) {
         self.negotiation_failures.get_or_create(&Reason { reason }).inc();
+    }
+
+    /// Counts an insert held to a sender's share: `quota` is the limit's configuration key, `replaced` whether a
+    /// negotiation replaced the sender's own (otherwise the insert was refused).
+    pub fn quota(&self, quota: &'static str, replaced: bool) {
+        let outcome = if replaced { "replaced" } else { "refused" };
+        self.quota.get_or_create(&Quota { quota, outcome }).inc();
     }
 
     /// Counts a refused signature.

@@ -20,6 +20,7 @@
 //! [`Transition::Ran`]). Work held by a worker that stopped touching it (its process died) is handed to another
 //! worker after the visibility timeout (ST-5: at least once; the first terminal state still wins, ST-2).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_core::error::ErrorObject;
@@ -44,6 +45,58 @@ pub fn timestamp(ms: u64) -> String {
     a2a_core::wire::format_timestamp(std::time::UNIX_EPOCH + Duration::from_millis(ms))
 }
 
+/// Serde for an `Arc<Value>` (serde's `rc` feature is not enabled in the workspace): the value itself.
+mod shared_value {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    pub(super) fn serialize<S: Serializer>(v: &Arc<Value>, s: S) -> Result<S::Ok, S::Error> {
+        v.as_ref().serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Value>, D::Error> {
+        Value::deserialize(d).map(Arc::new)
+    }
+}
+
+/// A store refused an insert because a bound would be exceeded (LIM-4, LIM-5): the router answers
+/// `429 quota_exceeded` with `Retry-After` and the quota named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaExceeded {
+    /// The limit, by its configuration key (`max_negotiations`, `max_received_per_sender`, `max_nonces`,
+    /// `max_nonces_per_sender`).
+    pub quota: &'static str,
+    /// Its value.
+    pub limit: u64,
+    /// How long until the insert may succeed, in milliseconds (an estimate; at least 1 s is announced).
+    pub retry_after_ms: u64,
+}
+
+/// What [`Store::admit_negotiation`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admitted {
+    /// Stored.
+    Stored,
+    /// Stored in place of the sender's own negotiation closest to expiry: the sender held its quota
+    /// (`max_negotiations_per_sender`), or the store its bound (LIM-4). Never another sender's.
+    Replaced,
+    /// Not stored: the store is at its bound and the sender holds no negotiation to replace.
+    Refused(QuotaExceeded),
+}
+
+/// What [`Store::admit_jti`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Nonce {
+    /// Not seen before; remembered.
+    Fresh,
+    /// Seen before: a replay.
+    Replay,
+    /// Not remembered (and the request must be refused): the issuer or the store is at its bound (LIM-5).
+    Refused(QuotaExceeded),
+}
+
 /// A negotiation as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NegotiationRecord {
@@ -53,8 +106,13 @@ pub struct NegotiationRecord {
     pub sender: String,
     /// The capability agreed on.
     pub capability: String,
-    /// The agreed schema.
-    pub agreed_schema: Value,
+    /// The agreed schema; shared by every negotiation that agreed the same schema (one copy in memory, LIM-6).
+    #[serde(with = "shared_value")]
+    pub agreed_schema: Arc<Value>,
+    /// A digest of the canonical agreed schema (hex), under which a process keeps its compiled form once for every
+    /// negotiation that agreed it; absent in records of older versions (the digest is then computed when needed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_digest: Option<String>,
     /// Run time of each execution.
     pub timeout_ms: u64,
     /// How long an execution waits for CONFIRM.
@@ -260,6 +318,8 @@ pub enum Created {
     Conflict,
     /// Too many executions are waiting for CONFIRM.
     Full,
+    /// The sender has its quota of executions waiting for CONFIRM (`max_received_per_sender`, LIM-5).
+    Refused(QuotaExceeded),
 }
 
 /// An idempotency key claimed by an EXECUTE.
@@ -294,6 +354,12 @@ pub struct StoreError(pub String);
 pub trait Store: Send + Sync + 'static {
     /// Stores a negotiation until its `expires_at_ms`.
     async fn put_negotiation(&self, rec: NegotiationRecord) -> Result<(), StoreError>;
+
+    /// [`Store::put_negotiation`] under the per-sender bounds of LIM-4: a store that keeps them answers whether it
+    /// stored the negotiation, replaced one of the sender's own, or refused. Default: stores it.
+    async fn admit_negotiation(&self, rec: NegotiationRecord) -> Result<Admitted, StoreError> {
+        self.put_negotiation(rec).await.map(|()| Admitted::Stored)
+    }
 
     /// Reads a negotiation that has not expired.
     async fn get_negotiation(&self, id: &str) -> Result<Option<NegotiationRecord>, StoreError>;
@@ -366,6 +432,12 @@ pub trait Store: Send + Sync + 'static {
     /// Records the `jti` of a signed request from `issuer` until `until_ms`; returns false when it was already seen
     /// (a replay).
     async fn remember_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<bool, StoreError>;
+
+    /// [`Store::remember_jti`] under the bounds of LIM-5: a store that keeps them may refuse to remember a nonce (and
+    /// the request is then refused). Default: [`Store::remember_jti`].
+    async fn admit_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<Nonce, StoreError> {
+        Ok(if self.remember_jti(issuer, jti, until_ms).await? { Nonce::Fresh } else { Nonce::Replay })
+    }
 
     /// Waits up to `timeout` for a signal that the execution reached a terminal state; returns whether one came. It
     /// reads the record only when a signal may have been missed (a shared store's subscription was lost and made

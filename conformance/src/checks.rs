@@ -23,6 +23,7 @@ mod ids;
 mod invariants;
 mod negotiate;
 mod producer;
+mod quotas;
 mod resolver;
 mod schema;
 mod sessions;
@@ -53,6 +54,7 @@ pub fn all() -> Vec<Check> {
     v.extend(ids::checks());
     v.extend(slow::checks());
     v.extend(producer::checks());
+    v.extend(quotas::checks());
     v.extend(invariants::checks());
     v
 }

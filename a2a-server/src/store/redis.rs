@@ -14,7 +14,8 @@
 //! | `{…:k}:i:<sha256(sender, key)>` | string | `execution_id \n fingerprint` of an `Idempotency-Key` | with its execution |
 //! | `{…:k}:q:<capability>` | stream + group `workers` | queued and claimed work, entries `id`, `tok`; deleted when done | `MAXLEN ~` bound |
 //! | `<prefix>:<ns>:n:<id>` | string | a negotiation (JSON) | at its expiry |
-//! | `<prefix>:<ns>:j:<sha256(issuer, jti)>` | string | a replay nonce | at the signature's expiry |
+//! | `{<prefix>:<ns>:s:<sha256(sender)>}:n` | sorted set | a sender's negotiation ids by expiry (LIM-4) | with its last negotiation |
+//! | `{<prefix>:<ns>:s:<sha256(issuer)>}:j` | sorted set | a signer's replay nonces, `sha256(issuer, jti)` by expiry (LIM-5) | with its last nonce |
 //! | channel `{…:k}:done` | pub/sub | ids of the shard's executions that became terminal (wakes long-polls) | — |
 //!
 //! The execution's hash ([`layout`]): `c` the fields fixed at creation (JSON, written once by EXECUTE); `a` the
@@ -115,6 +116,17 @@
 //! a message is held until the reply has made the record known here as final, so that the local waiters it wakes
 //! find it there instead of reading it again (`Waiters`); another process's messages are delivered at once.
 //!
+//! ## Per-sender bounds (LIM-4, LIM-5)
+//!
+//! NEGOTIATE and a signed request each run one short script on their sender's sorted set (its own hash tag): it drops
+//! the members that expired (`ZREMRANGEBYSCORE`, which removes only those, so its cost is `O(log n)` per call
+//! amortised), counts (`ZCARD`, `O(1)`) and adds (`ZADD`, `O(log n)`). A sender at `max_negotiations_per_sender`
+//! has its own negotiation closest to expiry removed (`ZPOPMIN` and `DEL`); a signer at `max_nonces_per_sender` is
+//! refused (a nonce is never forgotten before it expires). On a single Redis the negotiation's own key is written in
+//! the same script (one round trip, as before); on a cluster the script and the write are two, in that order.
+//! Nonces stored by earlier versions (`<prefix>:<ns>:j:<digest>` strings) are not consulted: processes of this
+//! version must not serve beside older ones for the 330 s a nonce lives.
+//!
 //! ## Failure
 //!
 //! Every operation has a deadline (`op_timeout_ms`); a Redis that is down or slow is a [`StoreError`] (the router
@@ -142,8 +154,8 @@ use tokio::sync::Notify;
 use self::layout::{Fields, Stored};
 use self::local::{Known, Local};
 use super::{
-    Created, ExecutionRecord, IdempotencyClaim, NegotiationRecord, Store, StoreError, Transition, TransitionOutcome,
-    WorkItem, now_ms,
+    Admitted, Created, ExecutionRecord, IdempotencyClaim, NegotiationRecord, Nonce, QuotaExceeded, Store, StoreError,
+    Transition, TransitionOutcome, WorkItem, now_ms,
 };
 
 /// How to reach Redis and how to lay out the state in it (`[store]` of the configuration).
@@ -460,6 +472,37 @@ redis.call('HSET', KEYS[1], 's', ARGV[1])
 return redis.call('HINCRBY', KEYS[1], 'n', 1)
 ";
 
+/// NEGOTIATE under LIM-4. KEYS: the sender's negotiations (sorted set by expiry); on a single Redis also the
+/// negotiation's key. ARGV: id, expires at, now, the sender's quota, the record (JSON), the prefix of negotiation keys.
+/// Reply: the id of the sender's own negotiation it replaced, or ''.
+const NEGOTIATE_LUA: &str = r"
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
+local replaced = ''
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
+  local old = redis.call('ZPOPMIN', KEYS[1])
+  replaced = old[1]
+  if KEYS[2] then redis.call('DEL', ARGV[6] .. replaced) end
+end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], last[2])
+if KEYS[2] then redis.call('SET', KEYS[2], ARGV[5], 'PXAT', ARGV[2]) end
+return replaced
+";
+
+/// A replay nonce under LIM-5. KEYS: the signer's nonces (sorted set: digest -> until). ARGV: digest, until, now,
+/// the signer's quota. Reply: 1 remembered, 0 a replay, -1 refused (the signer holds its quota).
+const NONCE_LUA: &str = r"
+local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if s and tonumber(s) > tonumber(ARGV[3]) then return 0 end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return -1 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], last[2])
+return 1
+";
+
 const GROUP: &str = "workers";
 
 /// Waiters for terminal signals, by execution id, and the ids whose terminal signal came lately.
@@ -618,6 +661,11 @@ pub struct RedisStore {
     capabilities: Mutex<Vec<String>>,
     create: Script,
     start: Script,
+    negotiate: Script,
+    nonce: Script,
+    /// `max_negotiations_per_sender` and `max_nonces_per_sender` (LIM-4, LIM-5).
+    quota_negotiations: AtomicU64,
+    quota_nonces: AtomicU64,
     /// Tokens of this process's CONFIRMs (marks the work each queues as its execution's own): a random prefix and a
     /// counter.
     token_prefix: String,
@@ -707,6 +755,10 @@ impl RedisStore {
             capabilities: Mutex::new(Vec::new()),
             create: Script::new(CREATE_LUA),
             start: Script::new(START_LUA),
+            negotiate: Script::new(NEGOTIATE_LUA),
+            nonce: Script::new(NONCE_LUA),
+            quota_negotiations: AtomicU64::new(crate::Limits::default().max_negotiations_per_sender as u64),
+            quota_nonces: AtomicU64::new(crate::Limits::default().max_nonces_per_sender as u64),
             token_prefix,
             tokens: AtomicU64::new(0),
             waiters,
@@ -718,6 +770,19 @@ impl RedisStore {
             cfg,
             scope,
         }))
+    }
+
+    /// Sets the per-sender bounds this store keeps (LIM-4, LIM-5): negotiations kept per sender (past it a sender's
+    /// new negotiation replaces its own closest to expiry) and replay nonces kept per signer (past it a signed request
+    /// is refused). Defaults: those of [`crate::Limits`].
+    pub fn set_sender_quotas(&self, negotiations: usize, nonces: usize) {
+        self.quota_negotiations.store(negotiations.max(1) as u64, Ordering::Relaxed);
+        self.quota_nonces.store(nonces.max(1) as u64, Ordering::Relaxed);
+    }
+
+    /// The key of one of a sender's sorted sets (`n` negotiations, `j` nonces), in the sender's own hash tag.
+    fn sender_key(&self, sender: &str, what: &str) -> String {
+        format!("{{{}:{}:s:{}}}:{what}", self.cfg.key_prefix, self.ns, &sha_hex(&[sender])[..32])
     }
 
     /// Round trips to Redis made so far (pipelines and scripts count one), for benchmarks.
@@ -1498,15 +1563,46 @@ fn is_busygroup(e: &redis::RedisError) -> bool {
 #[async_trait::async_trait]
 impl Store for RedisStore {
     async fn put_negotiation(&self, rec: NegotiationRecord) -> Result<(), StoreError> {
-        let key = format!("{}:{}:n:{}", self.cfg.key_prefix, self.ns, rec.id);
+        self.admit_negotiation(rec).await.map(|_| ())
+    }
+
+    async fn admit_negotiation(&self, rec: NegotiationRecord) -> Result<Admitted, StoreError> {
+        let prefix = format!("{}:{}:n:", self.cfg.key_prefix, self.ns);
+        let key = format!("{prefix}{}", rec.id);
         let json = serde_json::to_string(&rec).map_err(|e| StoreError(e.to_string()))?;
         let at = rec.expires_at_ms;
-        self.run("set negotiation", move |mut c| async move {
-            redis::cmd("SET").arg(&key).arg(json).arg("PXAT").arg(at).query_async::<()>(&mut c).await
-        })
-        .await?;
+        let mut inv = self.negotiate.prepare_invoke();
+        inv.key(self.sender_key(&rec.sender, "n"));
+        // On a single Redis the script writes the record too (one round trip); a cluster's slots keep them apart.
+        let together = !self.cfg.cluster;
+        if together {
+            inv.key(&key);
+        }
+        inv.arg(&rec.id)
+            .arg(at)
+            .arg(now_ms())
+            .arg(self.quota_negotiations.load(Ordering::Relaxed))
+            .arg(if together { json.as_str() } else { "" })
+            .arg(&prefix);
+        let replaced: String =
+            self.run("admit negotiation", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
+        if !together {
+            let old = (!replaced.is_empty()).then(|| format!("{prefix}{replaced}"));
+            self.run("set negotiation", move |mut c| async move {
+                if let Some(old) = &old {
+                    redis::cmd("DEL").arg(old).query_async::<()>(&mut c).await?;
+                }
+                redis::cmd("SET").arg(&key).arg(json).arg("PXAT").arg(at).query_async::<()>(&mut c).await
+            })
+            .await?;
+        }
         self.negotiations.insert(rec.id.clone(), rec);
-        Ok(())
+        if replaced.is_empty() {
+            Ok(Admitted::Stored)
+        } else {
+            self.negotiations.invalidate(&replaced);
+            Ok(Admitted::Replaced)
+        }
     }
 
     async fn get_negotiation(&self, id: &str) -> Result<Option<NegotiationRecord>, StoreError> {
@@ -1658,20 +1754,29 @@ impl Store for RedisStore {
     }
 
     async fn remember_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<bool, StoreError> {
-        let key = format!("{}:{}:j:{}", self.cfg.key_prefix, self.ns, sha_hex(&[issuer, jti]));
-        let set: Option<String> = self
-            .run("remember nonce", move |mut c| async move {
-                redis::cmd("SET")
-                    .arg(&key)
-                    .arg("1")
-                    .arg("NX")
-                    .arg("PXAT")
-                    .arg(until_ms.max(1))
-                    .query_async(&mut c)
-                    .await
-            })
-            .await?;
-        Ok(set.is_some())
+        match self.admit_jti(issuer, jti, until_ms).await? {
+            Nonce::Fresh => Ok(true),
+            Nonce::Replay => Ok(false),
+            Nonce::Refused(q) => {
+                Err(StoreError(format!("the replay memory holds the signer's {} ({}) nonces", q.quota, q.limit)))
+            }
+        }
+    }
+
+    async fn admit_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<Nonce, StoreError> {
+        let quota = self.quota_nonces.load(Ordering::Relaxed);
+        let mut inv = self.nonce.prepare_invoke();
+        inv.key(self.sender_key(issuer, "j"))
+            .arg(sha_hex(&[issuer, jti]))
+            .arg(until_ms.max(1))
+            .arg(now_ms())
+            .arg(quota);
+        let r: i64 = self.run("remember nonce", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
+        Ok(match r {
+            1 => Nonce::Fresh,
+            0 => Nonce::Replay,
+            _ => Nonce::Refused(QuotaExceeded { quota: "max_nonces_per_sender", limit: quota, retry_after_ms: 1000 }),
+        })
     }
 
     async fn terminal_signal(&self, id: &str, timeout: Duration) -> bool {

@@ -41,6 +41,8 @@ const COVERED_ELSEWHERE: &[&str] = &[
     "step_failed",
     // streaming (§18): streaming.rs
     "stream_limit_exceeded",
+    // per-sender shares (LIM-4, LIM-5): steady_state.rs
+    "quota_exceeded",
     "auth_required",
     "auth_invalid",
     "did_auth_required",

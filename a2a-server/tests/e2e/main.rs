@@ -28,5 +28,6 @@ mod sessions_demo;
 mod sessions_multiprocess;
 mod sessions_store;
 mod sessions_webhooks;
+mod steady_state;
 mod store_suite;
 mod streaming;
