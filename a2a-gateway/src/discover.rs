@@ -61,8 +61,8 @@ pub fn discover_headers(decls: &[CapabilityDeclaration], infos: &[Arc<AgentInfo>
     hm
 }
 
-/// The merged capabilities document (DISC-8): the gateway's DID, the union of declarations, the features every
-/// agent offers, and the strictest of the agents' limits.
+/// The merged capabilities document (DISC-8): the gateway's DID, the union of declarations, its features (GW-19),
+/// and the strictest of the agents' limits.
 pub fn document(
     did: &str,
     name: Option<String>,
@@ -70,8 +70,17 @@ pub fn document(
     infos: &[Arc<AgentInfo>],
     max_body_bytes: u64,
 ) -> CapabilitiesDocument {
+    // GW-19: what every agent does through the gateway (long-poll, cancel, idempotency), and what the gateway carries
+    // for the agents that do it: streamed RESULTs (GW-14; an agent that does not stream answers a stream request
+    // with its plain RESULT, STR-3) and composite capabilities (their declarations are in the union). Sessions (§17)
+    // are not routed.
     let mut features: Vec<String> = vec!["long_poll".into(), "cancel".into(), "idempotency".into()];
     features.retain(|f| infos.iter().all(|i| i.doc.features.contains(f)));
+    for carried in ["streaming", "composite"] {
+        if infos.iter().any(|i| i.doc.features.iter().any(|f| f == carried)) {
+            features.push(carried.to_owned());
+        }
+    }
     let limits = infos.iter().filter_map(|i| i.doc.limits.clone()).reduce(|a, b| AgentLimits {
         max_body_bytes: a.max_body_bytes.min(b.max_body_bytes),
         max_wait_ms: a.max_wait_ms.min(b.max_wait_ms),

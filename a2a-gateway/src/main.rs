@@ -56,16 +56,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     a2a_server::app::init_tracing(cli.log_format);
     let Some(config) = cli.config else {
-        eprintln!("a2a-gateway: give the configuration with --config gateway.toml");
+        a2a_server::app::fatal(cli.log_format, "a2a-gateway", "give the configuration with --config gateway.toml");
         return ExitCode::FAILURE;
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("a2a-gateway: cannot start the runtime: {e}");
+            a2a_server::app::fatal(cli.log_format, "a2a-gateway", &format!("cannot start the runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
+    let format = cli.log_format;
     let result = runtime.block_on(async {
         match cli.command {
             None => a2a_gateway::app::run(&config, cli.listen.as_deref()).await,
@@ -78,7 +79,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("a2a-gateway: {e}");
+            a2a_server::app::fatal(format, "a2a-gateway", &e);
             ExitCode::FAILURE
         }
     }

@@ -65,6 +65,8 @@ struct Ctx {
     /// The final body of an agent's answer that carried a signature the gateway verified and removed (GW-15): the
     /// gateway signs the answer for its caller once every header is set ([`handle`]).
     resign: Option<Bytes>,
+    /// The execution's status a plain RESULT answered, for the audit record.
+    execution_status: Option<String>,
 }
 
 /// An error answered by the gateway itself.
@@ -330,6 +332,7 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
             verified: ctx.verified,
             status: Some(reply.status),
             gateway: Some(gw.instance.clone()),
+            execution_status: ctx.execution_status,
         });
     }
     reply
@@ -794,14 +797,16 @@ async fn answer(
     // Answers the gateway reads whole: NEGOTIATE successes (lifetime), errors (code), translated bodies, signed
     // answers (GW-15: verified, then signed again by the gateway).
     let agent_sig = headers.take(h::A2A_SIGNATURE);
+    let is_stream = headers.get("content-type").is_some_and(|v| v.starts_with(b"text/event-stream"));
+    // With an audit log, a plain RESULT is read whole for the execution's status it records.
+    let audited_result = gw.audit.is_some() && step == Step::Result && status == 200 && !is_stream;
     let must_read = (step == Step::Negotiate && (200..300).contains(&status))
+        || audited_result
         || status >= 400
         || ctx.translation.as_ref().is_some_and(|t| t.renames_fields())
         || agent_sig.is_some();
     if !must_read {
-        let stream = step == Step::Result
-            && status == 200
-            && headers.get("content-type").is_some_and(|v| v.starts_with(b"text/event-stream"));
+        let stream = step == Step::Result && status == 200 && is_stream;
         if stream && let Some(caller) = ctx.sender.as_deref().map(str::to_owned) {
             // GW-15 for streams (STR-7): the `result` event's signature is verified and replaced as it passes.
             let signing = crate::sse_sign::StreamSigning {
@@ -879,6 +884,13 @@ async fn answer(
         } else {
             ctx.code = Some(format!("status_{status}"));
         }
+    }
+    if audited_result {
+        #[derive(serde::Deserialize)]
+        struct Status {
+            status: String,
+        }
+        ctx.execution_status = serde_json::from_slice::<Status>(&bytes).ok().map(|s| s.status);
     }
     if step == Step::Negotiate && (200..300).contains(&status) {
         let id = text(&headers, h::A2A_NEGOTIATION_ID).ok_or_else(|| {

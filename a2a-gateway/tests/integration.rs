@@ -7,6 +7,8 @@
 mod bridge;
 #[path = "it/common.rs"]
 mod common;
+#[path = "it/demo.rs"]
+mod demo;
 #[path = "it/h1.rs"]
 mod h1;
 #[path = "it/h1_diff.rs"]

@@ -38,6 +38,28 @@ pub fn init_tracing(format: LogFormat) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+    if matches!(format, LogFormat::Json) {
+        // Every stderr line is JSON in this format, a panic's message too (it is logged, not printed).
+        std::panic::set_hook(Box::new(|info| {
+            let at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+            let what = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(panic = %what, at = %at, "panic");
+        }));
+    }
+}
+
+/// Reports the error that ends a binary (`a2a-server: <message>` on stderr): a plain line in the text format, a
+/// JSON log record (level `ERROR`) in the JSON format, so that with `--log-format json` every stderr line is JSON.
+pub fn fatal(format: LogFormat, program: &str, message: &str) {
+    match format {
+        LogFormat::Text => eprintln!("{program}: {message}"),
+        LogFormat::Json => tracing::error!(program, "{message}"),
+    }
 }
 
 async fn bind(listen: &str) -> Result<TcpListener, String> {
@@ -135,6 +157,16 @@ pub fn document_path(did: &Did) -> String {
 /// capabilities, a resolver of `did:web:localhost` DIDs over plain HTTP, and the router serving it all (what
 /// `a2a-server --demo` serves; tests and the conformance suite run it in-process).
 pub fn demo_app(port: u16) -> Result<(Agent, Router), String> {
+    demo_app_trusting(port, Vec::new())
+}
+
+/// [`demo_app`] trusting these gateways (`a2a-server --demo --trusted-gateway DID`): their re-signed requests name
+/// the caller (GW-9) and callers' signatures for them are accepted (GW-18), so that a verifying or transparent
+/// gateway can front the demo with every capability working, `did_auth` included.
+pub fn demo_app_trusting(port: u16, trusted_gateways: Vec<String>) -> Result<(Agent, Router), String> {
+    for g in &trusted_gateways {
+        Did::parse(g).map_err(|e| format!("--trusted-gateway {g}: {e}"))?;
+    }
     let did = Did::for_host_port("localhost", Some(port), &[]).map_err(|e| e.to_string())?;
     let key = SigningKey::generate().map_err(|e| e.to_string())?;
     let doc = DidDocument::generate(&did, &[("key-1".to_owned(), key.verifying_key().to_jwk())]);
@@ -142,6 +174,7 @@ pub fn demo_app(port: u16) -> Result<(Agent, Router), String> {
     let agent = demo::capabilities(AgentBuilder::new(did.to_string()).name("A2A demo agent"))
         .resolver(Arc::new(resolver))
         .sessions(demo_sessions(&key))
+        .trusted_gateways(trusted_gateways)
         .build()
         .map_err(|e| e.to_string())?;
     let doc_json = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
@@ -166,20 +199,35 @@ pub fn demo_sessions(key: &SigningKey) -> crate::sessions::SessionsBuilder {
     crate::sessions::SessionsBuilder::new().settings(settings).signing_key("key-1", key.clone())
 }
 
-/// `a2a-server --demo`.
-pub async fn run_demo(listen: Option<&str>) -> Result<(), String> {
+/// `a2a-server --demo [--trusted-gateway DID]...`.
+pub async fn run_demo(listen: Option<&str>, trusted_gateways: &[String]) -> Result<(), String> {
     let listener = bind(listen.unwrap_or("127.0.0.1:8080")).await?;
     let (base, port) = base_url(&listener)?;
-    let (agent, app) = demo_app(port)?;
+    let (agent, app) = demo_app_trusting(port, trusted_gateways.to_vec())?;
+    for g in trusted_gateways {
+        println!("Trusts the gateway {g} (its re-signed requests name their caller, GW-9; GW-18)");
+    }
     let did = agent.did().to_owned();
     println!("{}", demo::banner(&did, &base));
+    if std::env::var("REDIS_URL").is_ok_and(|u| !u.trim().is_empty()) {
+        // The demo is one process with a fresh identity: it keeps its state in memory, whatever REDIS_URL says.
+        println!("{}", demo::REDIS_URL_IGNORED);
+        tracing::warn!("{}", demo::REDIS_URL_IGNORED);
+    }
     tracing::info!(did = %did, endpoint = %format!("{base}/a2a"), "demo agent listening");
     run(agent, listener, app).await
 }
 
-/// `a2a-server --config FILE`.
-pub async fn run_config(path: &Path, listen: Option<&str>) -> Result<(), String> {
-    let (cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
+/// `a2a-server --config FILE [--trusted-gateway DID]...`: the gateways given are trusted in addition to the file's
+/// `auth.trusted_gateways`.
+pub async fn run_config(path: &Path, listen: Option<&str>, trusted_gateways: &[String]) -> Result<(), String> {
+    let (mut cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
+    for g in trusted_gateways {
+        Did::parse(g).map_err(|e| format!("--trusted-gateway {g}: {e}"))?;
+        if !cfg.auth.trusted_gateways.contains(g) {
+            cfg.auth.trusted_gateways.push(g.clone());
+        }
+    }
     let (agent, did_doc) = build_from_config(&cfg, &text, path)?;
     let listen = listen.or(cfg.agent.listen.as_deref()).unwrap_or("127.0.0.1:8080");
     let listener = bind(listen).await?;

@@ -146,7 +146,7 @@ impl Auth {
                 caller.sender
             )));
         }
-        if let Err(e) = self.verify_signature(engine, parts, caller, body_coverage).await {
+        if let Err(e) = self.verify_signature(engine, parts, caller, body_coverage, false).await {
             engine.metrics.signature_failed(&e.code);
             return Err(e.into());
         }
@@ -183,7 +183,7 @@ impl Auth {
         // A request forwarded by a trusted gateway carries the gateway's signature, verified by `forwarded`.
         if caller.via_gateway.is_none() && parts.headers.contains_key(a2a_core::headers::A2A_SIGNATURE) {
             let need_body = body_coverage && requirement == AuthRequirement::DidAuth;
-            if let Err(e) = self.verify_signature(engine, parts, caller, need_body).await {
+            if let Err(e) = self.verify_signature(engine, parts, caller, need_body, true).await {
                 engine.metrics.signature_failed(&e.code);
                 return Err(e.into());
             }
@@ -300,6 +300,7 @@ impl Auth {
         parts: &SignedParts<'_>,
         caller: &mut Caller,
         need_body: bool,
+        gateway_audience: bool,
     ) -> Result<(), A2aError> {
         let header =
             parts.headers.get(a2a_core::headers::A2A_SIGNATURE).and_then(|v| v.to_str().ok()).ok_or_else(|| {
@@ -316,7 +317,19 @@ impl Auth {
         };
         let refused =
             |e: integrity::IntegrityError| A2aError::with_message(e.code(), e.to_string()).details(e.details());
-        let pending = integrity::prepare(header, &message, &self.did, unix_now()).map_err(refused)?;
+        let now = unix_now();
+        let pending = match integrity::prepare(header, &message, &self.did, now) {
+            // GW-18: the caller's own signature forwarded by a transparent gateway names that gateway as its
+            // audience (the only DID the caller knows); it is accepted when the gateway is a trusted one. A request
+            // a gateway re-signed (`A2A-Forwarded-Sender`, GW-9) names this agent.
+            Err(integrity::IntegrityError::AudienceMismatch { found, .. })
+                if gateway_audience && self.trusted_gateways.contains(&found) =>
+            {
+                integrity::prepare(header, &message, &found, now)
+            }
+            other => other,
+        }
+        .map_err(refused)?;
         let Some(resolver) = &self.resolver else {
             return Err(A2aError::with_message(
                 ErrorCode::DID_RESOLUTION_FAILED,

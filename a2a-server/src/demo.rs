@@ -12,6 +12,11 @@ use crate::{AgentBuilder, ApiKey};
 /// The API key of the demo's `process_payment` capability.
 pub const DEMO_API_KEY: &str = "demo-key-not-secret";
 
+/// What `a2a-server --demo` says when `REDIS_URL` is set: it does not use it.
+pub const REDIS_URL_IGNORED: &str = "REDIS_URL is set, but the demo does not use it: the demo keeps its state in \
+    memory (one process, a fresh identity). To run an agent on Redis, serve a configuration: REDIS_URL=... a2a-server \
+    --config agent.toml (or [store] redis_url in agent.toml).";
+
 /// The sender the printed commands use.
 pub const DEMO_SENDER: &str = "did:web:caller.example.com";
 

@@ -277,7 +277,9 @@ impl AgentBuilder {
     }
 
     /// DIDs of gateways whose signed requests may name the original caller in `A2A-Forwarded-Sender` (GW-9): the
-    /// agent then scopes negotiations and executions to that caller, as if it had called directly.
+    /// agent then scopes negotiations and executions to that caller, as if it had called directly. A caller's own
+    /// signature whose `aud` is one of these gateways (forwarded unchanged by a transparent gateway) is accepted
+    /// too (GW-18).
     pub fn trusted_gateways(mut self, dids: Vec<String>) -> Self {
         self.auth.trusted_gateways = dids;
         self

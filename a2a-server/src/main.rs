@@ -1,9 +1,9 @@
 //! `a2a-server`: serve an agent from a configuration file, or the demo agent.
 //!
 //! ```text
-//! a2a-server --demo [--listen 127.0.0.1:8080]
+//! a2a-server --demo [--listen 127.0.0.1:8080] [--trusted-gateway DID]...
 //! a2a-server --sessions-demo [--linger]
-//! a2a-server --config agent.toml [--listen ADDR]
+//! a2a-server --config agent.toml [--listen ADDR] [--trusted-gateway DID]...
 //! ```
 
 use std::path::PathBuf;
@@ -35,6 +35,10 @@ struct Cli {
     /// Address to listen on (default: the configuration's, else 127.0.0.1:8080).
     #[arg(long)]
     listen: Option<String>,
+    /// Trust this gateway's DID (repeatable; with --demo or --config, added to `auth.trusted_gateways`): requests
+    /// it re-signs name their caller (GW-9), and callers' signatures for it are accepted (GW-18).
+    #[arg(long = "trusted-gateway", value_name = "DID", conflicts_with = "sessions_demo")]
+    trusted_gateways: Vec<String>,
     /// Log format.
     #[arg(long, value_enum, default_value = "text", env = "A2A_LOG_FORMAT")]
     log_format: a2a_server::app::LogFormat,
@@ -46,21 +50,22 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("a2a-server: cannot start the runtime: {e}");
+            a2a_server::app::fatal(cli.log_format, "a2a-server", &format!("cannot start the runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
+    let format = cli.log_format;
     let result = runtime.block_on(async {
         match cli.config {
-            Some(path) => a2a_server::app::run_config(&path, cli.listen.as_deref()).await,
+            Some(path) => a2a_server::app::run_config(&path, cli.listen.as_deref(), &cli.trusted_gateways).await,
             None if cli.sessions_demo => a2a_server::sessions_demo::run(cli.linger).await,
-            None => a2a_server::app::run_demo(cli.listen.as_deref()).await,
+            None => a2a_server::app::run_demo(cli.listen.as_deref(), &cli.trusted_gateways).await,
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("a2a-server: {e}");
+            a2a_server::app::fatal(format, "a2a-server", &e);
             ExitCode::FAILURE
         }
     }

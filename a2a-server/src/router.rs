@@ -77,15 +77,20 @@ struct Outcome(ErrorCode);
 struct AuditTag {
     capability: String,
     negotiation: Option<String>,
+    /// The execution's status a RESULT (or CANCEL) answered.
+    status: Option<String>,
 }
 
 fn tag_capability(resp: &mut Response, name: &str) {
-    resp.extensions_mut().insert(AuditTag { capability: name.to_owned(), negotiation: None });
+    resp.extensions_mut().insert(AuditTag { capability: name.to_owned(), negotiation: None, status: None });
 }
 
 fn tag_execution(resp: &mut Response, r: &a2a_core::wire::ResultResponse) {
-    resp.extensions_mut()
-        .insert(AuditTag { capability: r.capability.clone(), negotiation: Some(r.negotiation_id.clone()) });
+    resp.extensions_mut().insert(AuditTag {
+        capability: r.capability.clone(),
+        negotiation: Some(r.negotiation_id.clone()),
+        status: Some(r.status.as_str().to_owned()),
+    });
 }
 
 impl IntoResponse for ApiError {
@@ -187,6 +192,7 @@ async fn a2a_layer(State(state): State<Arc<AppState>>, req: Request, next: Next)
             step: step.as_str().to_owned(),
             outcome: resp.extensions().get::<Outcome>().map_or_else(|| "ok".to_owned(), |o| o.0.as_str().to_owned()),
             latency_us: started.elapsed().as_micros() as u64,
+            execution_status: resp.extensions().get::<AuditTag>().and_then(|c| c.status.clone()),
             ..Default::default()
         });
     }
@@ -457,6 +463,12 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aError> {
     if let Ok(value) = serde_json::from_slice(bytes) {
         return Ok(value);
     }
+    // TR-7: a body that is not well-formed JSON is `invalid_json` whatever the message expects. The typed reading
+    // stops at the first member of the wrong shape (`{"target_capability":1` is a type error before it is a
+    // truncation), so well-formedness is checked first, on its own.
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+        return Err(json_error(".", &e));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -668,7 +680,8 @@ async fn confirm(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: 
         ReadFor::Update,
     )
     .await?;
-    let tag = AuditTag { capability: rec.capability.clone(), negotiation: Some(rec.negotiation_id.clone()) };
+    let tag =
+        AuditTag { capability: rec.capability.clone(), negotiation: Some(rec.negotiation_id.clone()), status: None };
     let (resp, first) = state.engine.confirm(&caller, rec).await?;
     let mut r = json_response(if first { StatusCode::ACCEPTED } else { StatusCode::OK }, &resp);
     r.extensions_mut().insert(tag);
@@ -709,7 +722,11 @@ async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
     if let Some(streaming) = state.engine.streaming().cloned()
         && crate::streaming::wants_stream(&headers)?
     {
-        let tag = AuditTag { capability: rec.capability.clone(), negotiation: Some(rec.negotiation_id.clone()) };
+        let tag = AuditTag {
+            capability: rec.capability.clone(),
+            negotiation: Some(rec.negotiation_id.clone()),
+            status: None,
+        };
         let target = uri.0.path_and_query().map_or_else(|| uri.0.path().to_owned(), |pq| pq.as_str().to_owned());
         let mut r = crate::streaming::sse::respond(&state, &streaming, rec, &headers, target, caller.sender).await?;
         r.extensions_mut().insert(tag);

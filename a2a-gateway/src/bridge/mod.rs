@@ -176,6 +176,7 @@ async fn serve(axum::extract::State(b): axum::extract::State<Arc<Bridge>>, req: 
             verified: false,
             status: Some(resp.status().as_u16()),
             gateway: Some(gw.instance.clone()),
+            execution_status: None,
         });
     }
     resp

@@ -243,6 +243,10 @@ async fn audit_log_has_one_record_per_request_queryable_by_sender_negotiation_an
     let steps: Vec<&str> =
         by_exe["records"].as_array().expect("records").iter().map(|r| r["step"].as_str().unwrap_or("")).collect();
     assert_eq!(steps, ["execute", "confirm", "result"]);
+    // The RESULT's record carries the execution's status, as answered; the other steps' records have none.
+    assert_eq!(by_exe["records"][2]["execution_status"], r.body["status"], "{by_exe}");
+    assert!(r.body["status"].is_string(), "{}", r.body);
+    assert!(by_exe["records"][0].get("execution_status").is_none(), "{by_exe}");
     let rec = &by_exe["records"][0];
     assert_eq!(rec["sender_id"], CLIENT);
     assert_eq!(rec["capability"], "submit_report");

@@ -54,6 +54,11 @@ pub struct AuditRecord {
     /// The gateway instance that answered (absent in an agent's records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<String>,
+    /// The execution's `status` (`accepted`, `running`, `succeeded`, `failed`, ...) a plain RESULT answered,
+    /// recorded by agents and gateways (an agent records CANCEL's too); absent for other steps and for streamed
+    /// RESULTs, whose status changes as they run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_status: Option<String>,
 }
 
 /// Which records [`AuditLog::query`] returns.

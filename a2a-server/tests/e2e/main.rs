@@ -16,6 +16,8 @@ mod errors;
 mod handlers;
 mod lifecycle;
 mod limits;
+mod log_format;
+mod malformed_json;
 mod multiprocess;
 mod protocol;
 mod redis_support;

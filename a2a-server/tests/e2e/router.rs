@@ -88,6 +88,10 @@ async fn every_request_is_audited_once_with_its_step_identifiers_and_outcome() {
     let by_exe = audit.query(&AuditQuery { execution_id: Some(exe.clone()), ..Default::default() }).await.expect("q");
     let steps: Vec<&str> = by_exe.iter().map(|r| r.step.as_str()).collect();
     assert_eq!(steps, vec!["result", "confirm", "execute"], "newest first");
+    // The RESULT's record carries the execution's status, as answered; the others have none.
+    assert_eq!(by_exe[0].execution_status.as_deref(), body["status"].as_str(), "{body}");
+    assert!(body["status"].is_string());
+    assert!(by_exe[1..].iter().all(|r| r.execution_status.is_none()));
     assert!(by_exe.iter().all(|r| r.negotiation_id.as_deref() == Some(neg.as_str())
         && r.capability.as_deref() == Some("submit_report")
         && r.outcome == "ok"
