@@ -124,6 +124,18 @@ pub enum Fault {
     LenientTokenDecoding,
     /// A body that is not JSON is `400 invalid_request` instead of `400 invalid_json` (TR-7).
     InvalidJsonWrongCode,
+    /// RESULT ignores `wait_ms`: it always answers at once (RES-2).
+    IgnoresWaitMs,
+    /// EXECUTE answers a `confirm_by` an hour later than `created_at` plus the confirm window (EXE-6).
+    ConfirmByOffByAnHour,
+    /// NEGOTIATE ignores the proposed `timeout_ms`: every negotiation gets the default (NEG-2).
+    IgnoresProposedTimeout,
+    /// CONFIRM of a canceled execution is answered `202 accepted` (CONF-3).
+    ConfirmAfterCancelAccepted,
+    /// Responses other than preflights lack `Access-Control-Allow-Origin` (DISC-6).
+    CorsMissingOnResponses,
+    /// DISCOVER without `A2A-Version` is refused `400 version_required` (HDR-3).
+    DiscoverRequiresVersion,
 }
 
 /// A broken agent, running.
@@ -948,6 +960,70 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             }
             next.run(req).await
         }
+        Fault::IgnoresWaitMs if method == Method::GET && path.starts_with("/a2a/result/") => {
+            let (mut parts, body) = req.into_parts();
+            if parts.uri.query().is_some_and(|q| q.contains("wait_ms"))
+                && let Ok(u) = parts.uri.path().parse::<axum::http::Uri>()
+            {
+                parts.extensions.insert(axum::extract::OriginalUri(u.clone()));
+                parts.uri = u;
+            }
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Fault::ConfirmByOffByAnHour if method == Method::POST && path == "/a2a/execute" => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let mut v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let later = v["confirm_by"]
+                .as_str()
+                .and_then(a2a_core::wire::parse_timestamp)
+                .map(|t| a2a_core::wire::format_timestamp(t + std::time::Duration::from_secs(3600)));
+            let Some(later) = later else { return Response::from_parts(parts, Body::from(bytes)) };
+            v["confirm_by"] = json!(later);
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+        }
+        Fault::IgnoresProposedTimeout
+            if method == Method::POST && path == "/a2a/negotiate" && !req.headers().contains_key("a2a-signature") =>
+        {
+            let req =
+                edit_body(&state, req, |v| v.as_object_mut().is_some_and(|o| o.remove("timeout_ms").is_some())).await;
+            next.run(req).await
+        }
+        Fault::ConfirmAfterCancelAccepted if method == Method::POST && path == "/a2a/confirm" => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            if parts.status != StatusCode::CONFLICT || v["error"]["details"]["status"] != "canceled" {
+                return Response::from_parts(parts, Body::from(bytes));
+            }
+            parts.status = StatusCode::ACCEPTED;
+            parts.headers.remove("content-length");
+            let id = v["error"]["details"]["execution_id"].clone();
+            let body = json!({"execution_id": id, "status": "accepted"});
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+        }
+        Fault::CorsMissingOnResponses if method != Method::OPTIONS => {
+            let mut resp = next.run(req).await;
+            resp.headers_mut().remove("access-control-allow-origin");
+            resp
+        }
+        Fault::DiscoverRequiresVersion
+            if method == Method::OPTIONS
+                && path == "/a2a"
+                && !req.headers().contains_key("a2a-version")
+                && !req.headers().contains_key("access-control-request-method") =>
+        {
+            let body = json!({"error": {"code": "version_required", "message": "A2A-Version is required"}});
+            let mut out = (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+            out.headers_mut().insert("a2a-version", HeaderValue::from_static("0.3"));
+            if let Ok(did) = HeaderValue::from_str(&state.agent_did) {
+                out.headers_mut().insert("a2a-sender-id", did);
+            }
+            out
+        }
         Fault::MissingSenderAccepted => {
             let mut req = req;
             if !req.headers().contains_key("a2a-sender-id") {
@@ -1146,6 +1222,12 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
             "transport/invalid-json",
         ],
     ),
+    (Fault::IgnoresWaitMs, &["result/long-poll"]),
+    (Fault::ConfirmByOffByAnHour, &["execute/confirm-window"]),
+    (Fault::IgnoresProposedTimeout, &["negotiate/timeout"]),
+    (Fault::ConfirmAfterCancelAccepted, &["cancel/confirm-after-cancel"]),
+    (Fault::CorsMissingOnResponses, &["cors/actual-responses", "identity/agent-document-headers"]),
+    (Fault::DiscoverRequiresVersion, &["discover/status-204"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -1429,4 +1511,34 @@ async fn a_padded_token_accepted_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_json_answered_with_another_code_is_caught() {
     caught(Fault::InvalidJsonWrongCode).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_wait_ms_is_caught() {
+    caught(Fault::IgnoresWaitMs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_confirm_by_is_caught() {
+    caught(Fault::ConfirmByOffByAnHour).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_a_proposed_timeout_is_caught() {
+    caught(Fault::IgnoresProposedTimeout).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirm_after_cancel_accepted_is_caught() {
+    caught(Fault::ConfirmAfterCancelAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_without_allow_origin_are_caught() {
+    caught(Fault::CorsMissingOnResponses).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discover_requiring_a_version_is_caught() {
+    caught(Fault::DiscoverRequiresVersion).await;
 }
