@@ -136,6 +136,8 @@ pub enum Fault {
     CorsMissingOnResponses,
     /// DISCOVER without `A2A-Version` is refused `400 version_required` (HDR-3).
     DiscoverRequiresVersion,
+    /// `capabilities` of `GET /a2a/capabilities` is in the reverse order of `A2A-Capabilities` (DISC-9).
+    CapabilitiesReordered,
 }
 
 /// A broken agent, running.
@@ -1024,6 +1026,16 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             }
             out
         }
+        Fault::CapabilitiesReordered if method == Method::GET && path == "/a2a/capabilities" => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let mut v: Value = serde_json::from_slice(&body_bytes(body).await).unwrap_or(Value::Null);
+            if let Some(c) = v.get_mut("capabilities").and_then(Value::as_array_mut) {
+                c.reverse();
+            }
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+        }
         Fault::MissingSenderAccepted => {
             let mut req = req;
             if !req.headers().contains_key("a2a-sender-id") {
@@ -1228,6 +1240,7 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::ConfirmAfterCancelAccepted, &["cancel/confirm-after-cancel"]),
     (Fault::CorsMissingOnResponses, &["cors/actual-responses", "identity/agent-document-headers"]),
     (Fault::DiscoverRequiresVersion, &["discover/status-204"]),
+    (Fault::CapabilitiesReordered, &["capabilities/order", "discover/capability-names"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -1541,4 +1554,9 @@ async fn responses_without_allow_origin_are_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discover_requiring_a_version_is_caught() {
     caught(Fault::DiscoverRequiresVersion).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capabilities_in_another_order_are_caught() {
+    caught(Fault::CapabilitiesReordered).await;
 }
