@@ -124,6 +124,15 @@ async fn id_randomness(t: &mut Trial<'_>) -> Outcome {
         }
         samples.extend(parsed);
     }
+    // The sampled executions are never confirmed; an agent that offers CANCEL gets them canceled at once, so that they
+    // do not count against a limit on executions waiting for CONFIRM while the rest of the run goes on.
+    if t.ctx.disc.has_feature("cancel") {
+        for id in &ids {
+            let req = t.ctx.for_cap(&plan, "POST", "/cancel").json(&super::execution_ref(id));
+            t.setup("CANCEL a sampled execution (clean-up)", req).await?;
+        }
+        t.step(format!("the suffixes of {SAMPLES} execution ids"));
+    }
     let faults = randomness_faults(&samples);
     let suffixes: Vec<&str> = ids.iter().map(|i| i.rsplit('_').next().unwrap_or("")).collect();
     t.check(

@@ -108,6 +108,36 @@ pub enum Fault {
     ContentTypeIgnored,
     /// A request without `A2A-Sender-ID` is served as if a default sender had sent it (HDR-6).
     MissingSenderAccepted,
+    /// A first CONFIRM is answered `200` instead of `202` (CONF-1).
+    ConfirmAnswers200,
+    /// CONFIRM of an unknown execution is `400 invalid_request` instead of `404 unknown_execution` (CONF-4).
+    UnknownConfirmIs400,
+    /// EXECUTE without `A2A-Negotiation-ID` is `404 unknown_negotiation` instead of `400 negotiation_required` (EXE-1).
+    MissingNegotiationIdIs404,
+    /// DISCOVER lacks `A2A-Capabilities` (DISC-2).
+    DiscoverWithoutCapabilities,
+    /// CANCEL is answered `202` with an empty object instead of `200` with the canceled `ResultResponse` (CAN-1).
+    CancelAnswers202,
+    /// Responses are signed with a key that is not in the agent's DID document (INT-10, KEY-8).
+    ResponsesSignedWithAnotherKey,
+    /// `=` padding is stripped from `A2A-Signature` before it is decoded, so a padded token is accepted (JWS-3).
+    LenientTokenDecoding,
+    /// A body that is not JSON is `400 invalid_request` instead of `400 invalid_json` (TR-7).
+    InvalidJsonWrongCode,
+    /// RESULT ignores `wait_ms`: it always answers at once (RES-2).
+    IgnoresWaitMs,
+    /// EXECUTE answers a `confirm_by` an hour later than `created_at` plus the confirm window (EXE-6).
+    ConfirmByOffByAnHour,
+    /// NEGOTIATE ignores the proposed `timeout_ms`: every negotiation gets the default (NEG-2).
+    IgnoresProposedTimeout,
+    /// CONFIRM of a canceled execution is answered `202 accepted` (CONF-3).
+    ConfirmAfterCancelAccepted,
+    /// Responses other than preflights lack `Access-Control-Allow-Origin` (DISC-6).
+    CorsMissingOnResponses,
+    /// DISCOVER without `A2A-Version` is refused `400 version_required` (HDR-3).
+    DiscoverRequiresVersion,
+    /// `capabilities` of `GET /a2a/capabilities` is in the reverse order of `A2A-Capabilities` (DISC-9).
+    CapabilitiesReordered,
 }
 
 /// A broken agent, running.
@@ -291,6 +321,8 @@ struct State {
     slow: Mutex<HashMap<String, SlowRun>>,
     /// The agent's key (NonCanonicalResponseSignatures).
     agent_key: Option<a2a_core::keys::SigningKey>,
+    /// A key not in the agent's DID document (ResponsesSignedWithAnotherKey).
+    other_key: Option<a2a_core::keys::SigningKey>,
 }
 
 /// A slow execution as the broken agent tracks it.
@@ -861,6 +893,149 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             }
             next.run(req).await
         }
+        Fault::ConfirmAnswers200 if method == Method::POST && path == "/a2a/confirm" => {
+            let mut resp = next.run(req).await;
+            if resp.status() == StatusCode::ACCEPTED {
+                *resp.status_mut() = StatusCode::OK;
+            }
+            resp
+        }
+        Fault::UnknownConfirmIs400 | Fault::MissingNegotiationIdIs404 | Fault::InvalidJsonWrongCode
+            if method == Method::POST =>
+        {
+            let fault = state.fault;
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let code = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| v["error"]["code"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let new = match (fault, code.as_str()) {
+                (Fault::UnknownConfirmIs400, "unknown_execution") if path == "/a2a/confirm" => {
+                    Some((StatusCode::BAD_REQUEST, "invalid_request"))
+                }
+                (Fault::MissingNegotiationIdIs404, "negotiation_required") => {
+                    Some((StatusCode::NOT_FOUND, "unknown_negotiation"))
+                }
+                (Fault::InvalidJsonWrongCode, "invalid_json") => Some((StatusCode::BAD_REQUEST, "invalid_request")),
+                _ => None,
+            };
+            let Some((status, code)) = new else { return Response::from_parts(parts, Body::from(bytes)) };
+            parts.status = status;
+            parts.headers.remove("content-length");
+            let body = json!({"error": {"code": code, "message": "refused"}});
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+        }
+        Fault::DiscoverWithoutCapabilities if method == Method::OPTIONS && path == "/a2a" => {
+            let mut resp = next.run(req).await;
+            resp.headers_mut().remove("a2a-capabilities");
+            resp
+        }
+        Fault::CancelAnswers202 if method == Method::POST && path == "/a2a/cancel" => {
+            let resp = next.run(req).await;
+            if resp.status() != StatusCode::OK {
+                return resp;
+            }
+            let (mut parts, _) = resp.into_parts();
+            parts.status = StatusCode::ACCEPTED;
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from("{}"))
+        }
+        Fault::ResponsesSignedWithAnotherKey => {
+            let mut resp = next.run(req).await;
+            let token = header(resp.headers(), "a2a-signature").map(str::to_owned);
+            if let (Some(token), Some(key)) = (token, &state.other_key)
+                && let Ok(jws) = jws::decode_typed::<SignatureClaims>(&token)
+                && let Ok(t) = integrity::sign_claims(key, jws.claims())
+                && let Ok(v) = HeaderValue::from_str(&t)
+            {
+                resp.headers_mut().insert("a2a-signature", v);
+            }
+            resp
+        }
+        Fault::LenientTokenDecoding => {
+            let mut req = req;
+            let token = header(req.headers(), "a2a-signature").map(|t| t.trim_end_matches('=').to_owned());
+            if let Some(v) = token.and_then(|t| HeaderValue::from_str(&t).ok()) {
+                req.headers_mut().insert("a2a-signature", v);
+            }
+            next.run(req).await
+        }
+        Fault::IgnoresWaitMs if method == Method::GET && path.starts_with("/a2a/result/") => {
+            let (mut parts, body) = req.into_parts();
+            if parts.uri.query().is_some_and(|q| q.contains("wait_ms"))
+                && let Ok(u) = parts.uri.path().parse::<axum::http::Uri>()
+            {
+                parts.extensions.insert(axum::extract::OriginalUri(u.clone()));
+                parts.uri = u;
+            }
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Fault::ConfirmByOffByAnHour if method == Method::POST && path == "/a2a/execute" => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let mut v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let later = v["confirm_by"]
+                .as_str()
+                .and_then(a2a_core::wire::parse_timestamp)
+                .map(|t| a2a_core::wire::format_timestamp(t + std::time::Duration::from_secs(3600)));
+            let Some(later) = later else { return Response::from_parts(parts, Body::from(bytes)) };
+            v["confirm_by"] = json!(later);
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+        }
+        Fault::IgnoresProposedTimeout
+            if method == Method::POST && path == "/a2a/negotiate" && !req.headers().contains_key("a2a-signature") =>
+        {
+            let req =
+                edit_body(&state, req, |v| v.as_object_mut().is_some_and(|o| o.remove("timeout_ms").is_some())).await;
+            next.run(req).await
+        }
+        Fault::ConfirmAfterCancelAccepted if method == Method::POST && path == "/a2a/confirm" => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            if parts.status != StatusCode::CONFLICT || v["error"]["details"]["status"] != "canceled" {
+                return Response::from_parts(parts, Body::from(bytes));
+            }
+            parts.status = StatusCode::ACCEPTED;
+            parts.headers.remove("content-length");
+            let id = v["error"]["details"]["execution_id"].clone();
+            let body = json!({"execution_id": id, "status": "accepted"});
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+        }
+        Fault::CorsMissingOnResponses if method != Method::OPTIONS => {
+            let mut resp = next.run(req).await;
+            resp.headers_mut().remove("access-control-allow-origin");
+            resp
+        }
+        Fault::DiscoverRequiresVersion
+            if method == Method::OPTIONS
+                && path == "/a2a"
+                && !req.headers().contains_key("a2a-version")
+                && !req.headers().contains_key("access-control-request-method") =>
+        {
+            let body = json!({"error": {"code": "version_required", "message": "A2A-Version is required"}});
+            let mut out = (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+            out.headers_mut().insert("a2a-version", HeaderValue::from_static("0.3"));
+            if let Ok(did) = HeaderValue::from_str(&state.agent_did) {
+                out.headers_mut().insert("a2a-sender-id", did);
+            }
+            out
+        }
+        Fault::CapabilitiesReordered if method == Method::GET && path == "/a2a/capabilities" => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let mut v: Value = serde_json::from_slice(&body_bytes(body).await).unwrap_or(Value::Null);
+            if let Some(c) = v.get_mut("capabilities").and_then(Value::as_array_mut) {
+                c.reverse();
+            }
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+        }
         Fault::MissingSenderAccepted => {
             let mut req = req;
             if !req.headers().contains_key("a2a-sender-id") {
@@ -963,7 +1138,7 @@ pub async fn start(fault: Fault) -> Broken {
                 async move { Ok(echo(ctx.execution_id.clone(), p)) }
             })
         })
-    } else if fault == Fault::NonCanonicalResponseSignatures {
+    } else if matches!(fault, Fault::NonCanonicalResponseSignatures | Fault::ResponsesSignedWithAnotherKey) {
         // The demo agent signing its responses (INT-10), as a2a-server does with sign_responses.
         common::demo_parts_with(port, |b, key| a2a_server::demo::capabilities(b).sign_responses("key-1", key.clone()))
     } else {
@@ -980,6 +1155,7 @@ pub async fn start(fault: Fault) -> Broken {
         counters: Mutex::new(Vec::new()),
         slow: Mutex::new(HashMap::new()),
         agent_key: parts.key.clone(),
+        other_key: a2a_core::keys::SigningKey::generate().ok(),
     });
     let app = match fault {
         Fault::CardSignedWithAnotherKey => {
@@ -1038,6 +1214,33 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::ResultWithoutError, &["cancel/late-result", "responses/result-shape", "result/deadline-enforced"]),
     (Fault::ContentTypeIgnored, &["transport/content-type"]),
     (Fault::MissingSenderAccepted, &["sender/missing"]),
+    (
+        Fault::ConfirmAnswers200,
+        &["confirm/concurrent", "confirm/first", "did-auth/handshake", "execute/no-work-before-confirm"],
+    ),
+    (Fault::UnknownConfirmIs400, &["confirm/unknown", "result/malformed-ids"]),
+    (Fault::MissingNegotiationIdIs404, &["execute/no-negotiation"]),
+    (Fault::DiscoverWithoutCapabilities, &["cors/preflight", "discover/capability-names", "discover/headers"]),
+    (Fault::CancelAnswers202, &["cancel/late-result", "cancel/received"]),
+    (Fault::ResponsesSignedWithAnotherKey, &["responses/signatures"]),
+    (Fault::LenientTokenDecoding, &["signature/malformed"]),
+    (
+        Fault::InvalidJsonWrongCode,
+        &[
+            "execute/invalid-json",
+            "signature/duplicate-member",
+            "signature/non-json-body",
+            "signature/non-json-reason",
+            "transport/invalid-json",
+        ],
+    ),
+    (Fault::IgnoresWaitMs, &["result/long-poll"]),
+    (Fault::ConfirmByOffByAnHour, &["execute/confirm-window"]),
+    (Fault::IgnoresProposedTimeout, &["negotiate/timeout"]),
+    (Fault::ConfirmAfterCancelAccepted, &["cancel/confirm-after-cancel"]),
+    (Fault::CorsMissingOnResponses, &["cors/actual-responses", "identity/agent-document-headers"]),
+    (Fault::DiscoverRequiresVersion, &["discover/status-204"]),
+    (Fault::CapabilitiesReordered, &["capabilities/order", "discover/capability-names"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -1281,4 +1484,79 @@ async fn a_body_of_another_content_type_read_as_json_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_without_a_sender_served_is_caught() {
     caught(Fault::MissingSenderAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_confirm_answered_200_is_caught() {
+    caught(Fault::ConfirmAnswers200).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirm_of_an_unknown_execution_answered_400_is_caught() {
+    caught(Fault::UnknownConfirmIs400).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execute_without_a_negotiation_id_answered_404_is_caught() {
+    caught(Fault::MissingNegotiationIdIs404).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discover_without_a2a_capabilities_is_caught() {
+    caught(Fault::DiscoverWithoutCapabilities).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_answered_202_is_caught() {
+    caught(Fault::CancelAnswers202).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_signed_with_a_key_not_in_the_document_are_caught() {
+    caught(Fault::ResponsesSignedWithAnotherKey).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_padded_token_accepted_is_caught() {
+    caught(Fault::LenientTokenDecoding).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_json_answered_with_another_code_is_caught() {
+    caught(Fault::InvalidJsonWrongCode).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_wait_ms_is_caught() {
+    caught(Fault::IgnoresWaitMs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_confirm_by_is_caught() {
+    caught(Fault::ConfirmByOffByAnHour).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_a_proposed_timeout_is_caught() {
+    caught(Fault::IgnoresProposedTimeout).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirm_after_cancel_accepted_is_caught() {
+    caught(Fault::ConfirmAfterCancelAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_without_allow_origin_are_caught() {
+    caught(Fault::CorsMissingOnResponses).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discover_requiring_a_version_is_caught() {
+    caught(Fault::DiscoverRequiresVersion).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capabilities_in_another_order_are_caught() {
+    caught(Fault::CapabilitiesReordered).await;
 }
