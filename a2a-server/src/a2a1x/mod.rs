@@ -121,7 +121,9 @@ struct TaskIndex {
 pub(crate) struct Inner {
     pub(crate) app: Arc<AppState>,
     pub(crate) opts: BridgeOptions,
-    negotiations: Mutex<HashMap<(String, String), (String, u64)>>,
+    /// (sender, capability) -> (negotiation id, reuse until): a bounded cache (LIM-6: `O(1)` per insert, no clear-all
+    /// when full).
+    negotiations: moka::sync::Cache<(String, String), (String, u64)>,
     index: Mutex<TaskIndex>,
     cards: Mutex<HashMap<String, Bytes>>,
     pub(crate) streams: Arc<tokio::sync::Semaphore>,
@@ -170,7 +172,7 @@ impl Bridge {
             inner: Arc::new(Inner {
                 app,
                 opts,
-                negotiations: Mutex::default(),
+                negotiations: moka::sync::Cache::new(ops::MAX_CACHED_NEGOTIATIONS),
                 index: Mutex::default(),
                 cards: Mutex::default(),
                 streams,

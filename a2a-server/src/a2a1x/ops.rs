@@ -26,7 +26,7 @@ const MAX_ID_LEN: usize = 128;
 const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 100;
 /// Negotiations cached per (sender, skill) at most.
-const MAX_CACHED_NEGOTIATIONS: usize = 10_000;
+pub(crate) const MAX_CACHED_NEGOTIATIONS: u64 = 10_000;
 
 /// One 1.x request: who calls, and what to check its credentials against.
 pub(crate) struct Ctx<'a> {
@@ -228,16 +228,8 @@ impl Inner {
     ) -> Result<crate::store::NegotiationRecord, BridgeError> {
         let key = (caller.sender.clone(), cap.decl.name.clone());
         let now = crate::store::now_ms();
-        let cached = if fresh {
-            None
-        } else {
-            self.negotiations
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .get(&key)
-                .filter(|(_, until)| *until > now)
-                .map(|(id, _)| id.clone())
-        };
+        let cached =
+            if fresh { None } else { self.negotiations.get(&key).filter(|(_, until)| *until > now).map(|(id, _)| id) };
         let engine = &self.app.engine;
         let id = match cached {
             Some(id) => id,
@@ -251,11 +243,7 @@ impl Inner {
                 let resp = engine.negotiate(caller, cap, req).await?;
                 let ttl = engine.limits.negotiation_ttl_ms;
                 let until = now.saturating_add(ttl.saturating_sub((ttl / 2).min(60_000)));
-                let mut cache = self.negotiations.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if cache.len() >= MAX_CACHED_NEGOTIATIONS {
-                    cache.clear();
-                }
-                cache.insert(key, (resp.negotiation_id.clone(), until));
+                self.negotiations.insert(key, (resp.negotiation_id.clone(), until));
                 resp.negotiation_id
             }
         };
