@@ -18,6 +18,7 @@ mod lifecycle;
 mod limits;
 mod multiprocess;
 mod protocol;
+mod readme;
 mod redis_support;
 mod resolve;
 mod router;
