@@ -168,4 +168,20 @@ async fn our_client_verifies_our_bridges_signed_card_and_calls_through_it() {
         }
         other => panic!("{other:?}"),
     }
+    // From the command line: a card signed by a loopback DID fails without --allow-http-loopback-dids, and the error
+    // says so; with it, the card verifies.
+    let cli = |extra: &'static [&'static str]| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a"))
+            .args(["a2a1x", "card", &base])
+            .args(extra)
+            .env_remove("A2A_DID")
+            .output()
+    };
+    let out = cli(&[]).await.expect("a2a runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("pass --allow-http-loopback-dids"), "{err}");
+    let out = cli(&["--allow-http-loopback-dids"]).await.expect("a2a runs");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("signature: verified"));
 }

@@ -56,23 +56,20 @@ const FILES: &[(&str, &str)] = &[
     ("payslip.png", "\u{89}PNG\r\n\u{1a}\n"),
 ];
 
-/// Placeholders an example names, with the earlier line (prefix) whose output gives their value: the first word of
-/// that output that starts with the given prefix.
+/// Placeholders an example names, with the earlier lines (prefix) whose output gives their value: the first word of
+/// the latest such output that starts with the given prefix.
 const CAPTURES: &[(&str, &str, &str)] = &[
-    // `a2a session send` prints the run id of the message it sent; `run` and `reply` read it.
+    // `a2a session send` prints the run id of the message it sent; `run` and `reply` after it read that run.
     ("RUN_ID", "a2a session send", "did:web:"),
 ];
 
 /// Lines whose documented outcome is not exit code 0 at once: (line prefix, expected exit code, seconds after which
 /// the line is stopped — a command that follows a stream until Ctrl-C — or 0).
 const EXPECT: &[(&str, i32, u64)] = &[
-    // README: "a2a call ... generate_summary --fallback accept-degraded": the demo has no generate_summary; the
-    // fallback accepts the degraded generate_brief_summary it offers, so it succeeds.
     // `a2a session events` follows the event channel until stopped (it "resumes after a drop").
     ("a2a session events", 124, 3),
-    // `a2a session reply` answers a delivery of an inbox session you own: RUN_ID is a run of the work assistant,
-    // not an inbox delivery, so the agent refuses it (exit 1) — the command line itself parses and reaches it.
-    ("a2a session reply", 1, 0),
+    // `--sessions-demo --linger` without --listen: plays its story on free ports and stays up until stopped.
+    ("cargo run -p a2a-server -- --sessions-demo --linger", 124, 20),
 ];
 
 /// Documents under docs/ whose blocks are not run, each with why.
@@ -212,6 +209,79 @@ impl Drop for Service {
     }
 }
 
+/// A bash that runs a block's lines one after the other, keeping its variables; each line's stdout, stderr and exit
+/// code are told apart by a marker line.
+struct Shell {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    dir: PathBuf,
+    n: usize,
+}
+
+impl Shell {
+    fn start(dir: &Path, path: &str) -> Shell {
+        let mut child = Command::new("bash")
+            .args(["--noprofile", "--norc", "-o", "pipefail"])
+            .current_dir(dir)
+            .env("PATH", path)
+            .env_remove("A2A_DID")
+            .env_remove("A2A_KEY_FILE")
+            .env_remove("A2A_API_KEY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("bash starts");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Shell { child, stdin, lines, dir: dir.to_path_buf(), n: 0 }
+    }
+
+    /// Runs one command line: (exit code, stdout, stderr), or why it could not be read within `limit`.
+    fn run(&mut self, cmd: &str, limit: Duration) -> Result<(i32, String, String), String> {
+        use std::io::Write;
+        self.n += 1;
+        let err = self.dir.join(format!(".stderr-{}", self.n));
+        let script = format!("{{\n{cmd}\n}} 2>'{}' </dev/null; printf '\\n@@rc %d\\n' $?\n", err.display());
+        self.stdin.write_all(script.as_bytes()).and_then(|()| self.stdin.flush()).map_err(|e| format!("bash: {e}"))?;
+        let deadline = Instant::now() + limit;
+        let mut out: Vec<String> = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => match l.strip_prefix("@@rc ") {
+                    Some(rc) => {
+                        if out.last().is_some_and(String::is_empty) {
+                            out.pop();
+                        }
+                        let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+                        let code = rc.trim().parse().unwrap_or(-1);
+                        return Ok((code, out.join("\n").replace('\r', ""), stderr));
+                    }
+                    None => out.push(l),
+                },
+                Err(_) => return Err(format!("no end within {limit:?}; printed:\n{}", out.join("\n"))),
+            }
+        }
+    }
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn free_ports(n: u16) -> u16 {
     // n consecutive free ports: try bases until every one of them binds.
     for _ in 0..200 {
@@ -278,7 +348,8 @@ fn every_command_line_of_the_readme_and_docs_runs_as_written() {
     ]);
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
 
-    let all: Vec<Line> = documents(&root).iter().flat_map(|d| blocks(d)).flatten().collect();
+    let blocks_all: Vec<Vec<Line>> = documents(&root).iter().flat_map(|d| blocks(d)).collect();
+    let all: Vec<Line> = blocks_all.iter().flatten().cloned().collect();
     assert!(all.len() > 20, "too few command lines found: {all:#?}");
     let mut failures = Vec::new();
     let mut seen_services = Vec::new();
@@ -332,46 +403,47 @@ fn every_command_line_of_the_readme_and_docs_runs_as_written() {
     }
 
     let mut captured: BTreeMap<String, String> = BTreeMap::new();
-    for l in &all {
-        let text = l.text.trim_start();
-        if SERVICES.iter().any(|(s, _)| text.starts_with(s)) {
-            continue;
-        }
-        if let Some((p, _why)) = NOT_RUN.iter().find(|(p, _)| text.starts_with(p)) {
-            seen_not_run.push(*p);
-            continue;
-        }
-        let (code, stop_after) = expectation(text);
-        let mut cmd = rewrite(&l.text, &ports, &bin, &captured);
-        if stop_after > 0 {
-            cmd = format!("timeout {stop_after} {cmd}");
-        }
-        let out = Command::new("bash")
-            .args(["-o", "pipefail", "-c", &cmd])
-            .current_dir(&scratch)
-            .env("PATH", &path)
-            .env_remove("A2A_DID")
-            .env_remove("A2A_KEY_FILE")
-            .stdin(Stdio::null())
-            .output()
-            .expect("bash runs");
-        let stdout = String::from_utf8_lossy(&out.stdout).replace('\r', "");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let got = out.status.code().unwrap_or(-1);
-        if got != code {
-            failures.push(format!("{}: exit {got} (want {code}): {cmd}\n{stdout}\n{stderr}", l.at));
-            continue;
-        }
-        for shown in &l.shown {
-            let shown = rewrite(shown, &ports, &bin, &captured);
-            if !stdout.lines().any(|o| matches(&shown, o)) {
-                failures.push(format!("{}: the output shown, {shown:?}, is not in what it printed:\n{stdout}", l.at));
+    for block in &blocks_all {
+        // One shell per block: a block's lines share its variables (`NEG=$(...)` then `$NEG`), as in a reader's shell.
+        let mut shell = Shell::start(&scratch, &path);
+        for l in block {
+            let text = l.text.trim_start();
+            if SERVICES.iter().any(|(s, _)| text.starts_with(s)) {
+                continue;
             }
-        }
-        for (name, after, prefix) in CAPTURES {
-            if text.starts_with(after) && !captured.contains_key(*name) {
-                if let Some(v) = stdout.split_whitespace().find(|w| w.starts_with(prefix)) {
-                    captured.insert((*name).to_owned(), v.to_owned());
+            if let Some((p, _why)) = NOT_RUN.iter().find(|(p, _)| text.starts_with(p)) {
+                seen_not_run.push(*p);
+                continue;
+            }
+            let (code, stop_after) = expectation(text);
+            let mut cmd = rewrite(&l.text, &ports, &bin, &captured);
+            if stop_after > 0 {
+                cmd = format!("timeout {stop_after} {cmd}");
+            }
+            let (got, stdout, stderr) = match shell.run(&cmd, Duration::from_secs(120)) {
+                Ok(r) => r,
+                Err(e) => {
+                    failures.push(format!("{}: {e}: {cmd}", l.at));
+                    shell = Shell::start(&scratch, &path);
+                    continue;
+                }
+            };
+            if got != code {
+                failures.push(format!("{}: exit {got} (want {code}): {cmd}\n{stdout}\n{stderr}", l.at));
+                continue;
+            }
+            for shown in &l.shown {
+                let shown = rewrite(shown, &ports, &bin, &captured);
+                if !stdout.lines().any(|o| matches(&shown, o)) {
+                    failures
+                        .push(format!("{}: the output shown, {shown:?}, is not in what it printed:\n{stdout}", l.at));
+                }
+            }
+            for (name, after, prefix) in CAPTURES {
+                if text.starts_with(after) {
+                    if let Some(v) = stdout.split_whitespace().find(|w| w.starts_with(prefix)) {
+                        captured.insert((*name).to_owned(), v.to_owned());
+                    }
                 }
             }
         }
