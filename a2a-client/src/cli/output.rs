@@ -15,10 +15,9 @@ pub(crate) const BROKEN_PIPE_EXIT: i32 = 141;
 /// Writes one line to `w`; a reader that has gone ends the process quietly with [`BROKEN_PIPE_EXIT`] (any other
 /// write error is ignored: there is nowhere left to report it).
 pub(crate) fn write_line(mut w: impl Write, line: std::fmt::Arguments<'_>) {
-    if let Err(e) = w.write_fmt(format_args!("{line}\n")).and_then(|()| w.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(BROKEN_PIPE_EXIT);
-        }
+    let written = w.write_fmt(format_args!("{line}\n")).and_then(|()| w.flush());
+    if written.is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) {
+        std::process::exit(BROKEN_PIPE_EXIT);
     }
 }
 

@@ -144,10 +144,8 @@ fn lines_of(doc: &str, raw: &[(usize, String)]) -> Vec<Line> {
                 }
             }
             None => {
-                if let Some(last) = lines.last_mut() {
-                    if l.trim() != "..." {
-                        last.shown.push(l.to_owned());
-                    }
+                if let Some(last) = lines.last_mut().filter(|_| l.trim() != "...") {
+                    last.shown.push(l.to_owned());
                 }
             }
         }
@@ -440,10 +438,9 @@ fn every_command_line_of_the_readme_and_docs_runs_as_written() {
                 }
             }
             for (name, after, prefix) in CAPTURES {
-                if text.starts_with(after) {
-                    if let Some(v) = stdout.split_whitespace().find(|w| w.starts_with(prefix)) {
-                        captured.insert((*name).to_owned(), v.to_owned());
-                    }
+                let value = stdout.split_whitespace().find(|w| w.starts_with(prefix));
+                if let Some(v) = value.filter(|_| text.starts_with(after)) {
+                    captured.insert((*name).to_owned(), v.to_owned());
                 }
             }
         }
