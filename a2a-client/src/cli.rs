@@ -13,6 +13,7 @@
 //! | 2 | wrong usage or invalid input |
 //! | 3 | the agent could not be reached, or is not an A2A 0.3 agent |
 //! | 4 | a timeout or the deadline passed |
+//! | 141 | stdout or stderr is a pipe whose reader has gone (`a2a ... \| head`): the command stops quietly |
 
 mod a2a1x;
 mod net;
@@ -29,7 +30,7 @@ use crate::error::ClientError;
 
 const AFTER_HELP: &str = "Exit codes: 0 success; 1 the agent refused, the execution failed, or a checked file is \
 invalid; 2 wrong usage or invalid input; 3 the agent could not be reached or is not an A2A 0.3 agent; 4 a timeout or \
-the deadline passed.
+the deadline passed; 141 the reader of stdout went away (a2a ... | head).
 
 Examples:
   a2a discover http://127.0.0.1:8080
@@ -430,5 +431,58 @@ mod tests {
     fn the_command_line_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    /// Every subcommand path, below `cmd`, as the words a user types.
+    fn paths(cmd: &clap::Command, prefix: &[String], acc: &mut Vec<Vec<String>>) {
+        for sc in cmd.get_subcommands() {
+            let mut p = prefix.to_vec();
+            p.push(sc.get_name().to_owned());
+            acc.push(p.clone());
+            paths(sc, &p, acc);
+        }
+    }
+
+    /// clap accepts an argument of a subcommand whose id is that of a global option (`debug_assert` passes) and then
+    /// panics on every run of that subcommand, when it reads the global back as the other type (`session show URL
+    /// KEY` did, exit 101, with the global `--key FILE`). No argument of any subcommand may reuse a global's id.
+    #[test]
+    fn no_subcommand_argument_reuses_the_id_of_a_global_option() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, globals: &[String], path: &str, clashes: &mut Vec<String>) {
+            let mut globals = globals.to_vec();
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str().to_owned();
+                if globals.contains(&id) {
+                    clashes.push(format!("`{path}` defines `{id}`, the id of a global option"));
+                }
+                if a.is_global_set() {
+                    globals.push(id);
+                }
+            }
+            for sc in cmd.get_subcommands() {
+                walk(sc, &globals, &format!("{path} {}", sc.get_name()), clashes);
+            }
+        }
+        let mut clashes = Vec::new();
+        walk(&Cli::command(), &[], "a2a", &mut clashes);
+        assert!(clashes.is_empty(), "{clashes:#?}");
+    }
+
+    /// Every subcommand parses its `--help` (clap builds a subcommand only when it is used, so a definition error of
+    /// one that no test parses would otherwise surface only to its first user).
+    #[test]
+    fn every_subcommand_has_help() {
+        use clap::CommandFactory;
+        let mut all = Vec::new();
+        paths(&Cli::command(), &[], &mut all);
+        assert!(all.len() > 20, "{all:?}");
+        for p in all {
+            let mut argv = vec!["a2a".to_owned()];
+            argv.extend(p.iter().cloned());
+            argv.push("--help".into());
+            let e = Cli::try_parse_from(&argv).expect_err("--help ends the parse");
+            assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp, "{argv:?}: {e}");
+        }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! a2a-server --demo [--listen 127.0.0.1:8080] [--trusted-gateway DID]...
-//! a2a-server --sessions-demo [--linger]
+//! a2a-server --sessions-demo [--linger] [--listen 127.0.0.1:8080]
 //! a2a-server --config agent.toml [--listen ADDR] [--trusted-gateway DID]...
 //! ```
 
@@ -32,7 +32,8 @@ struct Cli {
     /// With --sessions-demo: keep the agents up after the story (until Ctrl-C) to explore them with curl.
     #[arg(long, requires = "sessions_demo")]
     linger: bool,
-    /// Address to listen on (default: the configuration's, else 127.0.0.1:8080).
+    /// Address to listen on (default: the configuration's, else 127.0.0.1:8080). With --sessions-demo: the main
+    /// assistant's, the work and finance assistants on the next two ports (default: free ports).
     #[arg(long)]
     listen: Option<String>,
     /// Trust this gateway's DID (repeatable; with --demo or --config, added to `auth.trusted_gateways`): requests
@@ -58,7 +59,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.config {
             Some(path) => a2a_server::app::run_config(&path, cli.listen.as_deref(), &cli.trusted_gateways).await,
-            None if cli.sessions_demo => a2a_server::sessions_demo::run(cli.linger).await,
+            None if cli.sessions_demo => a2a_server::sessions_demo::run(cli.linger, cli.listen.as_deref()).await,
             None => a2a_server::app::run_demo(cli.listen.as_deref(), &cli.trusted_gateways).await,
         }
     });

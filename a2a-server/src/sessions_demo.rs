@@ -247,10 +247,10 @@ fn price_check_answer(d: &Delivery) -> String {
 
 async fn start_agent(
     name: &'static str,
+    addr: std::net::SocketAddr,
     add: impl FnOnce(SessionsBuilder) -> SessionsBuilder,
 ) -> Result<DemoAgent, String> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").await.map_err(|e| format!("cannot bind a loopback port for {name}: {e}"))?;
+    let listener = TcpListener::bind(addr).await.map_err(|e| format!("cannot bind {addr} for the {name}: {e}"))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let base = format!("http://127.0.0.1:{port}");
     let did = Did::for_host_port("localhost", Some(port), &[]).map_err(|e| e.to_string())?;
@@ -280,11 +280,33 @@ async fn start_agent(
     Ok(DemoAgent { name, did: did.to_string(), base, agent, shutdown: Some(tx), server: Some(server) })
 }
 
-/// Starts the three agents; their handlers say what they are given and answer on `log`. The finance assistant's
-/// ledger holds what its user told it earlier in the month (over its own channel, outside the demo).
+/// Starts the three agents on free loopback ports; their handlers say what they are given and answer on `log`. The
+/// finance assistant's ledger holds what its user told it earlier in the month (over its own channel, outside the
+/// demo).
 pub async fn start_cast(log: &Log) -> Result<Cast, String> {
+    start_cast_at(log, None).await
+}
+
+/// [`start_cast`], with the main assistant on `listen` (`HOST:PORT`), the work assistant on the next port and the
+/// finance assistant on the one after (`a2a-server --sessions-demo --listen 127.0.0.1:8080`: 8080, 8081, 8082), so
+/// that commands written down beforehand reach them; `None`: free ports.
+pub async fn start_cast_at(log: &Log, listen: Option<&str>) -> Result<Cast, String> {
+    let base: std::net::SocketAddr = match listen {
+        Some(l) => l.parse().map_err(|e| format!("--listen {l:?} is not HOST:PORT ({e})"))?,
+        None => std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    let at = |n: u16| -> Result<std::net::SocketAddr, String> {
+        if base.port() == 0 {
+            return Ok(base);
+        }
+        let port = base
+            .port()
+            .checked_add(n)
+            .ok_or_else(|| format!("--listen {base}: port {} + {n} is past 65535", base.port()))?;
+        Ok(std::net::SocketAddr::new(base.ip(), port))
+    };
     let (l1, l2, l3, l4) = (log.clone(), log.clone(), log.clone(), log.clone());
-    let main = start_agent("main assistant", move |b| {
+    let main = start_agent("main assistant", at(0)?, move |b| {
         b.session(
             HostedSession::new("main", "The boss's main assistant (Telegram): talks to the boss.").label("main"),
             scripted("main assistant", l1, main_answer),
@@ -292,7 +314,7 @@ pub async fn start_cast(log: &Log) -> Result<Cast, String> {
         .spawn_template("price-check", scripted("price-check worker", l2, price_check_answer))
     })
     .await?;
-    let work = start_agent("work assistant", move |b| {
+    let work = start_agent("work assistant", at(1)?, move |b| {
         b.session(
             HostedSession::new("work", "The work assistant (Slack): payroll, bonuses and performance reviews.")
                 .label("work"),
@@ -300,7 +322,7 @@ pub async fn start_cast(log: &Log) -> Result<Cast, String> {
         )
     })
     .await?;
-    let finance = start_agent("finance assistant", move |b| {
+    let finance = start_agent("finance assistant", at(2)?, move |b| {
         b.session(
             HostedSession::new("finance", "The finance assistant (WhatsApp): the boss's spending this month.")
                 .label("finance"),
@@ -598,11 +620,12 @@ async fn cleaned_up(http: &reqwest::Client, cast: &Cast, child: &str) -> Result<
     }
 }
 
-/// `a2a-server --sessions-demo [--linger]`: starts the cast, prints who is where and how to follow along, plays the
-/// story, and with `linger` keeps the agents up until Ctrl-C.
-pub async fn run(linger: bool) -> Result<(), String> {
+/// `a2a-server --sessions-demo [--linger] [--listen HOST:PORT]`: starts the cast (on `listen` and the two ports after
+/// it, see [`start_cast_at`]; free ports without it), prints who is where and how to follow along, plays the story,
+/// and with `linger` keeps the agents up until Ctrl-C.
+pub async fn run(linger: bool, listen: Option<&str>) -> Result<(), String> {
     let log = Log::printing();
-    let cast = start_cast(&log).await?;
+    let cast = start_cast_at(&log, listen).await?;
     log.say("A2A sessions demo: seed 001's story, three agents on loopback (scripted handlers, memory stores)");
     for a in [&cast.main, &cast.work, &cast.finance] {
         log.say(format!("  {:<18} {}  {}/a2a", a.name, a.did, a.base));

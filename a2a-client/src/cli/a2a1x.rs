@@ -9,7 +9,7 @@ use super::output::Output;
 use super::{A2a1xCommand, Global};
 use crate::a2a1x::{A2a1xClient, A2a1xError, A2a1xOptions, CardTrust, result_of};
 
-fn fail(out: &Output, e: &A2a1xError) -> i32 {
+fn fail(out: &Output, g: &Global, e: &A2a1xError) -> i32 {
     let code = match e {
         A2a1xError::Invalid(_) => "invalid_input",
         A2a1xError::Unreachable { .. } => "unreachable",
@@ -20,8 +20,27 @@ fn fail(out: &Output, e: &A2a1xError) -> i32 {
         A2a1xError::TaskFailed { .. } => "task_failed",
         A2a1xError::Unsupported { .. } => "unsupported_task_state",
     };
-    out.failure(code, &e.to_string(), &[]);
+    out.failure(code, &e.to_string(), &hint(g, e));
     e.exit_code()
+}
+
+/// What to try when a card's signing DID could not be resolved because it is a loopback `did:web:localhost...` DID
+/// (a local agent such as `a2a-server --demo`): such DIDs resolve over plain HTTP only when asked (BR-6).
+fn hint(g: &Global, e: &A2a1xError) -> Vec<String> {
+    match e {
+        A2a1xError::Card { reason, .. }
+            if !g.allow_http_loopback_dids
+                && reason.contains("did_resolution_failed")
+                && (reason.contains("did:web:localhost") || reason.contains("did:web:127.0.0.1")) =>
+        {
+            vec![
+                "hint: the card is signed by a loopback did:web DID (a local agent); pass --allow-http-loopback-dids \
+                 to resolve it over plain HTTP (local development only)"
+                    .to_owned(),
+            ]
+        }
+        _ => Vec::new(),
+    }
 }
 
 fn client(g: &Global, require_signature: bool) -> Result<A2a1xClient, A2a1xError> {
@@ -50,11 +69,11 @@ pub(crate) async fn run(out: &Output, g: &Global, cmd: A2a1xCommand) -> i32 {
         A2a1xCommand::Card { url, require_signature } => {
             let c = match client(g, require_signature) {
                 Ok(c) => c,
-                Err(e) => return fail(out, &e),
+                Err(e) => return fail(out, g, &e),
             };
             let agent = match c.discover(&url).await {
                 Ok(a) => a,
-                Err(e) => return fail(out, &e),
+                Err(e) => return fail(out, g, &e),
             };
             let trust = match &agent.trust {
                 CardTrust::Verified { kid } => json!({"signed": true, "kid": kid}),
@@ -86,11 +105,11 @@ pub(crate) async fn run(out: &Output, g: &Global, cmd: A2a1xCommand) -> i32 {
             };
             let c = match client(g, require_signature) {
                 Ok(c) => c,
-                Err(e) => return fail(out, &e),
+                Err(e) => return fail(out, g, &e),
             };
             let agent = match c.discover(&url).await {
                 Ok(a) => a,
-                Err(e) => return fail(out, &e),
+                Err(e) => return fail(out, g, &e),
             };
             if !agent.capabilities.iter().any(|c| c.name == skill) {
                 let names: Vec<&str> = agent.capabilities.iter().map(|c| c.name.as_str()).collect();
@@ -99,7 +118,7 @@ pub(crate) async fn run(out: &Output, g: &Global, cmd: A2a1xCommand) -> i32 {
                     agent.card_url,
                     names.join(", ")
                 ));
-                return fail(out, &e);
+                return fail(out, g, &e);
             }
             let task = if stream {
                 let on_event = |ev: &StreamResponse| {
@@ -127,7 +146,7 @@ pub(crate) async fn run(out: &Output, g: &Global, cmd: A2a1xCommand) -> i32 {
             };
             let task = match task {
                 Ok(t) => t,
-                Err(e) => return fail(out, &e),
+                Err(e) => return fail(out, g, &e),
             };
             match result_of(&task) {
                 Ok(result) if out.json => {
@@ -139,9 +158,9 @@ pub(crate) async fn run(out: &Output, g: &Global, cmd: A2a1xCommand) -> i32 {
                     0
                 }
                 Err(A2a1xError::TaskFailed { state, .. }) if !state.is_terminal() => {
-                    fail(out, &A2a1xError::Timeout { url: agent.card_url, after: deadline })
+                    fail(out, g, &A2a1xError::Timeout { url: agent.card_url, after: deadline })
                 }
-                Err(e) => fail(out, &e),
+                Err(e) => fail(out, g, &e),
             }
         }
     }

@@ -8,6 +8,26 @@ use serde_json::{Value, json};
 
 use crate::error::ClientError;
 
+/// The exit code when stdout or stderr is a pipe whose reader has gone (`a2a ... | head`): 128 + SIGPIPE, what a
+/// shell reports for a program ended by that signal. The command stops there, quietly, instead of panicking.
+pub(crate) const BROKEN_PIPE_EXIT: i32 = 141;
+
+/// Writes one line to `w`; a reader that has gone ends the process quietly with [`BROKEN_PIPE_EXIT`] (any other
+/// write error is ignored: there is nowhere left to report it).
+pub(crate) fn write_line(mut w: impl Write, line: std::fmt::Arguments<'_>) {
+    let written = w.write_fmt(format_args!("{line}\n")).and_then(|()| w.flush());
+    if written.is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) {
+        std::process::exit(BROKEN_PIPE_EXIT);
+    }
+}
+
+macro_rules! outln {
+    ($($t:tt)*) => { write_line(std::io::stdout().lock(), format_args!($($t)*)) };
+}
+macro_rules! errln {
+    ($($t:tt)*) => { write_line(std::io::stderr().lock(), format_args!($($t)*)) };
+}
+
 /// Where and how to print.
 pub(crate) struct Output {
     pub(crate) json: bool,
@@ -22,18 +42,18 @@ impl Output {
     /// A result document on stdout.
     pub(crate) fn json_doc(&self, v: &Value) {
         let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
-        println!("{text}");
+        outln!("{text}");
     }
 
     /// A line of human output on stdout.
     pub(crate) fn line(&self, s: impl AsRef<str>) {
-        println!("{}", s.as_ref());
+        outln!("{}", s.as_ref());
     }
 
     /// A note for people on stderr (not with --quiet or --json).
     pub(crate) fn note(&self, s: impl AsRef<str>) {
         if !self.quiet && !self.json {
-            eprintln!("{}", s.as_ref());
+            errln!("{}", s.as_ref());
         }
     }
 
@@ -41,11 +61,11 @@ impl Output {
     pub(crate) fn failure(&self, code: &str, message: &str, details: &[String]) {
         if self.json {
             let doc = json!({"error": {"code": code, "message": message, "details": details}});
-            eprintln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+            errln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         } else {
-            eprintln!("a2a: error: {message}");
+            errln!("a2a: error: {message}");
             for d in details {
-                eprintln!("  {d}");
+                errln!("  {d}");
             }
         }
     }
@@ -62,16 +82,16 @@ impl Output {
                 "details": agent.and_then(|a| a.details.clone()).or_else(|| execution_details(e)),
                 "fallback_options": e.fallback_options(),
             }});
-            eprintln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+            errln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
             return;
         }
-        eprintln!("a2a: error: {e}");
+        errln!("a2a: error: {e}");
         for line in detail_lines(e) {
-            eprintln!("  {line}");
+            errln!("  {line}");
         }
         let options = e.fallback_options();
         if !options.is_empty() {
-            eprintln!("  fallback options:");
+            errln!("  fallback options:");
             for o in options {
                 let mut s = format!("    {}", o.capability);
                 if let Some(r) = o.relation {
@@ -91,10 +111,10 @@ impl Output {
                 if let Some(l) = o.estimated_latency_ms {
                     s.push_str(&format!(", ~{l} ms"));
                 }
-                eprintln!("{s}");
+                errln!("{s}");
             }
         }
-        eprintln!("  hint: {}", e.hint());
+        errln!("  hint: {}", e.hint());
     }
 }
 

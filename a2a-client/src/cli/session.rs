@@ -141,6 +141,7 @@ pub(crate) enum SessionCommand {
         /// The agent's URL.
         url: String,
         /// The session key (letters, digits, . _ ~ -).
+        #[arg(id = "session_key", value_name = "KEY")]
         key: String,
         /// What it is about (5-2000 characters).
         #[arg(long)]
@@ -188,14 +189,16 @@ pub(crate) enum SessionCommand {
     Show {
         /// The agent's URL.
         url: String,
-        /// The session key.
+        /// The session key (its id is not `key`: that is the global `--key`, and a clash panics at run time).
+        #[arg(id = "session_key", value_name = "KEY")]
         key: String,
     },
     /// End a session that you own.
     End {
         /// The agent's URL.
         url: String,
-        /// The session key.
+        /// The session key (its id is not `key`: that is the global `--key`, and a clash panics at run time).
+        #[arg(id = "session_key", value_name = "KEY")]
         key: String,
     },
     /// Send a message; by default does not wait (prints the run id).
@@ -231,7 +234,8 @@ pub(crate) enum SessionCommand {
     History {
         /// The agent's URL.
         url: String,
-        /// The session key.
+        /// The session key (its id is not `key`: that is the global `--key`, and a clash panics at run time).
+        #[arg(id = "session_key", value_name = "KEY")]
         key: String,
         /// At most N messages from the end (1-1000).
         #[arg(long)]
@@ -272,7 +276,8 @@ pub(crate) enum SessionCommand {
     Inbox {
         /// The agent's URL.
         url: String,
-        /// The session key.
+        /// The session key (its id is not `key`: that is the global `--key`, and a clash panics at run time).
+        #[arg(id = "session_key", value_name = "KEY")]
         key: String,
         /// Wait this long for a delivery when the inbox is empty.
         #[arg(long, default_value = "0", value_parser = parse_wait, value_name = "DURATION")]

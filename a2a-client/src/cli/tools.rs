@@ -245,9 +245,12 @@ pub(crate) fn capability_lint(out: &Output, file: &Path) -> i32 {
                 out.json_doc(&json!({"file": file.display().to_string(), "valid": false, "diagnostics": diagnostics_json(&diags)}));
             } else {
                 for l in diagnostics_lines(file, &diags) {
-                    eprintln!("{l}");
+                    super::output::write_line(std::io::stderr().lock(), format_args!("{l}"));
                 }
-                eprintln!("a2a: {}: {} problem(s)", file.display(), diags.len());
+                super::output::write_line(
+                    std::io::stderr().lock(),
+                    format_args!("a2a: {}: {} problem(s)", file.display(), diags.len()),
+                );
             }
             1
         }

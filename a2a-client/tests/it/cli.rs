@@ -337,3 +337,54 @@ async fn an_execution_that_runs_past_its_timeout_exits_1_timed_out() {
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("timed_out") && r.stderr.contains("timeout_ms"), "{}", r.stderr);
 }
+
+/// The subcommands listed under "Commands:" in a help text (without `help`).
+fn commands_in(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .filter(|c| c != "help")
+        .collect()
+}
+
+/// Every command a user can find from `a2a --help` (walked down each level's "Commands:") answers `--help` with exit
+/// 0 and its usage line, run as the binary is run.
+#[tokio::test]
+async fn every_subcommand_found_from_the_help_answers_its_help() {
+    let mut todo: Vec<Vec<String>> = vec![Vec::new()];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let r = a2a(&args).await;
+        assert_eq!(r.code, 0, "a2a {args:?}: {}", r.stderr);
+        let usage = format!("Usage: a2a {}", path.join(" "));
+        assert!(r.stdout.contains(usage.trim_end()), "a2a {args:?}:\n{}", r.stdout);
+        for c in commands_in(&r.stdout) {
+            let mut p = path.clone();
+            p.push(c);
+            todo.push(p);
+        }
+        seen += 1;
+    }
+    assert!(seen > 25, "only {seen} commands found from the help");
+}
+
+/// `a2a ... | head`: a reader that goes away ends the command quietly (exit 141, as a shell reports SIGPIPE), never
+/// a panic (exit 101) — on stdout and on stderr.
+#[tokio::test]
+async fn a_pipe_whose_reader_has_gone_ends_the_command_quietly() {
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let a2a = env!("CARGO_BIN_EXE_a2a");
+    for (what, script) in [
+        ("stdout", format!("{a2a} capabilities {} | true; echo \"rc=${{PIPESTATUS[0]}}\" >&2", t.url)),
+        ("stderr", format!("{a2a} discover {} 2>&1 >/dev/null | true; echo \"rc=${{PIPESTATUS[0]}}\" >&2", dead_url())),
+    ] {
+        let out = tokio::process::Command::new("bash").args(["-c", &script]).output().await.expect("bash runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("rc=141"), "{what}: {err}");
+        assert!(!err.contains("panicked"), "{what}: {err}");
+    }
+}

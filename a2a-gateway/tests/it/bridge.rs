@@ -2,7 +2,7 @@
 //! agents serving their bridges, with different skills — the card union and its signature, messages routed by
 //! skill, task operations following their task (also across two gateways on one Redis), streams passed through as
 //! they arrive, the edge limits, NEGOTIATE's `bridge_to` naming the gateway (and none from a gateway without the
-//! bridge), and (with `A2A_SDK_PYTHON`) the official a2a-sdk client against the gateway. Also §18 streaming RESULT
+//! bridge), and the official a2a-sdk client (`A2A_SDK_PYTHON`, else the venv `.ci/run` creates; fails without either) against the gateway. Also §18 streaming RESULT
 //! passed through the gateway (STR-1, STR-11).
 
 use std::time::{Duration, Instant};
@@ -642,19 +642,7 @@ async fn a_streaming_result_passes_through_the_gateway_and_resumes() {
 /// given the gateway's URL and key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_client_uses_the_gateway() {
-    let python = match std::env::var("A2A_SDK_PYTHON") {
-        Ok(p) if !p.is_empty() => p,
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("A2A_SDK_PYTHON is not set: .ci/run creates the a2a-sdk venv and sets it")
-        }
-        _ => {
-            eprintln!(
-                "NOTICE: skipping the a2a-sdk test of the gateway: set A2A_SDK_PYTHON to a Python with \
-                 a2a-sdk[http-server,signing]==1.3.0 installed (bash .ci/run does it)"
-            );
-            return;
-        }
-    };
+    let python = sdk_python();
     let world = World::new();
     let a = bridged("sdk-a", &["submit_report"], &world).await;
     let b = bridged("sdk-b", &["run_slow_task"], &world).await;
@@ -796,4 +784,24 @@ async fn a_gateway_without_the_bridge_removes_the_agents_bridge_to() {
         .await
         .expect("rpc");
     assert_eq!(resp.status(), 404, "no /a2a1x without the bridge");
+}
+
+/// The SDK's Python (see the module documentation).
+fn sdk_python() -> String {
+    // A test whose tool is missing fails (it never passes having run nothing): A2A_SDK_PYTHON, else the venv that
+    // `bash .ci/run` creates, else a failure that says how to make one.
+    const PIN: &str = "1.3.0";
+    if let Some(p) = std::env::var("A2A_SDK_PYTHON").ok().filter(|p| !p.is_empty()) {
+        return p;
+    }
+    let default =
+        std::env::var("HOME").map(|h| format!("{h}/.cache/a2a-ci-venv/a2a-sdk-{PIN}/bin/python")).unwrap_or_default();
+    if !default.is_empty() && std::path::Path::new(&default).exists() {
+        return default;
+    }
+    panic!(
+        "the a2a-sdk interop tests need a Python with a2a-sdk {PIN}: set A2A_SDK_PYTHON, or create {default} \
+         (`bash .ci/run` does it; by hand: python3 -m venv DIR && DIR/bin/pip install \
+         'a2a-sdk[http-server,signing]=={PIN}' uvicorn)"
+    )
 }

@@ -20,6 +20,7 @@ mod log_format;
 mod malformed_json;
 mod multiprocess;
 mod protocol;
+mod readme;
 mod redis_support;
 mod resolve;
 mod router;
