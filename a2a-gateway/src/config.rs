@@ -433,6 +433,19 @@ mod tests {
     }
 
     #[test]
+    fn memory_limits_have_defaults_and_one_body_must_fit_the_budget() {
+        let l = parse("", "").expect("config").limits;
+        assert_eq!(l.max_buffered_body_bytes, 64 * 1024 * 1024);
+        assert!(l.connection_cap() >= 64, "a cap from the open-file limit");
+        let l = parse("", "[limits]\nmax_connections = 7\n").expect("config").limits;
+        assert_eq!(l.connection_cap(), 7);
+        let e = parse("", "[limits]\nmax_body_bytes = 2000\nmax_buffered_body_bytes = 1000\n").expect_err("too small");
+        assert!(e.contains("max_buffered_body_bytes"), "{e}");
+        let e = parse("", "[admin]\ntoken_env = \"X\"\ntoken_file = \"t\"\n").expect_err("both");
+        assert!(e.contains("token_env or token_file"), "{e}");
+    }
+
+    #[test]
     fn zero_timeouts_are_refused() {
         let e = parse("", "[limits]\nanswer_write_timeout_ms = 0\n").expect_err("zero");
         assert!(e.contains("answer_write_timeout_ms"), "{e}");

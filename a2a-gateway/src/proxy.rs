@@ -864,8 +864,10 @@ async fn answer(
             // authentication refusals of a step naming an id, are answered as the gateway answers an id it does not
             // route: byte for byte the same as for a made-up id.
             let names_id = matches!(step, Step::Execute | Step::Confirm | Step::Cancel | Step::Result);
+            // Authentication refusals are the 401s and `did_auth_required`; a policy's 403 (`region_restricted`,
+            // `forbidden`) is about the capability, not the caller's proof, and passes.
             let hides = matches!(e.error.code.as_str(), "unknown_negotiation" | "unknown_execution")
-                || (matches!(status, 401 | 403) && !ctx.verified);
+                || ((status == 401 || e.error.code == "did_auth_required") && !ctx.verified);
             if names_id && hides {
                 return Err(unknown_id(routed_kind(step), ctx.named_id()));
             }
