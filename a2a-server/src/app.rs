@@ -181,7 +181,12 @@ pub fn demo_app_trusting(port: u16, trusted_gateways: Vec<String>) -> Result<(Ag
     // The A2A 1.x bridge (§20), its card signed with the demo's key (BR-5).
     let bridge = crate::a2a1x::Bridge::new(
         &agent,
-        crate::a2a1x::BridgeOptions { signing_key: Some(("key-1".to_owned(), key)), ..Default::default() },
+        crate::a2a1x::BridgeOptions {
+            signing_key: Some(("key-1".to_owned(), key)),
+            // BR-27: a generic A2A 1.x client's plain text message is echoed.
+            default_skill: Some("echo_message".to_owned()),
+            ..Default::default()
+        },
     )
     .map_err(|e| e.to_string())?;
     let app = app_router(&agent, Some((document_path(&did), doc_json))).merge(bridge.router());
@@ -361,10 +366,16 @@ pub fn bridge_from_config(cfg: &Config, text: &str, path: &Path, agent: &Agent) 
     let opts = crate::a2a1x::BridgeOptions {
         public_url: cfg.bridge.public_url.clone(),
         signing_key: load_key(cfg, text, path)?.map(|k| (cfg.agent.key_id.clone(), k)),
+        default_skill: cfg.bridge.default_skill.clone(),
         ..Default::default()
     };
+    let at = if cfg.bridge.default_skill.is_some() {
+        vec![Key("bridge"), Key("default_skill")]
+    } else {
+        vec![Key("bridge")]
+    };
     let bridge = crate::a2a1x::Bridge::new(agent, opts)
-        .map_err(|e| format!("{}: bridge: {e}", crate::config::position(path, text, &[Key("bridge")])))?;
+        .map_err(|e| format!("{}: bridge: {e}", crate::config::position(path, text, &at)))?;
     Ok(Some(bridge.router()))
 }
 

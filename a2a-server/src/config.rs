@@ -81,6 +81,11 @@ pub struct BridgeSection {
     /// `Host`.
     #[serde(default)]
     pub public_url: Option<String>,
+    /// The skill a 1.x message that names none goes to when not exactly one skill's input schema accepts it
+    /// (spec BR-27, e.g. `"echo_message"`); it must be a capability that is not `did_auth`. Default: none (such a
+    /// message is refused with the list of skills).
+    #[serde(default)]
+    pub default_skill: Option<String>,
 }
 
 /// `[[composites]]`: the declaration's fields (as `[[capabilities]]`, without a handler), `steps` and `output` (§19.1).

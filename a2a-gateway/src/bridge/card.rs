@@ -26,7 +26,14 @@ async fn card_bytes(b: &Bridge, origin: &str) -> Bytes {
     let gw = &b.gw;
     let (decls, _) = crate::discover::union(&gw.agents).await;
     let name = gw.name.clone().unwrap_or_else(|| gw.did.clone());
-    let mut card = render_card(&CardSource { name: &name, did: &gw.did, origin, capabilities: decls.iter().collect() });
+    let mut card = render_card(&CardSource {
+        name: &name,
+        did: &gw.did,
+        origin,
+        capabilities: decls.iter().collect(),
+        chooses_by_schema: false,
+        default_skill: None,
+    });
     let unsigned = serde_json::to_vec(&card).unwrap_or_default();
     let mut cards = b.cards.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((u, signed)) = cards.get(origin)

@@ -249,3 +249,36 @@ async fn a_verifying_and_a_transparent_gateway_front_the_demo_with_every_capabil
         assert_eq!(e.code(), code, "{url}: {e}");
     }
 }
+
+/// With `--log-format json` every stderr line of `a2a-gateway` is a JSON object, the error that ends it too; the
+/// text format stays plain.
+#[test]
+fn with_log_format_json_every_stderr_line_of_the_gateway_is_json() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"))
+            .args(args)
+            .env("RUST_LOG", "debug")
+            .env_remove("A2A_LOG_FORMAT")
+            .env_remove("REDIS_URL")
+            .stdin(Stdio::null())
+            .output()
+            .expect("a2a-gateway runs");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for (args, says) in [
+        (&["--log-format", "json"][..], "--config gateway.toml"),
+        (&["--log-format", "json", "--config", "/nonexistent/gateway.toml"][..], "gateway.toml"),
+    ] {
+        let (code, stderr) = run(args);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(!stderr.is_empty());
+        for line in stderr.lines() {
+            let v: Value = serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line:?}\n{stderr}"));
+            assert!(v.is_object(), "{line}");
+        }
+        assert!(stderr.contains(says) && stderr.contains("\"level\":\"ERROR\""), "{stderr}");
+    }
+    let (code, stderr) = run(&["--config", "/nonexistent/gateway.toml"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.starts_with("a2a-gateway: "), "{stderr}");
+}

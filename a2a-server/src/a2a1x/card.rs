@@ -47,6 +47,11 @@ pub struct CardSource<'a> {
     pub origin: &'a str,
     /// The capabilities, in order; those a 1.x caller cannot meet (`did_auth`, BR-4) are left out of the card.
     pub capabilities: Vec<&'a CapabilityDeclaration>,
+    /// Whether a message that names no skill goes to the only skill whose input schema accepts it (BR-27, an
+    /// agent's bridge); the card then says so, with the default skill if there is one.
+    pub chooses_by_schema: bool,
+    /// The skill a message that names none goes to otherwise (BR-27).
+    pub default_skill: Option<&'a str>,
 }
 
 /// The unsigned A2A 1.0 Agent Card of `src` (BR-3, BR-4).
@@ -88,6 +93,27 @@ pub fn render_card(src: &CardSource<'_>) -> Value {
     if !schemes.is_empty() {
         card["securitySchemes"] = Value::Object(schemes);
     }
+    // BR-27: how a message that names no skill is routed, in words (for people and chat UIs) and in the handshake
+    // extension's params (for programs).
+    if src.chooses_by_schema && skills.len() > 1 {
+        let mut how = " A message names its skill in metadata.skill (the message's or the request's). Without one it \
+                       goes to the only skill whose input schema accepts its payload (one data part; or one text part, \
+                       as {\"text\": ...} or as the one string member a skill requires)"
+            .to_owned();
+        let mut order = vec![json!("metadata.skill"), json!("input_schema")];
+        match src.default_skill {
+            Some(d) => {
+                how.push_str(&format!(", else to the default skill {d}."));
+                order.push(json!("default_skill"));
+                card["capabilities"]["extensions"][0]["params"]["default_skill"] = json!(d);
+            }
+            None => how.push_str("; otherwise it is refused with the list of skills."),
+        }
+        if let Some(d) = card["description"].as_str().map(|d| format!("{d}{how}")) {
+            card["description"] = json!(d);
+        }
+        card["capabilities"]["extensions"][0]["params"]["skill_selection"] = Value::Array(order);
+    }
     card
 }
 
@@ -109,6 +135,8 @@ pub(crate) fn card(inner: &Inner, origin: &str) -> Value {
         did: &engine.did,
         origin,
         capabilities: engine.caps.iter().map(|c| &c.decl).collect(),
+        chooses_by_schema: true,
+        default_skill: inner.opts.default_skill.as_deref(),
     })
 }
 

@@ -74,6 +74,9 @@ pub struct BridgeOptions {
     pub public_url: Option<String>,
     /// The key that signs the card (BR-5): its id in the agent's DID document, and the key. Unsigned without.
     pub signing_key: Option<(String, SigningKey)>,
+    /// The skill a message that names none goes to when the agent has several and not exactly one of them accepts
+    /// the message (BR-27); it must be on the card. Without it such a message is refused with the list of skills.
+    pub default_skill: Option<String>,
     /// The limits.
     pub limits: BridgeLimits,
 }
@@ -92,6 +95,9 @@ pub enum BridgeBuildError {
     /// A limit is zero.
     #[error("bridge limit {0} must be at least 1")]
     Limit(&'static str),
+    /// The default skill is not a skill of the card.
+    #[error("the default skill {0:?} is not one of this agent's A2A 1.x skills ({1}; did_auth capabilities are not)")]
+    DefaultSkill(String, String),
 }
 
 /// What the `/a2a` router needs to offer `bridge_to` (BR-17).
@@ -127,6 +133,8 @@ pub(crate) struct Inner {
     index: Mutex<TaskIndex>,
     cards: Mutex<HashMap<String, Bytes>>,
     pub(crate) streams: Arc<tokio::sync::Semaphore>,
+    /// The input schema of each skill, compiled, to choose the skill of a message that names none (BR-27).
+    input_schemas: HashMap<String, a2a_core::negotiation::AgreedSchema>,
 }
 
 /// The bridge of one agent; mount [`Bridge::router`] next to [`Agent::router`].
@@ -163,6 +171,21 @@ impl Bridge {
             }
         }
         let app = agent.state.clone();
+        let skills = card::skills(&app.engine);
+        if let Some(d) = &opts.default_skill
+            && !skills.iter().any(|c| &c.decl.name == d)
+        {
+            let names = skills.iter().map(|c| c.decl.name.as_str()).collect::<Vec<_>>().join(", ");
+            return Err(BridgeBuildError::DefaultSkill(d.clone(), names));
+        }
+        let input_schemas = skills
+            .iter()
+            .filter_map(|c| {
+                a2a_core::negotiation::AgreedSchema::compile(&c.decl.input_schema)
+                    .ok()
+                    .map(|s| (c.decl.name.clone(), s))
+            })
+            .collect();
         let _ = app.bridge.set(Announce {
             public_url: opts.public_url.clone(),
             skills: card::skills(&app.engine).into_iter().map(|c| c.decl.name.clone()).collect(),
@@ -176,6 +199,7 @@ impl Bridge {
                 index: Mutex::default(),
                 cards: Mutex::default(),
                 streams,
+                input_schemas,
             }),
         })
     }

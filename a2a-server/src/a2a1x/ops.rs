@@ -126,6 +126,35 @@ fn new_context_id() -> Result<String, BridgeError> {
     Ok(format!("ctx-{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()))
 }
 
+/// What a message carries (BR-8).
+enum Content {
+    /// One data part, a JSON object: the payload.
+    Data(Value),
+    /// One text part and no data part.
+    Text(String),
+}
+
+/// The payload of `content` for a skill (BR-8, BR-28): a data part as it is; a text `{"text": <text>}`, or
+/// `{<member>: <text>}` when the skill's schema does not accept that but requires exactly one member, a string.
+fn payload_for(content: &Content, cap: &Capability, schema: Option<&a2a_core::negotiation::AgreedSchema>) -> Value {
+    match content {
+        Content::Data(v) => v.clone(),
+        Content::Text(t) => {
+            let plain = json!({"text": t});
+            if schema.is_some_and(|s| s.is_valid(&plain)) {
+                return plain;
+            }
+            let input = &cap.decl.input_schema;
+            match input["required"].as_array().map(Vec::as_slice) {
+                Some([Value::String(member)]) if input["properties"][member.as_str()]["type"] == "string" => {
+                    json!({ member.as_str(): t })
+                }
+                _ => plain,
+            }
+        }
+    }
+}
+
 /// What a started message is (BR-12).
 pub(crate) struct Started {
     pub(crate) task_id: String,
@@ -137,7 +166,9 @@ impl Inner {
         super::card::skills(&self.app.engine).iter().map(|c| c.decl.name.as_str()).collect::<Vec<_>>().join(", ")
     }
 
-    /// BR-7: the skill of a message.
+    /// BR-7, BR-27: the skill of a message: the one it names; else the agent's only skill; else the only skill whose
+    /// input schema accepts the message's payload (BR-28); else the agent's default skill; else a refusal that lists
+    /// the skills and how to name one.
     fn skill_of(&self, req: &SendMessageRequest) -> Result<Arc<Capability>, BridgeError> {
         let skills = super::card::skills(&self.app.engine);
         let named = meta_skill(req.message.metadata.as_ref()).or_else(|| meta_skill(req.metadata.as_ref()));
@@ -145,10 +176,35 @@ impl Inner {
             Some(n) => skills.iter().find(|c| c.decl.name == n).copied(),
             None if skills.len() == 1 => Some(skills[0]),
             None => {
-                return Err(BridgeError::params(format!(
-                    "name the skill in message.metadata.skill; this agent's skills are: {}",
-                    self.skill_names()
-                )));
+                let content = self.content_of(&req.message)?;
+                let accepting: Vec<&Arc<Capability>> = skills
+                    .iter()
+                    .copied()
+                    .filter(|c| self.accepts(c, &payload_for(&content, c, self.input_schema(c))))
+                    .collect();
+                let default = self.opts.default_skill.as_deref().and_then(|d| skills.iter().find(|c| c.decl.name == d));
+                match (accepting.as_slice(), default) {
+                    ([one], _) => Some(*one),
+                    (_, Some(d)) => Some(*d),
+                    (several, None) => {
+                        let fits = if several.is_empty() {
+                            "none of them accepts this message".to_owned()
+                        } else {
+                            format!(
+                                "{} of them accept this message ({})",
+                                several.len(),
+                                several.iter().map(|c| c.decl.name.as_str()).collect::<Vec<_>>().join(", ")
+                            )
+                        };
+                        return Err(BridgeError::params(format!(
+                            "this message names no skill and this agent has several; {fits}. Name the skill in \
+                             message.metadata.skill (e.g. \"metadata\": {{\"skill\": \"{}\"}}) and send its payload \
+                             as one data part. The skills, with the members they require: {}",
+                            skills.first().map_or("", |c| c.decl.name.as_str()),
+                            self.skill_summary()
+                        )));
+                    }
+                }
             }
         };
         cap.cloned().ok_or_else(|| {
@@ -162,8 +218,38 @@ impl Inner {
         })
     }
 
-    /// BR-8, BR-9: the payload of a message.
-    fn payload_of(&self, msg: &Message) -> Result<Value, BridgeError> {
+    /// Each skill with the members its input schema requires: `submit_report (title, timestamp)`.
+    fn skill_summary(&self) -> String {
+        super::card::skills(&self.app.engine)
+            .iter()
+            .map(|c| {
+                let required: Vec<&str> = c.decl.input_schema["required"]
+                    .as_array()
+                    .map(|r| r.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                format!("{} ({})", c.decl.name, required.join(", "))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The compiled input schema of a skill (compiled once, BR-28).
+    fn input_schema(&self, cap: &Capability) -> Option<&a2a_core::negotiation::AgreedSchema> {
+        self.input_schemas.get(&cap.decl.name)
+    }
+
+    /// Whether the skill's input schema accepts `payload` (a schema that does not compile accepts nothing).
+    fn accepts(&self, cap: &Capability, payload: &Value) -> bool {
+        self.input_schema(cap).is_some_and(|s| s.is_valid(payload))
+    }
+
+    /// BR-8, BR-28: the payload of a message for `cap`.
+    fn payload_of(&self, msg: &Message, cap: &Capability) -> Result<Value, BridgeError> {
+        Ok(payload_for(&self.content_of(msg)?, cap, self.input_schema(cap)))
+    }
+
+    /// BR-8, BR-9: what a message carries: one JSON object, or one text.
+    fn content_of(&self, msg: &Message) -> Result<Content, BridgeError> {
         let l = &self.opts.limits;
         if msg.parts.len() > l.max_parts {
             return Err(BridgeError::params(format!(
@@ -196,9 +282,9 @@ impl Inner {
             }
         }
         match (data.as_slice(), texts.as_slice()) {
-            ([d], _) if d.is_object() => Ok((*d).clone()),
+            ([d], _) if d.is_object() => Ok(Content::Data((*d).clone())),
             ([_], _) => Err(BridgeError::params("the data part must be a JSON object (the skill's payload)")),
-            ([], [t]) => Ok(json!({"text": t})),
+            ([], [t]) => Ok(Content::Text((*t).clone())),
             ([], []) => Err(BridgeError::params(
                 "the message has no data part; send the payload as one data part (or one text part)",
             )),
@@ -264,7 +350,7 @@ impl Inner {
         }
         let cap = self.skill_of(req)?;
         self.authorize(&mut ctx, cap.decl.auth_requirement).await?;
-        let payload = self.payload_of(msg)?;
+        let payload = self.payload_of(msg, &cap)?;
         let idem = h::parse_token("Idempotency-Key", &msg.message_id).ok();
         let engine = &self.app.engine;
         let caller = ctx.caller;

@@ -39,7 +39,12 @@ pub async fn start(limits: BridgeLimits, agent_limits: Limits) -> BridgedAgent {
     let key = SigningKey::generate().expect("key");
     let bridge = Bridge::new(
         &agent,
-        BridgeOptions { public_url: None, signing_key: Some(("key-1".into(), key.clone())), limits },
+        BridgeOptions {
+            public_url: None,
+            signing_key: Some(("key-1".into(), key.clone())),
+            default_skill: None,
+            limits,
+        },
     )
     .expect("bridge");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -438,4 +443,22 @@ async fn negotiate_offers_bridge_to_when_the_caller_announces_a2a1x() {
     assert!(v["negotiation_id"].is_string(), "the negotiation is made as usual");
     assert!(neg(None, "fail_on_purpose").await.get("bridge_to").is_none());
     assert!(neg(Some("a2a1x"), "sign_contract").await.get("bridge_to").is_none(), "not for a did_auth skill");
+}
+
+/// BR-27: the default skill must be a skill of the card (not a did_auth capability, not an unknown name).
+#[test]
+fn a_default_skill_that_is_not_on_the_card_is_refused_at_build() {
+    let mut signed = decl("sign_contract", json!({"type": "object"}));
+    signed.auth_requirement = AuthRequirement::DidAuth;
+    let agent = standard(Arc::new(std::sync::atomic::AtomicUsize::new(0)))
+        .capability(signed, |_c: ExecutionContext, _p: Value| async move { Ok(json!({})) })
+        .build()
+        .expect("agent builds");
+    for wrong in ["sign_contract", "no_such_skill"] {
+        let opts = BridgeOptions { default_skill: Some(wrong.into()), ..BridgeOptions::default() };
+        let e = Bridge::new(&agent, opts).err().expect("refused");
+        assert!(e.to_string().contains(wrong) && e.to_string().contains("submit_report"), "{e}");
+    }
+    let opts = BridgeOptions { default_skill: Some("submit_report".into()), ..BridgeOptions::default() };
+    assert!(Bridge::new(&agent, opts).is_ok());
 }

@@ -102,3 +102,34 @@ async fn every_request_is_audited_once_with_its_step_identifiers_and_outcome() {
     let all = audit.query(&AuditQuery::default()).await.expect("q");
     assert_eq!(all[0].outcome, "no_matching_capability");
 }
+
+/// DISC-2, DISC-12: DISCOVER without `Origin` carries every header of the table except the two that concern a
+/// script's origin; with `Origin` it carries those too.
+#[tokio::test]
+async fn discover_without_origin_matches_the_table_and_the_origin_headers_are_conditional() {
+    let t = crate::common::TestAgent::start(crate::common::standard(std::sync::Arc::new(
+        std::sync::atomic::AtomicUsize::new(0),
+    )))
+    .await;
+    for origin in [None, Some("https://app.example.com")] {
+        let mut rb = t.req(reqwest::Method::OPTIONS, "/a2a");
+        if let Some(o) = origin {
+            rb = rb.header("Origin", o);
+        }
+        let a = t.send(rb).await;
+        assert_eq!(a.status.as_u16(), 204);
+        for always in [
+            "a2a-version",
+            "a2a-sender-id",
+            "a2a-capabilities",
+            "access-control-allow-methods",
+            "access-control-allow-headers",
+            "access-control-max-age",
+        ] {
+            assert!(a.header(always).is_some(), "{always} missing (Origin {origin:?})");
+        }
+        for conditional in ["access-control-allow-origin", "access-control-expose-headers"] {
+            assert_eq!(a.header(conditional).is_some(), origin.is_some(), "{conditional} (Origin {origin:?})");
+        }
+    }
+}
