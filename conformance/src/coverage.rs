@@ -13,6 +13,7 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "filling an agent's negotiations to its bound, or a sender's share of them (1 000 here), means many NEGOTIATEs the suite does not make; a2a-server's steady-state tests cover it",
     ),
     ("LIM-6", "a cost that does not grow with the state held is a benchmark figure (docs/BENCHMARKS.md), not a check"),
+    (
         "BR-27",
         "where a message that names no skill goes depends on the agent's skills and its configured default skill; checked with the official a2a-sdk client in a2a-server's tests (a2a1x_sdk.rs)",
     ),
