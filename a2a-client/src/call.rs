@@ -317,7 +317,16 @@ impl Client {
             reason: format!("EXECUTE answered an invalid execution_id {id_str:?}: {e}"),
         })?;
         let waited = self
-            .wait_result(ep, &negotiation.agent, &caps, &id, deadline, opts.progress.as_ref(), &mut trace.result_polls)
+            .wait_result(
+                ep,
+                &negotiation.agent,
+                &caps,
+                &id,
+                Some(negotiation.response.auth_requirement),
+                deadline,
+                opts.progress.as_ref(),
+                &mut trace.result_polls,
+            )
             .await;
         trace.add(Step::Result, t.elapsed());
         let r = match waited {

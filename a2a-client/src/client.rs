@@ -658,12 +658,21 @@ impl Client {
             .map_err(|e| ClientError::invalid(format!("{execution_id:?} is not an execution id: {e}")))?;
         let d = self.discover_at(&ep, None, false).await?;
         let caps = self.capabilities_at(&ep, &d, None, false).await?;
+        // The id does not name its capability: sign (AUTH-5, header_only) when the agent has any did_auth one.
+        let auth = caps
+            .document
+            .capabilities
+            .iter()
+            .any(|c| c.auth_requirement == AuthRequirement::DidAuth)
+            .then_some(AuthRequirement::DidAuth);
         match wait {
-            Wait::No => self.result_once(&ep, &d.agent, &id, None, None).await,
+            Wait::No => self.result_once(&ep, &d.agent, &id, auth, None, None).await,
             Wait::For(t) => {
                 let deadline = Deadline::after(t);
-                match self.wait_result(&ep, &d.agent, &caps, &id, deadline, None, &mut 0).await {
-                    Err(ClientError::DeadlineExceeded { .. }) => self.result_once(&ep, &d.agent, &id, None, None).await,
+                match self.wait_result(&ep, &d.agent, &caps, &id, auth, deadline, None, &mut 0).await {
+                    Err(ClientError::DeadlineExceeded { .. }) => {
+                        self.result_once(&ep, &d.agent, &id, auth, None, None).await
+                    }
                     other => other,
                 }
             }
@@ -675,13 +684,16 @@ impl Client {
         ep: &Endpoint,
         agent: &str,
         id: &ExecutionId,
+        auth: Option<AuthRequirement>,
         wait_ms: Option<u64>,
         deadline: Option<Deadline>,
     ) -> Result<ResultResponse, ClientError> {
         let mut req = self.request(Step::Result, ep, Method::GET, format!("/result/{}", id.to_path_segment()));
         req.agent = Some(agent.to_owned());
         req.credentials = true;
-        if self.inner.identity.can_sign() && self.inner.config.signing == SigningMode::Always {
+        // AUTH-1, AUTH-5: RESULT of a did_auth capability is signed (header_only) from the first request, when the
+        // capability is known; a refusal to an unsigned one may be answered as an unknown id (GW-21).
+        if self.should_sign(auth) {
             req.sign = true;
         }
         if let Some(w) = wait_ms {
@@ -708,6 +720,7 @@ impl Client {
         agent: &str,
         caps: &Capabilities,
         id: &ExecutionId,
+        auth: Option<AuthRequirement>,
         deadline: Deadline,
         progress: Option<&crate::types::ProgressFn>,
         polls: &mut u32,
@@ -734,7 +747,7 @@ impl Client {
                 budget.as_millis() as u64
             });
             *polls += 1;
-            let r = match self.result_once(ep, agent, id, wait_ms.filter(|w| *w > 0), Some(deadline)).await {
+            let r = match self.result_once(ep, agent, id, auth, wait_ms.filter(|w| *w > 0), Some(deadline)).await {
                 Ok(r) => r,
                 Err(ClientError::DeadlineExceeded { .. }) => {
                     return Err(ClientError::DeadlineExceeded {

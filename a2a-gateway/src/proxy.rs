@@ -539,6 +539,7 @@ async fn process(
     if let Err(e) = gw.edge.authorize(sender, signed, requirement, &head.headers, !body.is_empty()) {
         // GW-21 (AUTH-1): a step naming an id that exists is refused as one naming an id that does not, so that a
         // refusal never tells a caller which ids are real.
+        tracing::debug!(error = %e, "a refusal of a step naming a routed id answered as an unknown id (GW-21)");
         return Err(match &routed {
             Some(_) => unknown_id(routed_kind(step), ctx.named_id()),
             None => e.into(),
@@ -711,6 +712,7 @@ async fn route(gw: &Inner, kind: Kind, id: &str, sender: &str) -> Result<(Arc<Ag
         None => gw.routes.get(kind, id).await.map_err(unavailable)?.ok_or_else(unknown)?,
     };
     if !owned_by(&r, sender) {
+        tracing::debug!(id, owner = ?r.owner, sender, "a step names another sender's id (GW-21)");
         return Err(unknown());
     }
     let agent = match gw.agents.get(&r.agent) {
@@ -869,6 +871,9 @@ async fn answer(
             let hides = matches!(e.error.code.as_str(), "unknown_negotiation" | "unknown_execution")
                 || ((status == 401 || e.error.code == "did_auth_required") && !ctx.verified);
             if names_id && hides {
+                // The caller is told only what a made-up id gets; the operator's log says what the agent answered.
+                tracing::info!(step = step.as_str(), status, code = %e.error.code,
+                    "agent refusal answered as an unknown id (GW-21)");
                 return Err(unknown_id(routed_kind(step), ctx.named_id()));
             }
             ctx.code = Some(e.error.code.clone());

@@ -219,7 +219,7 @@ curl -sN {base}/a2a/result/$EXE2 {h} -H 'A2A-Stream: true'
 NEG=$(curl -s -X POST {base}/a2a/negotiate {h} -d '{{"target_capability":"file_brief_report","proposed_schema":{{"type":"object","properties":{{"text":{{"type":"string"}},"timestamp":{{"type":"string","format":"date-time"}}}},"required":["text","timestamp"]}}}}' | sed -E 's/.*"negotiation_id":"([^"]+)".*/\1/'); EXE=$(curl -s -X POST {base}/a2a/execute {h} -H "A2A-Negotiation-ID: $NEG" -d '{{"text":"Lift 3 is out of service until Monday","timestamp":"2026-11-29T21:00:00Z"}}' | sed -E 's/.*"execution_id":"([^"]+)".*/\1/'); curl -s -X POST {base}/a2a/confirm {h} -d "{{\"execution_id\":\"$EXE\"}}" >/dev/null; curl -s "{base}/a2a/result/$EXE?wait_ms=5000" {h}; echo
 
 # A2A 1.x (spec §20): the Agent Card an a2a-sdk client reads, then SendMessage over JSON-RPC to the echo skill
-curl -s {base}/.well-known/agent-card.json | head -c 400; echo
+curl -s {base}/.well-known/agent-card.json | head -c 1200; echo
 curl -s -X POST {base}/a2a1x/jsonrpc -H 'Content-Type: application/json' -d '{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"demo-1x-1","role":"ROLE_USER","parts":[{{"data":{{"message":"hello from A2A 1.x"}}}}],"metadata":{{"skill":"echo_message"}}}}}}}}'; echo
 
 # FALLBACK: ask for a capability this agent does not offer
