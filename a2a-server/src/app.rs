@@ -180,6 +180,9 @@ pub async fn run_demo(listen: Option<&str>) -> Result<(), String> {
 /// `a2a-server --config FILE`.
 pub async fn run_config(path: &Path, listen: Option<&str>) -> Result<(), String> {
     let (cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
+    for w in cfg.warnings(&text, path) {
+        tracing::warn!("{w}");
+    }
     let (agent, did_doc) = build_from_config(&cfg, &text, path)?;
     let listen = listen.or(cfg.agent.listen.as_deref()).unwrap_or("127.0.0.1:8080");
     let listener = bind(listen).await?;
@@ -291,6 +294,16 @@ fn sessions_from_config(
         sb = sb.signing_key(cfg.agent.key_id.clone(), k.clone());
     }
     Ok(sb)
+}
+
+/// `a2a-server check --config F`: reads and builds the agent `path` describes as `run_config` would, without
+/// listening or connecting to anything, and returns the configuration's warnings ([`Config::warnings`]); an error
+/// is the one `run_config` would stop with.
+pub async fn check_config(path: &Path) -> Result<Vec<String>, String> {
+    let (cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
+    let (agent, _) = build_from_config(&cfg, &text, path)?;
+    bridge_from_config(&cfg, &text, path, &agent)?;
+    Ok(cfg.warnings(&text, path))
 }
 
 /// The agent's key (`agent.key_file`, relative to the configuration file), if one is configured.
