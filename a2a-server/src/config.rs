@@ -575,10 +575,10 @@ impl Config {
                     ),
                 ));
             }
-            if let CapabilityHandler::Command { argv, cwd, .. } = &c.handler.handler {
-                if let Some(w) = missing_program(base, argv, cwd.as_deref()) {
-                    out.push(at(&here, format!("capabilities[{i}] ({name}).handler: {w}")));
-                }
+            if let CapabilityHandler::Command { argv, cwd, .. } = &c.handler.handler
+                && let Some(w) = missing_program(base, argv, cwd.as_deref())
+            {
+                out.push(at(&here, format!("capabilities[{i}] ({name}).handler: {w}")));
             }
         }
         for (i, c) in self.composites.iter().enumerate() {
@@ -601,15 +601,15 @@ impl Config {
                     s.spawn_template.iter().enumerate().map(|(i, t)| (Step::Key("spawn_template"), i, &t.handler)),
                 );
             for (list, i, h) in handlers {
-                if let crate::sessions::config::HandlerConfig::Command(c) = h {
-                    // The session's paths were resolved against the file's folder when it was read.
-                    if let Some(w) = missing_program(Path::new(""), &c.argv, c.cwd.as_deref()) {
-                        let Step::Key(l) = list else { continue };
-                        out.push(at(
-                            &[Step::Key("sessions"), list, Step::Index(i)],
-                            format!("sessions.{l}[{i}].handler: {w}"),
-                        ));
-                    }
+                // The session's paths were resolved against the file's folder when it was read.
+                if let crate::sessions::config::HandlerConfig::Command(c) = h
+                    && let Some(w) = missing_program(Path::new(""), &c.argv, c.cwd.as_deref())
+                    && let Step::Key(l) = list
+                {
+                    out.push(at(
+                        &[Step::Key("sessions"), list, Step::Index(i)],
+                        format!("sessions.{l}[{i}].handler: {w}"),
+                    ));
                 }
             }
         }
