@@ -202,3 +202,50 @@ fn requirement_ids_are_unique_and_leveled() {
     }
     assert!(reqs.len() > 200, "only {} requirements found", reqs.len());
 }
+
+/// The section numbers `spec/PROTOCOL.md` has (`## 9.`, `### 9.2`, `#### 9.2.1`).
+fn section_numbers(spec: &str) -> HashSet<String> {
+    spec.lines()
+        .filter_map(|l| {
+            let rest = l.trim_start_matches('#');
+            (rest.len() < l.len() && rest.starts_with(' ')).then_some(rest.trim_start())?;
+            let number: String = rest.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            let number = number.trim_end_matches('.');
+            (!number.is_empty()).then(|| number.to_owned())
+        })
+        .collect()
+}
+
+/// Every `§N.N` the specification writes about itself names a section it has. References into other documents
+/// (`RFC 9110 §4.3.4`, `ECMA-262 ...`, the seed document's `seed §2.3`) are not the specification's own.
+#[test]
+fn every_section_reference_of_the_spec_resolves() {
+    let spec = std::fs::read_to_string(root().join("spec/PROTOCOL.md")).expect("spec/PROTOCOL.md");
+    let sections = section_numbers(&spec);
+    assert!(sections.contains("9.2.1") && sections.contains("20"), "headings not recognised");
+    let mut broken = Vec::new();
+    for (i, line) in spec.lines().enumerate() {
+        for (at, _) in line.match_indices('§') {
+            let number: String = line[at + '§'.len_utf8()..]
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            let number = number.trim_end_matches('.');
+            let before = &line[..at];
+            let words: Vec<&str> = before.split_whitespace().rev().take(2).map(|w| w.trim_start_matches('(')).collect();
+            let foreign = match words.as_slice() {
+                [n, "RFC", ..] if n.chars().all(|c| c.is_ascii_digit()) => true,
+                [w, ..] => *w == "seed" || w.starts_with("RFC") || w.starts_with("ECMA"),
+                [] => false,
+            } || before.trim_end().ends_with("radix 10),");
+            if number.is_empty() || foreign {
+                continue;
+            }
+            if !sections.contains(number) {
+                broken.push(format!("line {}: §{number}", i + 1));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "references to sections spec/PROTOCOL.md does not have: {broken:?}");
+}

@@ -51,6 +51,47 @@ pub async fn run(path: &Path, listen: Option<&str>) -> Result<(), String> {
     gateway.serve_workers(listener, cfg.gateway.workers, shutdown_signal()).await.map_err(|e| e.to_string())
 }
 
+/// `a2a-gateway check --config FILE`: reads and checks a configuration as `run` would (the DID, the agents' URLs,
+/// the key file, the Redis settings, the admin token's variable), without listening, connecting or opening the audit
+/// file, and returns its warnings: settings under which the gateway can never route or log. An error is the one
+/// `run` would stop with.
+pub fn check(path: &Path) -> Result<Vec<String>, String> {
+    let cfg = Config::load(path).map_err(|e| e.to_string())?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let at = |m: String| format!("{}: {m}", path.display());
+    if let Some(f) = &cfg.gateway.key_file {
+        let f = base.join(f);
+        let pem = std::fs::read_to_string(&f).map_err(|e| at(format!("gateway.key_file {}: {e}", f.display())))?;
+        a2a_core::keys::SigningKey::from_pem(&pem).map_err(|e| at(format!("gateway.key_file {}: {e}", f.display())))?;
+    }
+    let redis = cfg.store.redis(|k| std::env::var(k).ok());
+    if let Some(r) = &redis {
+        r.validate().map_err(|e| at(format!("store: {e}")))?;
+    }
+    if let Some(var) = &cfg.admin.token_env {
+        std::env::var(var).map_err(|_| at(format!("admin.token_env: environment variable {var} is not set")))?;
+    }
+    let mut warnings = Vec::new();
+    if cfg.agents.is_empty() && (redis.is_none() || !cfg.registry.enabled) {
+        warnings.push(at("no [[agents]] and no capability registry to find agents in (it needs a Redis [store] and \
+             registry.enabled): every request is refused"
+            .into()));
+    }
+    if let Some(f) = &cfg.audit.file {
+        let f = base.join(f);
+        if !f.parent().is_some_and(|d| d.as_os_str().is_empty() || d.is_dir()) {
+            warnings
+                .push(at(format!("audit.file {}: its folder does not exist: the gateway cannot start", f.display())));
+        }
+    }
+    if !cfg.edge.verify_signatures && cfg.edge.require_did_auth_cross_domain {
+        warnings.push(at("edge.require_did_auth_cross_domain has no effect while edge.verify_signatures = false: \
+                          the gateway checks no signature"
+            .into()));
+    }
+    Ok(warnings)
+}
+
 /// `a2a-gateway audit --config FILE [--sender DID] [--negotiation ID] [--execution ID] [--limit N]`: prints the
 /// matching records as JSON lines (oldest first).
 pub async fn audit(path: &Path, q: AuditParams) -> Result<(), String> {

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 /// The whole file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Identity and listening address.
@@ -68,7 +68,7 @@ pub struct Config {
 pub const MAX_WORKERS: usize = 256;
 
 /// `[gateway]`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GatewaySection {
     /// The gateway's did:web DID: its `A2A-Sender-ID`, the audience callers sign for (GW-3).
@@ -105,7 +105,7 @@ fn default_key_id() -> String {
 }
 
 /// One `[[agents]]` entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSection {
     /// The agent's A2A endpoint, `http://host:port/a2a` (or a path prefix before `/a2a`).
@@ -113,7 +113,7 @@ pub struct AgentSection {
 }
 
 /// `[registry]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RegistrySection {
     /// Read agents that registered themselves in the shared capability registry (needs `[store]` Redis).
@@ -129,7 +129,7 @@ impl Default for RegistrySection {
 }
 
 /// `[edge]`: what the gateway checks before any request reaches an agent.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EdgeSection {
     /// Verify `A2A-Signature` at the edge (as the audience, GW-3) and re-sign forwarded requests (GW-8). Off: the
@@ -171,7 +171,7 @@ impl Default for EdgeSection {
 }
 
 /// `[limits]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsSection {
     /// Largest request body, in bytes (`413 payload_too_large`).
@@ -264,7 +264,7 @@ impl Default for LimitsSection {
 }
 
 /// `[balancing]`: which agent gets a NEGOTIATE, and when an agent is taken out of rotation.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct BalancingSection {
     /// Consecutive failures (connection refused or reset, timeout, 5xx) after which an agent is ejected.
@@ -282,7 +282,7 @@ impl Default for BalancingSection {
 }
 
 /// `[discover_cache]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DiscoverCacheSection {
     /// How long an agent's DISCOVER and capabilities answers are reused, in milliseconds (seed §4.3: 5 minutes).
@@ -300,7 +300,7 @@ impl Default for DiscoverCacheSection {
 }
 
 /// `[audit]`: one record per request.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditSection {
     /// JSON-lines file the records are appended to.
@@ -321,7 +321,7 @@ impl Default for AuditSection {
 
 /// `[admin]`: the operator endpoints (`/metrics`, `/gateway/audit`, `/gateway/agents`) are closed unless a token is
 /// configured, and then need it (GW-22): they name callers, executions and agents.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminSection {
     /// Environment variable holding the bearer token the admin endpoints require (`Authorization: Bearer …`).
@@ -334,6 +334,11 @@ pub struct AdminSection {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct ConfigError(pub String);
+
+/// The JSON Schema of `gateway.toml` (see `a2a_server::config_reference`).
+pub fn schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(Config)).unwrap_or(serde_json::Value::Null)
+}
 
 impl Config {
     /// Reads and parses a file.

@@ -2,8 +2,12 @@
 //!
 //! ```text
 //! a2a-gateway --config gateway.toml [--listen ADDR]
+//! a2a-gateway check --config gateway.toml
 //! a2a-gateway audit --config gateway.toml [--sender DID] [--negotiation ID] [--execution ID] [--limit N]
 //! ```
+//!
+//! `check` exits 0 when the configuration is valid, 1 when it is refused, 2 when it is valid but has warnings
+//! (settings under which the gateway can never route or log).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,6 +39,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Validate the configuration without starting: exit 0 valid, 1 refused (the error says where and why), 2
+    /// valid with warnings (something in it can never work).
+    Check,
     /// Print audit records (JSON lines, oldest first) matching every filter given.
     Audit {
         /// Records of this sender DID.
@@ -59,6 +66,13 @@ fn main() -> ExitCode {
         a2a_server::app::fatal(cli.log_format, "a2a-gateway", "give the configuration with --config gateway.toml");
         return ExitCode::FAILURE;
     };
+    let audit = match cli.command {
+        None => None,
+        Some(Command::Audit { sender, negotiation, execution, limit }) => {
+            Some(a2a_gateway::audit::AuditParams { sender, negotiation, execution, limit: Some(limit) })
+        }
+        Some(Command::Check) => return check(&config),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -68,18 +82,36 @@ fn main() -> ExitCode {
     };
     let format = cli.log_format;
     let result = runtime.block_on(async {
-        match cli.command {
+        match audit {
             None => a2a_gateway::app::run(&config, cli.listen.as_deref()).await,
-            Some(Command::Audit { sender, negotiation, execution, limit }) => {
-                let q = a2a_gateway::audit::AuditParams { sender, negotiation, execution, limit: Some(limit) };
-                a2a_gateway::app::audit(&config, q).await
-            }
+            Some(q) => a2a_gateway::app::audit(&config, q).await,
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             a2a_server::app::fatal(format, "a2a-gateway", &e);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `a2a-gateway check`: exit 0 valid, 1 refused, 2 valid with warnings.
+fn check(config: &std::path::Path) -> ExitCode {
+    match a2a_gateway::app::check(config) {
+        Ok(warnings) if warnings.is_empty() => {
+            println!("{}: ok", config.display());
+            ExitCode::SUCCESS
+        }
+        Ok(warnings) => {
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
+            println!("{}: valid, with {} warning(s)", config.display(), warnings.len());
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("a2a-gateway: {e}");
             ExitCode::FAILURE
         }
     }

@@ -28,7 +28,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 /// One `[[translations]]` entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Translation {
     /// The version callers speak, `major.minor`.

@@ -227,6 +227,9 @@ pub async fn run_demo(listen: Option<&str>, trusted_gateways: &[String]) -> Resu
 /// `auth.trusted_gateways`.
 pub async fn run_config(path: &Path, listen: Option<&str>, trusted_gateways: &[String]) -> Result<(), String> {
     let (mut cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
+    for w in cfg.warnings(&text, path) {
+        tracing::warn!("{w}");
+    }
     for g in trusted_gateways {
         Did::parse(g).map_err(|e| format!("--trusted-gateway {g}: {e}"))?;
         if !cfg.auth.trusted_gateways.contains(g) {
@@ -344,6 +347,16 @@ fn sessions_from_config(
         sb = sb.signing_key(cfg.agent.key_id.clone(), k.clone());
     }
     Ok(sb)
+}
+
+/// `a2a-server check --config F`: reads and builds the agent `path` describes as `run_config` would, without
+/// listening or connecting to anything, and returns the configuration's warnings ([`Config::warnings`]); an error
+/// is the one `run_config` would stop with.
+pub async fn check_config(path: &Path) -> Result<Vec<String>, String> {
+    let (cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
+    let (agent, _) = build_from_config(&cfg, &text, path)?;
+    bridge_from_config(&cfg, &text, path, &agent)?;
+    Ok(cfg.warnings(&text, path))
 }
 
 /// The agent's key (`agent.key_file`, relative to the configuration file), if one is configured.

@@ -13,7 +13,7 @@
 //! description = "File a report"
 //! auth_requirement = "none"
 //! input_schema = { type = "object", properties = { title = { type = "string" } }, required = ["title"] }
-//! handler = { kind = "command", program = "python3", args = ["report.py"] }
+//! handler = { type = "command", argv = ["python3", "report.py"] }
 //! ```
 
 use std::collections::BTreeMap;
@@ -32,7 +32,7 @@ use crate::limits::Limits;
 use crate::registry::RegistryEntry;
 
 /// The whole file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Identity and listening address.
@@ -54,12 +54,15 @@ pub struct Config {
     pub streaming: crate::streaming::StreamConfig,
     /// Other agents' capabilities, offered as fallback options.
     #[serde(default)]
+    #[schemars(with = "Vec<serde_json::Map<String, Value>>")]
     pub registry: Vec<RegistryEntry>,
     /// The capabilities.
     #[serde(default)]
+    #[schemars(with = "Vec<CapabilitySection>")]
     pub capabilities: Vec<Spanned<CapabilitySection>>,
     /// Composite capabilities (`spec/PROTOCOL.md` §19): a declaration plus its `steps` and `output`.
     #[serde(default)]
+    #[schemars(with = "Vec<CompositeSection>")]
     pub composites: Vec<Spanned<CompositeSection>>,
     /// Sessions and conversations (§17; `[sessions]`, see [`crate::sessions::config`]).
     #[serde(default)]
@@ -71,7 +74,7 @@ pub struct Config {
 
 /// `[bridge]`: serve the A2A 1.x bridge (`spec/PROTOCOL.md` §20) beside the agent: the Agent Card at
 /// `/.well-known/agent-card.json` (signed with `agent.key_file` when there is one, BR-5) and the 1.x operations.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BridgeSection {
     /// Serve the bridge.
@@ -102,7 +105,7 @@ pub struct BridgeSection {
 ///     input = { title = "/steps/summarize/summary", timestamp = { const = "2026-12-01T00:00:00Z" } } },
 /// ]
 /// ```
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct CompositeSection {
     /// The declaration's fields.
     #[serde(flatten)]
@@ -115,7 +118,7 @@ pub struct CompositeSection {
 }
 
 /// `[agent]`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSection {
     /// The agent's did:web DID.
@@ -145,7 +148,7 @@ pub struct AgentSection {
 /// redis_url = "redis://127.0.0.1:6379"   # or several seed nodes with redis_cluster = true
 /// visibility_timeout_ms = 30000
 /// ```
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StoreSection {
     /// `redis://host:port/db`; absent: `REDIS_URL` from the environment; neither: the in-memory store. Several
@@ -219,7 +222,7 @@ fn default_key_id() -> String {
 }
 
 /// `[auth]`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuthSection {
     /// API keys for `api_key` capabilities.
@@ -243,7 +246,7 @@ pub struct AuthSection {
 }
 
 /// One API key: given inline (`key`) or, better, by environment variable (`key_env`).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApiKeySection {
     /// The key itself.
@@ -258,7 +261,7 @@ pub struct ApiKeySection {
 }
 
 /// `[auth.oauth2]`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OAuth2Section {
     /// Expected `iss`.
@@ -278,7 +281,7 @@ pub struct OAuth2Section {
 }
 
 /// `[cors]`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CorsSection {
     /// Allowed origins; empty or `["*"]` allows all.
@@ -287,10 +290,9 @@ pub struct CorsSection {
 }
 
 /// One `[[capabilities]]` entry: the declaration plus its handler.
-///
-/// Unknown fields are not refused here but by [`Config::capabilities`] (serde cannot combine `deny_unknown_fields`
-/// with the flattened declaration: it would refuse every declaration field), which names the field and its line.
-#[derive(Debug, Deserialize)]
+// Unknown fields are not refused here but by `Config::capabilities` (serde cannot combine `deny_unknown_fields`
+// with the flattened declaration: it would refuse every declaration field), which names the field and its line.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct CapabilitySection {
     /// The declaration's fields.
     #[serde(flatten)]
@@ -299,43 +301,151 @@ pub struct CapabilitySection {
     #[serde(default)]
     pub input_schema_file: Option<PathBuf>,
     /// What runs it.
+    #[schemars(with = "CapabilityHandler")]
     pub handler: HandlerSection,
 }
 
-/// The handler of a configured capability.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum HandlerSection {
-    /// `{"echo": payload}`.
+/// The handler of a configured capability, as written: `handler = { type = "command", argv = [...] }`, the syntax
+/// session handlers use (`[[sessions.session]]`, SES-9). The older `kind`/`program`/`args` spelling is still read,
+/// with a deprecation warning ([`Config::warnings`]).
+#[derive(Debug)]
+pub struct HandlerSection {
+    /// What runs the capability.
+    pub handler: CapabilityHandler,
+    /// Written with the deprecated `kind`/`program`/`args` keys.
+    pub legacy_syntax: bool,
+}
+
+/// What runs a configured capability (`handler = { type = ... }`).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CapabilityHandler {
+    /// Answers `{"echo": payload}`.
     Echo,
-    /// A program per execution (see [`CommandHandler`]).
+    /// A program per execution: the payload as JSON on stdin, the result as JSON on stdout (see
+    /// [`CommandHandler`]).
     Command {
-        /// The program.
-        program: String,
-        /// Its arguments.
-        #[serde(default)]
-        args: Vec<String>,
-        /// Extra environment.
+        /// The program and its arguments; no shell is involved. A program with a `/` is relative to the
+        /// configuration file's folder, one without is looked up on `PATH`.
+        argv: Vec<String>,
+        /// Extra environment variables.
         #[serde(default)]
         env: BTreeMap<String, String>,
-        /// Working directory (relative to the config file).
+        /// Working directory (relative to the configuration file's folder; default: the agent's).
         #[serde(default)]
         cwd: Option<PathBuf>,
-        /// Its own time limit.
+        /// Its own time limit, in milliseconds (default: the execution's).
         #[serde(default)]
         timeout_ms: Option<u64>,
     },
-    /// Forwards to a URL (see [`HttpHandler`]).
+    /// Forwards the payload to a URL as a JSON POST (see [`HttpHandler`]).
     Http {
-        /// The URL.
+        /// The `http` or `https` URL.
         url: String,
         /// Extra headers.
         #[serde(default)]
         headers: BTreeMap<String, String>,
-        /// Its own time limit.
+        /// Its own time limit, in milliseconds (default: the execution's).
         #[serde(default)]
         timeout_ms: Option<u64>,
     },
+}
+
+/// The deprecated spelling: `kind` instead of `type`, `program` and `args` instead of `argv`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+enum LegacyHandler {
+    Echo,
+    Command {
+        program: String,
+        #[serde(default)]
+        args: Vec<String>,
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+        #[serde(default)]
+        cwd: Option<PathBuf>,
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+    },
+    Http {
+        url: String,
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+    },
+}
+
+impl<'de> Deserialize<'de> for HandlerSection {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let table = toml::Table::deserialize(d)?;
+        if table.contains_key("kind") && !table.contains_key("type") {
+            let legacy = LegacyHandler::deserialize(table).map_err(D::Error::custom)?;
+            let handler = match legacy {
+                LegacyHandler::Echo => CapabilityHandler::Echo,
+                LegacyHandler::Command { program, args, env, cwd, timeout_ms } => CapabilityHandler::Command {
+                    argv: std::iter::once(program).chain(args).collect(),
+                    env,
+                    cwd,
+                    timeout_ms,
+                },
+                LegacyHandler::Http { url, headers, timeout_ms } => {
+                    CapabilityHandler::Http { url, headers, timeout_ms }
+                }
+            };
+            return Ok(HandlerSection { handler, legacy_syntax: true });
+        }
+        let handler = CapabilityHandler::deserialize(table).map_err(D::Error::custom)?;
+        Ok(HandlerSection { handler, legacy_syntax: false })
+    }
+}
+
+/// Why the program of a command handler cannot start, if it cannot: a path that is not an executable file, a name
+/// not found on `PATH`, or a `cwd` that is not a folder.
+fn missing_program(base: &Path, argv: &[String], cwd: Option<&Path>) -> Option<String> {
+    if let Some(dir) = cwd {
+        let dir = base.join(dir);
+        if !dir.is_dir() {
+            return Some(format!("cwd {} is not a folder: the program can never start", dir.display()));
+        }
+    }
+    let program = argv.first()?;
+    let found = if program.contains('/') {
+        is_executable(&base.join(program))
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| is_executable(&dir.join(program))))
+    };
+    (!found).then(|| {
+        if program.contains('/') {
+            format!("program {} is not an executable file: every execution fails", base.join(program).display())
+        } else {
+            format!("program {program:?} is not found on PATH: every execution fails")
+        }
+    })
+}
+
+fn is_executable(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        path.is_file()
+    }
+}
+
+/// A program as a handler runs it: one written with a `/` (`./report.py`, `bin/desk`) is relative to `base`, the
+/// configuration file's folder; a bare name (`python3`) is looked up on `PATH`.
+pub fn resolve_program(base: &Path, program: &str) -> String {
+    if program.contains('/') && Path::new(program).is_relative() {
+        base.join(program).to_string_lossy().into_owned()
+    } else {
+        program.to_owned()
+    }
 }
 
 /// A configuration error, already formatted as `file:line:column: message`.
@@ -430,6 +540,87 @@ impl Config {
         Ok(cfg)
     }
 
+    /// What this configuration gets wrong without being refused: settings under which something can never work
+    /// (an `api_key` capability when no key is configured, a command handler whose program is not found, ...) and
+    /// deprecated spellings. Each warning starts with `file:line:column:`. `a2a-server check` prints them (exit 2);
+    /// the agent logs them at start.
+    pub fn warnings(&self, text: &str, path: &Path) -> Vec<String> {
+        let base = path.parent().unwrap_or(Path::new("."));
+        let mut out = Vec::new();
+        let at = |steps: &[Step<'_>], msg: String| format!("{}: {msg}", position(path, text, steps));
+        let auth_of = |decl: &BTreeMap<String, Value>| {
+            decl.get("auth_requirement").and_then(Value::as_str).unwrap_or_default().to_owned()
+        };
+        let check_auth = |steps: &[Step<'_>], what: &str, auth: &str, out: &mut Vec<String>| match auth {
+            "api_key" if self.auth.api_keys.is_empty() => out.push(at(
+                steps,
+                format!("{what} requires api_key but [[auth.api_keys]] configures no key: every call is refused"),
+            )),
+            "oauth2" if self.auth.oauth2.is_none() => out
+                .push(at(steps, format!("{what} requires oauth2 but [auth.oauth2] is absent: every call is refused"))),
+            _ => {}
+        };
+        for (i, c) in self.capabilities.iter().enumerate() {
+            let c = c.get_ref();
+            let here = [Step::Key("capabilities"), Step::Index(i)];
+            let name = c.declaration.get("name").and_then(Value::as_str).unwrap_or("?");
+            check_auth(
+                &[Step::Key("capabilities"), Step::Index(i), Step::Key("auth_requirement")],
+                &format!("capabilities[{i}] ({name})"),
+                &auth_of(&c.declaration),
+                &mut out,
+            );
+            if c.handler.legacy_syntax {
+                out.push(at(
+                    &[Step::Key("capabilities"), Step::Index(i), Step::Key("handler")],
+                    format!(
+                        "capabilities[{i}].handler: `kind`/`program`/`args` is deprecated; write \
+                         `{{ type = \"command\", argv = [program, args...] }}` (`type` for echo and http too), as \
+                         session handlers do"
+                    ),
+                ));
+            }
+            if let CapabilityHandler::Command { argv, cwd, .. } = &c.handler.handler
+                && let Some(w) = missing_program(base, argv, cwd.as_deref())
+            {
+                out.push(at(&here, format!("capabilities[{i}] ({name}).handler: {w}")));
+            }
+        }
+        for (i, c) in self.composites.iter().enumerate() {
+            check_auth(
+                &[Step::Key("composites"), Step::Index(i), Step::Key("auth_requirement")],
+                &format!("composites[{i}]"),
+                &auth_of(&c.get_ref().declaration),
+                &mut out,
+            );
+        }
+        if let Some(s) = self.sessions.as_ref().filter(|s| s.enabled) {
+            check_auth(
+                &[Step::Key("sessions"), Step::Key("auth_requirement")],
+                "sessions",
+                s.auth_requirement.as_str(),
+                &mut out,
+            );
+            let handlers =
+                s.session.iter().enumerate().map(|(i, e)| (Step::Key("session"), i, &e.handler)).chain(
+                    s.spawn_template.iter().enumerate().map(|(i, t)| (Step::Key("spawn_template"), i, &t.handler)),
+                );
+            for (list, i, h) in handlers {
+                // The session's paths were resolved against the file's folder when it was read.
+                if let crate::sessions::config::HandlerConfig::Command(c) = h
+                    && let Some(w) = missing_program(Path::new(""), &c.argv, c.cwd.as_deref())
+                    && let Step::Key(l) = list
+                {
+                    out.push(at(
+                        &[Step::Key("sessions"), list, Step::Index(i)],
+                        format!("sessions.{l}[{i}].handler: {w}"),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// The composite capabilities (§19), each declaration checked; their pipelines are checked by the builder.
     pub fn composites(
         &self,
@@ -506,16 +697,19 @@ impl Config {
                     (field, _) => at_field(field, e.to_string()),
                 }
             })?;
-            let handler: BoxHandler = match &section.handler {
-                HandlerSection::Echo => crate::handler::boxed(crate::handlers::echo()),
-                HandlerSection::Command { program, args, env, cwd, timeout_ms } => {
-                    let mut h = CommandHandler::new(program.clone(), args.clone());
+            let handler: BoxHandler = match &section.handler.handler {
+                CapabilityHandler::Echo => crate::handler::boxed(crate::handlers::echo()),
+                CapabilityHandler::Command { argv, env, cwd, timeout_ms } => {
+                    let Some((program, args)) = argv.split_first() else {
+                        return Err(at_field(Some("handler"), "handler.argv is empty: give the program and its arguments, e.g. [\"python3\", \"report.py\"]".into()));
+                    };
+                    let mut h = CommandHandler::new(resolve_program(base, program), args.to_vec());
                     h.env = env.clone();
                     h.cwd = cwd.as_ref().map(|c| base.join(c));
                     h.timeout = timeout_ms.map(Duration::from_millis);
                     Arc::new(h)
                 }
-                HandlerSection::Http { url, headers, timeout_ms } => {
+                CapabilityHandler::Http { url, headers, timeout_ms } => {
                     let at_url = |msg: String| {
                         let pos = locate(
                             text,

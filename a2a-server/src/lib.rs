@@ -45,6 +45,7 @@ pub mod auth;
 pub mod body;
 pub mod compose;
 pub mod config;
+pub mod config_reference;
 pub mod demo;
 pub mod engine;
 pub mod handler;

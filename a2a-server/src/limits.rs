@@ -6,7 +6,7 @@ use a2a_core::wire::AgentLimits;
 use serde::Deserialize;
 
 /// The limits of an agent. Defaults are those of `spec/PROTOCOL.md` §13.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Limits {

@@ -4,7 +4,11 @@
 //! a2a-server --demo [--listen 127.0.0.1:8080] [--trusted-gateway DID]...
 //! a2a-server --sessions-demo [--linger] [--listen 127.0.0.1:8080]
 //! a2a-server --config agent.toml [--listen ADDR] [--trusted-gateway DID]...
+//! a2a-server check --config agent.toml
 //! ```
+//!
+//! `check` exits 0 when the configuration is valid, 1 when it is refused (the error names file:line:column), 2 when
+//! it is valid but has warnings (settings under which something can never work, deprecated spellings).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,7 +22,7 @@ static GLOBAL: a2a_server::ShippedAllocator = a2a_server::ShippedAllocator;
 
 /// Serve an A2A 0.3 agent.
 #[derive(Parser, Debug)]
-#[command(name = "a2a-server", version, about)]
+#[command(name = "a2a-server", version, about, subcommand_negates_reqs = true)]
 struct Cli {
     /// The agent's TOML configuration.
     #[arg(long, conflicts_with_all = ["demo", "sessions_demo"], required_unless_present_any = ["demo", "sessions_demo"])]
@@ -43,6 +47,19 @@ struct Cli {
     /// Log format.
     #[arg(long, value_enum, default_value = "text", env = "A2A_LOG_FORMAT")]
     log_format: a2a_server::app::LogFormat,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Validate a configuration without starting the agent: exit 0 valid, 1 refused (the error says where and
+    /// why), 2 valid with warnings (something in it can never work, or a deprecated spelling).
+    Check {
+        /// The agent's TOML configuration.
+        #[arg(long)]
+        config: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -55,6 +72,25 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(Command::Check { config }) = cli.command {
+        return match runtime.block_on(a2a_server::app::check_config(&config)) {
+            Ok(warnings) if warnings.is_empty() => {
+                println!("{}: ok", config.display());
+                ExitCode::SUCCESS
+            }
+            Ok(warnings) => {
+                for w in &warnings {
+                    eprintln!("warning: {w}");
+                }
+                println!("{}: valid, with {} warning(s)", config.display(), warnings.len());
+                ExitCode::from(2)
+            }
+            Err(e) => {
+                eprintln!("a2a-server: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let format = cli.log_format;
     let result = runtime.block_on(async {
         match cli.config {

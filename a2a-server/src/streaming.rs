@@ -56,7 +56,7 @@ pub const A2A_STREAM: &str = "a2a-stream";
 pub const FEATURE: &str = "streaming";
 
 /// The limits and timing of streams (`[streaming]` of the configuration file). Every member is optional there.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct StreamConfig {
     /// Whether the agent streams (the configuration file's switch; the builder's [`crate::AgentBuilder::streaming`]

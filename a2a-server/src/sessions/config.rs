@@ -75,7 +75,8 @@ fn within<T: PartialOrd + std::fmt::Display>(field: &str, value: T, min: T, max:
 }
 
 /// `[sessions]`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "SessionsConfig")]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct SessionsConfig {
     /// Whether the agent serves §17 (default `true` when the section is present).
@@ -193,7 +194,8 @@ impl SessionsConfig {
 }
 
 /// `[sessions.limits]`: every bound of §17, each with the default this implementation documents.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "SessionLimits")]
 #[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct SessionLimits {
     /// Ping-pong turns when a send names none (PP-3; default 5).
@@ -347,7 +349,8 @@ pub const MAX_WEBHOOKS: usize = 16;
 /// queue_capacity = 1000      # posts waiting per webhook (default 1 000, at most 100 000)
 /// audience = "did:web:hooks.example.com"   # the signatures' aud (default: the agent's own DID)
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "WebhookConfig")]
 #[serde(remote = "Self", deny_unknown_fields, default)]
 pub struct WebhookConfig {
     /// The `http` or `https` URLs to post to (at most [`MAX_WEBHOOKS`]; none by default).
@@ -413,7 +416,8 @@ impl WebhookConfig {
 }
 
 /// One `[[sessions.session]]`: a session the agent hosts.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "SessionEntry")]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct SessionEntry {
     /// Its key (§17.1: 1–128 characters of `A-Z a-z 0-9 . _ ~ -`).
@@ -468,7 +472,8 @@ impl SessionEntry {
 }
 
 /// One `[[sessions.spawn_template]]`: a handler a spawned worker session may get (SPN-1).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "SpawnTemplate")]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct SpawnTemplate {
     /// The name a spawn's `template` gives (the characters of a session key).
@@ -502,7 +507,7 @@ impl SpawnTemplate {
 }
 
 /// What answers a session's deliveries (`handler = {type = ...}`, SES-9).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HandlerConfig {
     /// A program per delivery ([`CommandHandler`]).
@@ -537,7 +542,7 @@ impl HandlerConfig {
 }
 
 /// What a command handler writes to the program's stdin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StdinFormat {
     /// The delivery as one JSON object (SES-9; the default).
@@ -549,7 +554,8 @@ pub enum StdinFormat {
 }
 
 /// `handler = {type = "command", ...}`: see [`CommandHandler`].
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "CommandConfig")]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct CommandConfig {
     /// The program and its arguments; no shell is involved. A program with a `/` is relative to the configuration
@@ -663,7 +669,8 @@ impl CommandConfig {
 }
 
 /// `handler = {type = "http", ...}`: see [`HttpHandler`].
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "HttpConfig")]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct HttpConfig {
     /// Where the delivery is POSTed (`http` or `https`).
@@ -724,7 +731,8 @@ impl HttpConfig {
 }
 
 /// `handler = {type = "openai", ...}`: see [`OpenAiHandler`].
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "OpenAiConfig")]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct OpenAiConfig {
     /// The API's base URL; the handler POSTs to `{base_url}/v1/chat/completions` (a trailing `/v1` is accepted).

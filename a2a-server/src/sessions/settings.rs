@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::config::SessionLimits;
 
 /// Which sessions a requester can see and read (POL-2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Visibility {
     /// The requester's own session only.

@@ -19,7 +19,7 @@ fn fixtures() -> PathBuf {
 }
 
 /// Loads and builds a configuration file as the binary does.
-fn build(path: &Path) -> Result<(a2a_server::Agent, Option<(String, Value)>), String> {
+pub(crate) fn build(path: &Path) -> Result<(a2a_server::Agent, Option<(String, Value)>), String> {
     let (cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
     a2a_server::app::build_from_config(&cfg, &text, path)
 }
@@ -59,7 +59,13 @@ fn full_config(backend: &str, key_env: &str) -> (TempDir, PathBuf) {
 }
 
 /// The whole handshake with extra headers on every request; returns the final RESULT body.
-async fn handshake(t: &TestAgent, capability: &str, schema: Value, payload: Value, extra: &[(&str, &str)]) -> Value {
+pub(crate) async fn handshake(
+    t: &TestAgent,
+    capability: &str,
+    schema: Value,
+    payload: Value,
+    extra: &[(&str, &str)],
+) -> Value {
     let with = |mut rb: reqwest::RequestBuilder| {
         for (k, v) in extra {
             rb = rb.header(*k, *v);

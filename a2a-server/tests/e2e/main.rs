@@ -11,6 +11,7 @@ mod auth;
 mod browser;
 mod composite;
 mod config;
+mod config_check;
 mod demo;
 mod errors;
 mod handlers;
