@@ -236,6 +236,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::StreamExt;
     use http_body_util::{Full, StreamBody};
 
     fn headers(len: Option<usize>) -> HeaderMap {
@@ -267,6 +268,36 @@ mod tests {
         let body = StreamBody::new(futures_util::stream::iter(chunks));
         let r = read_limited(&headers(None), body, 10, Duration::from_secs(1)).await;
         assert_eq!(r, Err(BodyError::TooLarge { limit: 10 }));
+    }
+
+    /// LIM-4: a body declared 1 MiB that stalls after 1 KiB holds 1 KiB of the budget, and gives it back.
+    #[tokio::test]
+    async fn a_stalled_body_holds_the_bytes_received_not_the_bytes_declared() {
+        let budget = BodyBudget::new(1 << 30);
+        let first =
+            futures_util::stream::iter([Ok::<_, std::io::Error>(hyper::body::Frame::data(Bytes::from(vec![
+                b' ';
+                1024
+            ])))]);
+        let body = StreamBody::new(first.chain(futures_util::stream::pending()));
+        let h = headers(Some(1024 * 1024));
+        let read = read_within(&h, body, 2 * 1024 * 1024, Duration::from_millis(300), &budget);
+        tokio::pin!(read);
+        assert!(tokio::time::timeout(Duration::from_millis(100), &mut read).await.is_err(), "still reading");
+        assert_eq!(budget.used(), 1024);
+        assert_eq!(read.await, Err(BodyError::Timeout { after: Duration::from_millis(300) }));
+        assert_eq!(budget.used(), 0, "given back");
+    }
+
+    #[tokio::test]
+    async fn a_body_past_the_budget_is_refused_overloaded() {
+        let budget = BodyBudget::new(10);
+        let body = Full::new(Bytes::from(vec![b'x'; 11]));
+        let r = read_within(&headers(Some(11)), body, 100, Duration::from_secs(1), &budget).await;
+        assert_eq!(r, Err(BodyError::Overloaded { budget: 10 }));
+        assert_eq!(budget.used(), 0);
+        let e = BodyError::Overloaded { budget: 10 }.into_a2a();
+        assert_eq!(e.http_status(), 503);
     }
 
     #[tokio::test]

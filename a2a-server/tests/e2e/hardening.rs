@@ -15,9 +15,17 @@ use crate::common::{SENDER, TestAgent, standard, test_limits};
 
 /// Sends `bytes` on a new connection and reads until the agent closes it (or 5 s pass): the raw answer.
 async fn raw(addr: &str, bytes: &[u8]) -> Vec<u8> {
+    raw_then(addr, bytes, false).await
+}
+
+/// [`raw`], closing the sending side after `bytes` when `half_close` (the agent answers, then closes).
+async fn raw_then(addr: &str, bytes: &[u8], half_close: bool) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).await.expect("connect");
     // The peer may close before it has read everything (it answered the head): a failed write is not the test's.
     let _ = s.write_all(bytes).await;
+    if half_close {
+        let _ = s.shutdown().await;
+    }
     let mut got = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut got)).await;
     got
@@ -209,7 +217,7 @@ async fn a_mutated_head_never_gets_an_empty_error_body() {
     let mut errors = 0;
     for _ in 0..300 {
         let bytes = strategy.new_tree(&mut runner).expect("a case").current();
-        let got = raw(&a, &bytes).await;
+        let got = raw_then(&a, &bytes, true).await;
         if got.len() >= 12 && got.starts_with(b"HTTP/1.") && (got[9] == b'4' || got[9] == b'5') {
             errors += 1;
             let text = String::from_utf8_lossy(&bytes).into_owned();
@@ -218,4 +226,158 @@ async fn a_mutated_head_never_gets_an_empty_error_body() {
         }
     }
     assert!(errors > 50, "the mutations should produce refused heads ({errors} did)");
+}
+
+fn limited(change: impl FnOnce(&mut a2a_server::Limits)) -> a2a_server::AgentBuilder {
+    let mut l = test_limits();
+    change(&mut l);
+    standard(Arc::new(AtomicUsize::new(0))).limits(l)
+}
+
+/// LIM-4: a body stalled after 3 KiB holds 3 KiB of the budget (not its declared 16 KiB); a second body that would
+/// take the budget past its 4 KiB is refused `503 overloaded` with `Retry-After`; once the stalled connection
+/// closes, the budget is whole again.
+#[tokio::test]
+async fn bodies_past_the_buffered_body_budget_are_refused_503_overloaded_until_it_is_given_back() {
+    let t = TestAgent::start(limited(|l| {
+        l.max_body_bytes = 64 * 1024;
+        l.max_buffered_body_bytes = 4096;
+    }))
+    .await;
+    let a = addr(&t);
+    let mut stalled = TcpStream::connect(&a).await.expect("connect");
+    stalled.write_all(head("Content-Length: 16384\r\n").as_bytes()).await.expect("head");
+    stalled.write_all(&[b' '; 3072]).await.expect("3 KiB");
+    // The agent has read the 3 KiB once a small body still fits beside them.
+    let small = format!("{}{{}}", head("Content-Length: 2\r\nConnection: close\r\n"));
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = raw(&a, small.as_bytes()).await;
+        // `{}` is not a NEGOTIATE message: 400 when the body was read.
+        assert!(got.starts_with(b"HTTP/1.1 400"), "{}", String::from_utf8_lossy(&got));
+        let big = format!("{}{}", head("Content-Length: 2048\r\nConnection: close\r\n"), " ".repeat(2048));
+        let got = raw(&a, big.as_bytes()).await;
+        if got.starts_with(b"HTTP/1.1 503") {
+            let (_, body) = error_answer(&got);
+            assert_eq!(body["error"]["code"], "overloaded", "{body}");
+            assert!(String::from_utf8_lossy(&got).to_ascii_lowercase().contains("retry-after: 1"));
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "never refused: {}", String::from_utf8_lossy(&got));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(stalled);
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let big = format!("{}{}", head("Content-Length: 2048\r\nConnection: close\r\n"), " ".repeat(2048));
+        let got = raw(&a, big.as_bytes()).await;
+        if got.starts_with(b"HTTP/1.1 400") {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "the budget was not given back: {}", String::from_utf8_lossy(&got));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(t.agent.engine().limits().max_buffered_body_bytes, 4096);
+}
+
+/// LIM-5: at `max_connections` the agent stops accepting; a waiting connection is served once one closes.
+#[tokio::test]
+async fn connections_past_max_connections_wait_until_one_closes() {
+    let t = TestAgent::start(limited(|l| l.max_connections = 2)).await;
+    let a = addr(&t);
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(&a).await.expect("connect");
+        s.write_all(b"GET /a2a/capabilities HTTP/1.1\r\nHost: x\r\nA2A-Version: 0.3\r\n\r\n").await.expect("write");
+        let mut buf = [0u8; 12];
+        s.read_exact(&mut buf).await.expect("answered while under the limit");
+        held.push(s);
+    }
+    let mut third = TcpStream::connect(&a).await.expect("connect (the backlog takes it)");
+    third
+        .write_all(b"GET /a2a/capabilities HTTP/1.1\r\nHost: x\r\nA2A-Version: 0.3\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let mut buf = [0u8; 12];
+    let early = tokio::time::timeout(Duration::from_millis(700), third.read_exact(&mut buf)).await;
+    assert!(early.is_err(), "a third connection was served beside two held ones: {:?}", String::from_utf8_lossy(&buf));
+    drop(held.pop());
+    tokio::time::timeout(Duration::from_secs(10), third.read_exact(&mut buf))
+        .await
+        .expect("served once a connection closed")
+        .expect("read");
+    assert_eq!(&buf, b"HTTP/1.1 200");
+}
+
+/// A free loopback port (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+fn admin_config(dir: &crate::common::TempDir, admin: &str) -> std::path::PathBuf {
+    dir.write(
+        "agent.toml",
+        &format!(
+            r#"
+[agent]
+did = "did:web:agent.example.com"
+
+{admin}
+
+[[capabilities]]
+name = "echo_message"
+description = "echo"
+auth_requirement = "none"
+input_schema = {{ type = "object" }}
+handler = {{ kind = "echo" }}
+"#
+        ),
+    )
+}
+
+async fn get(url: &str, token: Option<&str>) -> (u16, String) {
+    let mut rb = reqwest::Client::new().get(url);
+    if let Some(t) = token {
+        rb = rb.bearer_auth(t);
+    }
+    let r = rb.send().await.expect("request");
+    (r.status().as_u16(), r.text().await.expect("text"))
+}
+
+/// OPS-1: `/metrics` is closed by default, served behind `[admin] token_env`'s token, or on `[admin] listen` only.
+#[tokio::test]
+async fn metrics_are_closed_by_default_and_open_only_with_the_admin_token_or_on_the_admin_listener() {
+    use crate::server_process::ServerProcess;
+    let dir = crate::common::TempDir::new("ops1-closed");
+    let server = ServerProcess::start(&admin_config(&dir, ""));
+    let (status, body) = get(&format!("{}/metrics", server.base), None).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("\"not_found\""), "{body}");
+    drop(server);
+
+    let dir = crate::common::TempDir::new("ops1-token");
+    let server = ServerProcess::start_with_env(
+        &admin_config(&dir, "[admin]\ntoken_env = \"A2A_TEST_ADMIN_TOKEN\""),
+        &[("A2A_TEST_ADMIN_TOKEN", "operator-token-1")],
+    );
+    let url = format!("{}/metrics", server.base);
+    let (status, body) = get(&url, None).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("\"auth_required\""), "{body}");
+    let (status, body) = get(&url, Some("operator-token-2")).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("\"auth_invalid\""), "{body}");
+    let (status, body) = get(&url, Some("operator-token-1")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("a2a_"), "{body}");
+    drop(server);
+
+    let dir = crate::common::TempDir::new("ops1-listen");
+    let port = free_port();
+    let server = ServerProcess::start(&admin_config(&dir, &format!("[admin]\nlisten = \"127.0.0.1:{port}\"")));
+    let (status, _) = get(&format!("{}/metrics", server.base), None).await;
+    assert_eq!(status, 404, "the agent's own listener does not serve /metrics");
+    let (status, body) = get(&format!("http://127.0.0.1:{port}/metrics"), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("a2a_"), "{body}");
 }
