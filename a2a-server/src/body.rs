@@ -274,8 +274,7 @@ mod tests {
     #[tokio::test]
     async fn a_stalled_body_holds_the_bytes_received_not_the_bytes_declared() {
         let budget = BodyBudget::new(1 << 30);
-        let first =
-            futures_util::stream::iter([Ok::<_, std::io::Error>(hyper::body::Frame::data(Bytes::from(vec![
+        let first = futures_util::stream::iter([Ok::<_, std::io::Error>(hyper::body::Frame::data(Bytes::from(vec![
                 b' ';
                 1024
             ])))]);

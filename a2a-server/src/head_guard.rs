@@ -208,6 +208,11 @@ impl<S> HeadGuard<S> {
                 State::Head => {
                     let before = self.head.len();
                     self.head.extend_from_slice(data);
+                    // A head ends with a line feed: bytes without one cannot complete it (no parse of the whole
+                    // head again for each byte of a slow client), only take it past the limit.
+                    if !data.contains(&b'\n') && self.head.len() <= self.limits.max_head_bytes {
+                        return;
+                    }
                     match check_head(&self.head, self.limits) {
                         Ok(None) => return,
                         Ok(Some((len, framing))) => {
