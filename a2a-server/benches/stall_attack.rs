@@ -1,4 +1,4 @@
-//! The stalled-body attack of LIM-4, against any HTTP/1.1 server on loopback: `--conns` connections each send a
+//! The stalled-body attack of LIM-7, against any HTTP/1.1 server on loopback: `--conns` connections each send a
 //! request head declaring `Content-Length: --declared` bytes, `--sent` bytes of body, then stall; meanwhile a normal
 //! client asks `GET --path` in a loop. Reported: the target's RSS idle, under attack (peak) and after the
 //! connections close (`--settle` seconds later), and the normal client's latency under attack (p50 / p99).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# LIM-4 under attack: `a2a-server --demo` and nginx, each under --conns connections stalled after 1 KiB of a 1 MiB
+# LIM-7 under attack: `a2a-server --demo` and nginx, each under --conns connections stalled after 1 KiB of a 1 MiB
 # declared body, measured by the stall_attack bench (RSS idle / peak / after, a normal client's p50 and p99).
 # Loopback only.
 #

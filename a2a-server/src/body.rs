@@ -5,7 +5,7 @@
 //! throws away, what the client is still sending, for a bounded number of bytes and a bounded time (a *lingering*
 //! read, as nginx does).
 //!
-//! Memory follows the bytes received, never the bytes declared (LIM-4): the buffer grows as data arrives, so a head
+//! Memory follows the bytes received, never the bytes declared (LIM-7): the buffer grows as data arrives, so a head
 //! declaring `Content-Length: 1048576` followed by 1 KiB and a stall holds about 1 KiB. Every body being received
 //! draws on a [`BodyBudget`] shared by the whole agent; past it the body is refused `503 overloaded` with
 //! `Retry-After` instead of buffered. Without it the agent would answer `413` and close a connection whose receive buffer still
@@ -41,14 +41,14 @@ pub enum BodyError {
     },
     /// The body could not be read (the connection broke, a bad chunk); the text says why.
     Unreadable(String),
-    /// The agent's budget for request bodies being received is spent (`503 overloaded`, LIM-4).
+    /// The agent's budget for request bodies being received is spent (`503 overloaded`, LIM-7).
     Overloaded {
         /// The budget, in bytes.
         budget: usize,
     },
 }
 
-/// The bytes of request bodies an agent holds while receiving them, all requests together (LIM-4,
+/// The bytes of request bodies an agent holds while receiving them, all requests together (LIM-7,
 /// `limits.max_buffered_body_bytes`). A reader takes from it as bytes arrive and gives everything back when it is
 /// done; a reader that cannot take refuses its body `503 overloaded`.
 #[derive(Debug)]
@@ -158,7 +158,7 @@ where
     read_within(headers, body, limit, timeout, &BodyBudget::unlimited()).await
 }
 
-/// [`read_limited`] drawing on `budget` as bytes arrive (LIM-4): the buffer grows with the bytes received (never to
+/// [`read_limited`] drawing on `budget` as bytes arrive (LIM-7): the buffer grows with the bytes received (never to
 /// the declared length at once), and a body that would take the budget past its capacity is refused
 /// ([`BodyError::Overloaded`]). What was taken is given back when the read ends.
 pub async fn read_within<B>(
@@ -183,7 +183,7 @@ where
     }
     let read = async {
         let mut taken = Taken { budget, bytes: 0 };
-        // Grown as bytes arrive (LIM-4): a declared length is a claim, not bytes received.
+        // Grown as bytes arrive (LIM-7): a declared length is a claim, not bytes received.
         let mut buf = BytesMut::new();
         let mut first: Option<Bytes> = None;
         while let Some(frame) = body.frame().await {
@@ -270,7 +270,7 @@ mod tests {
         assert_eq!(r, Err(BodyError::TooLarge { limit: 10 }));
     }
 
-    /// LIM-4: a body declared 1 MiB that stalls after 1 KiB holds 1 KiB of the budget, and gives it back.
+    /// LIM-7: a body declared 1 MiB that stalls after 1 KiB holds 1 KiB of the budget, and gives it back.
     #[tokio::test]
     async fn a_stalled_body_holds_the_bytes_received_not_the_bytes_declared() {
         let budget = BodyBudget::new(1 << 30);

@@ -336,7 +336,7 @@ pub enum HandlerSection {
         /// Extra environment.
         #[serde(default)]
         env: BTreeMap<String, String>,
-        /// The agent's environment variables the program gets (HDL-4; default `PATH`, `HOME`, `LANG`, `LC_ALL`,
+        /// The agent's environment variables the program gets (HDL-5; default `PATH`, `HOME`, `LANG`, `LC_ALL`,
         /// `TZ`, `TMPDIR`); every other one, such as an `auth.api_keys` `key_env`, is withheld.
         #[serde(default)]
         env_allow: Option<Vec<String>>,

@@ -107,7 +107,7 @@ pub struct Engine {
     tasks: tokio_util::task::TaskTracker,
     /// Streaming results (§18), when the agent streams.
     streaming: std::sync::OnceLock<Arc<crate::streaming::Streaming>>,
-    /// Request bodies being received, all routes together (LIM-4).
+    /// Request bodies being received, all routes together (LIM-7).
     pub(crate) body_budget: Arc<crate::body::BodyBudget>,
 }
 

@@ -20,7 +20,7 @@ pub fn echo() -> impl Handler {
 ///
 /// The program gets the payload as JSON on stdin; its environment holds only the allow-listed variables of the
 /// agent's ([`CommandHandler::env_allow`], default [`DEFAULT_ENV_ALLOW`]), the configured ones and `A2A_EXECUTION_ID`,
-/// `A2A_NEGOTIATION_ID`, `A2A_SENDER_ID`, `A2A_CAPABILITY`, `A2A_DEADLINE_MS` (ms left) and `TRACEPARENT` (HDL-4:
+/// `A2A_NEGOTIATION_ID`, `A2A_SENDER_ID`, `A2A_CAPABILITY`, `A2A_DEADLINE_MS` (ms left) and `TRACEPARENT` (HDL-5:
 /// the agent's secrets, such as its `key_env` variables, are not the program's). It prints its result as one JSON
 /// value on stdout and exits 0. A non-zero exit, a timeout, or output that is not JSON makes the execution `failed`;
 /// the program's stderr goes to the agent's log, never to the caller (it names server paths). The program is killed
@@ -39,17 +39,17 @@ pub struct CommandHandler {
     pub timeout: Option<Duration>,
     /// Largest stdout accepted.
     pub max_output_bytes: usize,
-    /// The agent's environment variables the program gets (HDL-4); every other one is withheld.
+    /// The agent's environment variables the program gets (HDL-5); every other one is withheld.
     pub env_allow: Vec<String>,
-    /// The supervisor that ends the program with the agent (`a2a-supervise`, HDL-4); `None`: the program is started
+    /// The supervisor that ends the program with the agent (`a2a-supervise`, HDL-5); `None`: the program is started
     /// directly (it then outlives an agent killed with `kill -9`). Default: [`supervisor`].
     pub supervisor: Option<std::path::PathBuf>,
 }
 
-/// The agent's environment variables a `command` handler's program gets by default (HDL-1, HDL-4).
+/// The agent's environment variables a `command` handler's program gets by default (HDL-1, HDL-5).
 pub const DEFAULT_ENV_ALLOW: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 
-/// Where `a2a-supervise` is (HDL-4): `A2A_SUPERVISOR` when set, else beside the running program (or one directory
+/// Where `a2a-supervise` is (HDL-5): `A2A_SUPERVISOR` when set, else beside the running program (or one directory
 /// up, for test binaries under `target/*/deps`); `None` (and a warning, once) when it cannot be found.
 pub fn supervisor() -> Option<std::path::PathBuf> {
     static FOUND: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
@@ -149,7 +149,7 @@ impl CommandHandler {
             }
             None => tokio::process::Command::new(&self.program),
         };
-        // HDL-4: only the allow-listed variables of the agent's environment.
+        // HDL-5: only the allow-listed variables of the agent's environment.
         cmd.env_clear();
         if self.supervisor.is_some() {
             cmd.env("A2A_SUPERVISOR_PARENT", std::process::id().to_string());
@@ -238,7 +238,7 @@ impl CommandHandler {
             }
         }
         if !stderr.is_empty() {
-            // HDL-4: stderr is the operator's (it names paths and internals), not the caller's.
+            // HDL-5: stderr is the operator's (it names paths and internals), not the caller's.
             tracing::warn!(
                 program = %self.program,
                 execution_id = %ctx.execution_id,

@@ -1,4 +1,4 @@
-//! The agent's HTTP/1.1 front (ERR-4, LIM-6): every request head is checked before hyper parses it, so that a
+//! The agent's HTTP/1.1 front (ERR-4, LIM-9): every request head is checked before hyper parses it, so that a
 //! malformed request is answered with the JSON error body of §12 instead of hyper's empty-bodied `400`/`414`/`431`.
 //!
 //! [`HeadGuard`] sits between the connection and hyper. It follows the connection's framing (heads, then bodies by

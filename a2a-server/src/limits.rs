@@ -42,10 +42,10 @@ pub struct Limits {
     pub max_compiled_schemas: u64,
     /// Time given to executions in flight to finish on shutdown, in milliseconds.
     pub shutdown_grace_ms: u64,
-    /// Bytes of request bodies held while they are received, all requests together (LIM-4): a body that would
+    /// Bytes of request bodies held while they are received, all requests together (LIM-7): a body that would
     /// go past it is refused `503 overloaded` with `Retry-After`.
     pub max_buffered_body_bytes: usize,
-    /// Connections open at once (LIM-5); at the limit the agent stops accepting (new connections wait in the
+    /// Connections open at once (LIM-8); at the limit the agent stops accepting (new connections wait in the
     /// listen backlog) and logs it. Lowered to three quarters of the process's file descriptor limit when that is
     /// smaller.
     pub max_connections: usize,

@@ -6,7 +6,7 @@
 //! timeout passes. After that hyper's own `header_read_timeout` bounds every request head.
 //!
 //! HTTP/1.1 heads are checked by [`crate::head_guard`] before hyper reads them (ERR-4: a malformed head is answered
-//! with the JSON error body), and at most `limits.max_connections` connections are open at once (LIM-5).
+//! with the JSON error body), and at most `limits.max_connections` connections are open at once (LIM-8).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -150,7 +150,7 @@ pub async fn accept(
     }
 }
 
-/// `configured`, lowered to three quarters of the soft limit of open files (LIM-5) so that the listener never runs
+/// `configured`, lowered to three quarters of the soft limit of open files (LIM-8) so that the listener never runs
 /// out of descriptors before the limit (the rest is for the store, handlers and logs); logged when lowered.
 pub fn connection_limit(configured: usize) -> usize {
     #[cfg(unix)]
@@ -209,7 +209,7 @@ where
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
-        // LIM-5: at the limit, stop accepting; new connections wait in the listen backlog until one closes.
+        // LIM-8: at the limit, stop accepting; new connections wait in the listen backlog until one closes.
         let slot = match slots.clone().try_acquire_owned() {
             Ok(s) => s,
             Err(_) => {

@@ -37,7 +37,7 @@ pub async fn read_body_within(
     read_body_budgeted(headers, body, max, timeout, &crate::body::BodyBudget::unlimited()).await
 }
 
-/// [`read_body_within`] drawing on the agent's budget for bodies being received (LIM-4).
+/// [`read_body_within`] drawing on the agent's budget for bodies being received (LIM-7).
 async fn read_body_budgeted(
     headers: &HeaderMap,
     body: Body,

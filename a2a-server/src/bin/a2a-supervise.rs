@@ -1,4 +1,4 @@
-//! `a2a-supervise PROGRAM [ARGS...]`: runs a `command` handler's program so that it dies with its agent (HDL-4).
+//! `a2a-supervise PROGRAM [ARGS...]`: runs a `command` handler's program so that it dies with its agent (HDL-5).
 //!
 //! The agent starts this supervisor in a process group of its own, with `A2A_SUPERVISOR_PARENT` set to the agent's
 //! process id. The supervisor starts the program (same group, same standard streams, same environment), waits for

@@ -1,4 +1,4 @@
-//! A capability's `command` handler is internal to its agent (HDL-4), in a real `a2a-server` process: the program
+//! A capability's `command` handler is internal to its agent (HDL-5), in a real `a2a-server` process: the program
 //! gets an allow-listed environment (not the agent's secrets), its stderr goes to the agent's log and not to the
 //! caller, and it dies with the agent (`kill -9` of the agent leaves no orphan running beside a successor).
 

@@ -163,7 +163,7 @@ async fn command_exiting_non_zero_fails_with_handler_failed_and_its_exit_code_bu
     assert_eq!(r["error"]["code"], json!("handler_failed"));
     let m = message(&r);
     assert!(m.contains("exit status: 3") && m.contains("agent's log"), "{m}");
-    // HDL-4: stderr is logged by the agent, never returned to the caller.
+    // HDL-5: stderr is logged by the agent, never returned to the caller.
     assert!(!r.to_string().contains("the disk is full"), "stderr reached the caller: {r}");
     assert_eq!(r["error"]["details"]["exit_code"], json!(3));
     assert!(r["error"]["details"].get("stderr").is_none(), "{r}");
@@ -181,7 +181,7 @@ async fn command_printing_something_other_than_json_fails_with_a_clear_message()
     let m = message(&r);
     assert!(m.contains("did not print one JSON value on stdout"), "{m}");
     assert!(m.contains("Report filed, thank you!"), "{m}");
-    // HDL-4: stderr is the agent's log's, not the caller's.
+    // HDL-5: stderr is the agent's log's, not the caller's.
     assert!(!m.contains("warning: x"), "{m}");
 }
 

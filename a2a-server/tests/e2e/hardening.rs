@@ -1,6 +1,6 @@
 //! Raw-socket probes of the agent's HTTP/1.1 front and its memory bounds: every error has the JSON body of §12
-//! (ERR-4), including the answers to heads hyper would refuse itself (LIM-6); bodies draw on a budget (LIM-4);
-//! connections are capped (LIM-5).
+//! (ERR-4), including the answers to heads hyper would refuse itself (LIM-9); bodies draw on a budget (LIM-7);
+//! connections are capped (LIM-8).
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
@@ -79,7 +79,7 @@ async fn binary_router() -> String {
     addr
 }
 
-/// ERR-4, LIM-6: the heads hyper refused with an empty body are answered with the JSON error body.
+/// ERR-4, LIM-9: the heads hyper refused with an empty body are answered with the JSON error body.
 #[tokio::test]
 async fn malformed_heads_are_answered_with_the_json_error_body() {
     let t = agent().await;
@@ -234,7 +234,7 @@ fn limited(change: impl FnOnce(&mut a2a_server::Limits)) -> a2a_server::AgentBui
     standard(Arc::new(AtomicUsize::new(0))).limits(l)
 }
 
-/// LIM-4: a body stalled after 3 KiB holds 3 KiB of the budget (not its declared 16 KiB); a second body that would
+/// LIM-7: a body stalled after 3 KiB holds 3 KiB of the budget (not its declared 16 KiB); a second body that would
 /// take the budget past its 4 KiB is refused `503 overloaded` with `Retry-After`; once the stalled connection
 /// closes, the budget is whole again.
 #[tokio::test]
@@ -280,7 +280,7 @@ async fn bodies_past_the_buffered_body_budget_are_refused_503_overloaded_until_i
     assert_eq!(t.agent.engine().limits().max_buffered_body_bytes, 4096);
 }
 
-/// LIM-5: at `max_connections` the agent stops accepting; a waiting connection is served once one closes.
+/// LIM-8: at `max_connections` the agent stops accepting; a waiting connection is served once one closes.
 #[tokio::test]
 async fn connections_past_max_connections_wait_until_one_closes() {
     let t = TestAgent::start(limited(|l| l.max_connections = 2)).await;
