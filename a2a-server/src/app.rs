@@ -75,10 +75,11 @@ fn base_url(listener: &TcpListener) -> Result<(String, u16), String> {
     Ok((format!("http://{host}:{}", addr.port()), addr.port()))
 }
 
-/// The router the binary serves: the agent, `/metrics`, and the DID document when there is one (served as
-/// `application/did+json`, readable from a browser and cacheable for 5 minutes: DID-16).
+/// The router the binary serves: the agent and the DID document when there is one (served as
+/// `application/did+json`, readable from a browser and cacheable for 5 minutes: DID-16); every other path is
+/// `404 not_found` as JSON (ERR-4). `/metrics` is not in it (OPS-1): see [`admin_router`].
 pub fn app_router(agent: &Agent, did_document: Option<(String, Value)>) -> Router {
-    let mut app = agent.router().merge(agent.metrics_router());
+    let mut app = agent.router().fallback(not_found);
     if let Some((path, doc)) = did_document {
         let body = bytes::Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
         app = app.route(
@@ -90,6 +91,49 @@ pub fn app_router(agent: &Agent, did_document: Option<(String, Value)>) -> Route
         );
     }
     app
+}
+
+/// `404 not_found` as JSON, for every path the binary does not serve (ERR-4).
+async fn not_found() -> axum::response::Response {
+    json_error(a2a_core::error::A2aError::with_message(
+        a2a_core::error::ErrorCode::NOT_FOUND,
+        "nothing is served at this path; the A2A endpoint is /a2a",
+    ))
+}
+
+fn json_error(e: a2a_core::error::A2aError) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let status = axum::http::StatusCode::from_u16(e.http_status()).unwrap_or(axum::http::StatusCode::BAD_REQUEST);
+    let body = serde_json::to_vec(&e.to_body()).unwrap_or_default();
+    (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// The operator surface (OPS-1): `/metrics`, behind `Authorization: Bearer <token>` when `token` is given
+/// (compared in constant time; `401 auth_required` without the header, `401 auth_invalid` with another token).
+pub fn admin_router(agent: &Agent, token: Option<String>) -> Router {
+    let metrics = agent.metrics_router();
+    let Some(token) = token else { return metrics };
+    let token = Arc::new(token.into_bytes());
+    metrics.layer(axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
+        let token = token.clone();
+        async move {
+            use a2a_core::error::{A2aError, ErrorCode};
+            use subtle::ConstantTimeEq;
+            let given = req
+                .headers()
+                .get(axum::http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            match given {
+                None => json_error(A2aError::with_message(
+                    ErrorCode::AUTH_REQUIRED,
+                    "/metrics requires Authorization: Bearer <the token of [admin] token_env>",
+                )),
+                Some(g) if bool::from(g.as_bytes().ct_eq(&token)) => next.run(req).await,
+                Some(_) => json_error(A2aError::with_message(ErrorCode::AUTH_INVALID, "the admin token is not valid")),
+            }
+        }
+    }))
 }
 
 /// The answer to a GET of a DID document (its JSON bytes): `application/did+json`, readable from a browser and
@@ -208,7 +252,11 @@ pub fn demo_sessions(key: &SigningKey) -> crate::sessions::SessionsBuilder {
 pub async fn run_demo(listen: Option<&str>, trusted_gateways: &[String]) -> Result<(), String> {
     let listener = bind(listen.unwrap_or("127.0.0.1:8080")).await?;
     let (base, port) = base_url(&listener)?;
-    let (agent, app) = demo_app_trusting(port, trusted_gateways.to_vec())?;
+    let (agent, mut app) = demo_app_trusting(port, trusted_gateways.to_vec())?;
+    // OPS-1: the demo shows its metrics only on a loopback listener.
+    if listener.local_addr().map(|a| a.ip().is_loopback()).unwrap_or(false) {
+        app = app.merge(admin_router(&agent, None));
+    }
     for g in trusted_gateways {
         println!("Trusts the gateway {g} (its re-signed requests name their caller, GW-9; GW-18)");
     }
@@ -244,6 +292,29 @@ pub async fn run_config(path: &Path, listen: Option<&str>, trusted_gateways: &[S
     if let Some(bridge) = bridge_from_config(&cfg, &text, path, &agent)? {
         app = app.merge(bridge);
     }
+    // OPS-1: /metrics only where `[admin]` says.
+    let token = match &cfg.admin.token_env {
+        None => None,
+        Some(var) => match std::env::var(var) {
+            Ok(t) if !t.trim().is_empty() => Some(t.trim().to_owned()),
+            _ => return Err(format!("{}: admin.token_env: environment variable {var} is not set", path.display())),
+        },
+    };
+    if token.is_some() {
+        app = app.merge(admin_router(&agent, token.clone()));
+    }
+    let admin_stop = tokio_util::sync::CancellationToken::new();
+    if let Some(admin_listen) = &cfg.admin.listen {
+        let admin_listener = bind(admin_listen).await?;
+        let admin_app = admin_router(&agent, token.clone()).fallback(not_found);
+        let limits = agent.engine().limits.clone();
+        let stop = admin_stop.clone();
+        tracing::info!(address = %admin_listen, "serving /metrics on the admin listener");
+        tokio::spawn(async move {
+            let _ = serve::serve(admin_listener, admin_app, &limits, stop.cancelled_owned(), Duration::ZERO).await;
+        });
+    }
+    let _admin_stop = admin_stop.drop_guard();
     let endpoint = cfg.agent.endpoint.clone().unwrap_or_else(|| format!("{base}/a2a"));
     tracing::info!(did = %agent.did(), endpoint = %endpoint, "agent listening");
     let engine = agent.engine().clone();

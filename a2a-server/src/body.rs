@@ -3,10 +3,17 @@
 //!
 //! A body over the limit is not kept: the reader stops storing at `limit` bytes. It then goes on reading, and
 //! throws away, what the client is still sending, for a bounded number of bytes and a bounded time (a *lingering*
-//! read, as nginx does). Without it the agent would answer `413` and close a connection whose receive buffer still
+//! read, as nginx does).
+//!
+//! Memory follows the bytes received, never the bytes declared (LIM-7): the buffer grows as data arrives, so a head
+//! declaring `Content-Length: 1048576` followed by 1 KiB and a stall holds about 1 KiB. Every body being received
+//! draws on a [`BodyBudget`] shared by the whole agent; past it the body is refused `503 overloaded` with
+//! `Retry-After` instead of buffered. Without it the agent would answer `413` and close a connection whose receive buffer still
 //! holds unread bytes; the kernel then resets the connection, and a client still busy writing its body may never
 //! read the `413`. With it the client finishes writing, reads the answer, and sees a clean close.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use a2a_core::error::{A2aError, ErrorCode};
@@ -34,6 +41,71 @@ pub enum BodyError {
     },
     /// The body could not be read (the connection broke, a bad chunk); the text says why.
     Unreadable(String),
+    /// The agent's budget for request bodies being received is spent (`503 overloaded`, LIM-7).
+    Overloaded {
+        /// The budget, in bytes.
+        budget: usize,
+    },
+}
+
+/// The bytes of request bodies an agent holds while receiving them, all requests together (LIM-7,
+/// `limits.max_buffered_body_bytes`). A reader takes from it as bytes arrive and gives everything back when it is
+/// done; a reader that cannot take refuses its body `503 overloaded`.
+#[derive(Debug)]
+pub struct BodyBudget {
+    capacity: usize,
+    used: AtomicUsize,
+}
+
+impl BodyBudget {
+    /// A budget of `capacity` bytes.
+    pub fn new(capacity: usize) -> Arc<BodyBudget> {
+        Arc::new(BodyBudget { capacity, used: AtomicUsize::new(0) })
+    }
+
+    /// A budget that never runs out (for readers outside an agent).
+    pub fn unlimited() -> Arc<BodyBudget> {
+        BodyBudget::new(usize::MAX)
+    }
+
+    /// The budget, in bytes.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The bytes taken now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    fn try_take(&self, n: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| u.checked_add(n).filter(|t| *t <= self.capacity))
+            .is_ok()
+    }
+}
+
+/// What one reader took from a budget, given back when dropped (on every way out, including a dropped future).
+struct Taken<'a> {
+    budget: &'a BodyBudget,
+    bytes: usize,
+}
+
+impl Taken<'_> {
+    fn take(&mut self, n: usize) -> bool {
+        if self.budget.try_take(n) {
+            self.bytes += n;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
 }
 
 impl std::fmt::Display for BodyError {
@@ -44,6 +116,11 @@ impl std::fmt::Display for BodyError {
                 write!(f, "the request body was not received within {} ms", after.as_millis())
             }
             BodyError::Unreadable(e) => write!(f, "the request body could not be read: {e}"),
+            BodyError::Overloaded { budget } => write!(
+                f,
+                "the agent is receiving {budget} bytes of request bodies, its limit (limits.max_buffered_body_bytes); \
+                 retry after the Retry-After delay"
+            ),
         }
     }
 }
@@ -52,16 +129,18 @@ impl std::error::Error for BodyError {}
 
 impl BodyError {
     /// The protocol error: `413 payload_too_large` (with `details.limit_bytes`), `408 request_timeout` or
-    /// `400 invalid_request`.
+    /// `400 invalid_request`, or `503 overloaded` (with `details.retry_after_s`, sent as `Retry-After`).
     pub fn into_a2a(self) -> A2aError {
         let code = match self {
             BodyError::TooLarge { .. } => ErrorCode::PAYLOAD_TOO_LARGE,
             BodyError::Timeout { .. } => ErrorCode::REQUEST_TIMEOUT,
             BodyError::Unreadable(_) => ErrorCode::INVALID_REQUEST,
+            BodyError::Overloaded { .. } => ErrorCode::OVERLOADED,
         };
         let e = A2aError::with_message(code, self.to_string());
         match self {
             BodyError::TooLarge { limit } => e.details(serde_json::json!({"limit_bytes": limit})),
+            BodyError::Overloaded { .. } => e.details(serde_json::json!({"retry_after_s": 1})),
             _ => e,
         }
     }
@@ -76,6 +155,23 @@ where
     B: hyper::body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
+    read_within(headers, body, limit, timeout, &BodyBudget::unlimited()).await
+}
+
+/// [`read_limited`] drawing on `budget` as bytes arrive (LIM-7): the buffer grows with the bytes received (never to
+/// the declared length at once), and a body that would take the budget past its capacity is refused
+/// ([`BodyError::Overloaded`]). What was taken is given back when the read ends.
+pub async fn read_within<B>(
+    headers: &HeaderMap,
+    body: B,
+    limit: usize,
+    timeout: Duration,
+    budget: &BodyBudget,
+) -> Result<Bytes, BodyError>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
     let mut body = body;
@@ -86,17 +182,33 @@ where
         return Err(BodyError::TooLarge { limit });
     }
     let read = async {
-        let mut buf = BytesMut::with_capacity(declared.map_or(0, |l| l as usize).min(limit));
+        let mut taken = Taken { budget, bytes: 0 };
+        // Grown as bytes arrive (LIM-7): a declared length is a claim, not bytes received.
+        let mut buf = BytesMut::new();
+        let mut first: Option<Bytes> = None;
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| BodyError::Unreadable(e.to_string()))?;
             let Ok(data) = frame.into_data() else { continue };
-            if buf.len() + data.len() > limit {
+            let have = first.as_ref().map_or(0, Bytes::len) + buf.len();
+            if have + data.len() > limit {
                 drain(&mut body, DRAIN_MAX_BYTES).await;
                 return Err(BodyError::TooLarge { limit });
             }
-            buf.extend_from_slice(&data);
+            if !taken.take(data.len()) {
+                return Err(BodyError::Overloaded { budget: budget.capacity() });
+            }
+            // A body that comes in one frame (the usual case) is kept as it came, without a copy.
+            match first.take() {
+                None if buf.is_empty() => first = Some(data),
+                None => buf.extend_from_slice(&data),
+                Some(f) => {
+                    buf.reserve((f.len() + data.len()).min(limit));
+                    buf.extend_from_slice(&f);
+                    buf.extend_from_slice(&data);
+                }
+            }
         }
-        Ok(buf.freeze())
+        Ok(first.unwrap_or_else(|| buf.freeze()))
     };
     match tokio::time::timeout(timeout, read).await {
         Ok(r) => r,
@@ -124,6 +236,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::StreamExt;
     use http_body_util::{Full, StreamBody};
 
     fn headers(len: Option<usize>) -> HeaderMap {
@@ -155,6 +268,35 @@ mod tests {
         let body = StreamBody::new(futures_util::stream::iter(chunks));
         let r = read_limited(&headers(None), body, 10, Duration::from_secs(1)).await;
         assert_eq!(r, Err(BodyError::TooLarge { limit: 10 }));
+    }
+
+    /// LIM-7: a body declared 1 MiB that stalls after 1 KiB holds 1 KiB of the budget, and gives it back.
+    #[tokio::test]
+    async fn a_stalled_body_holds_the_bytes_received_not_the_bytes_declared() {
+        let budget = BodyBudget::new(1 << 30);
+        let first = futures_util::stream::iter([Ok::<_, std::io::Error>(hyper::body::Frame::data(Bytes::from(vec![
+                b' ';
+                1024
+            ])))]);
+        let body = StreamBody::new(first.chain(futures_util::stream::pending()));
+        let h = headers(Some(1024 * 1024));
+        let read = read_within(&h, body, 2 * 1024 * 1024, Duration::from_millis(300), &budget);
+        tokio::pin!(read);
+        assert!(tokio::time::timeout(Duration::from_millis(100), &mut read).await.is_err(), "still reading");
+        assert_eq!(budget.used(), 1024);
+        assert_eq!(read.await, Err(BodyError::Timeout { after: Duration::from_millis(300) }));
+        assert_eq!(budget.used(), 0, "given back");
+    }
+
+    #[tokio::test]
+    async fn a_body_past_the_budget_is_refused_overloaded() {
+        let budget = BodyBudget::new(10);
+        let body = Full::new(Bytes::from(vec![b'x'; 11]));
+        let r = read_within(&headers(Some(11)), body, 100, Duration::from_secs(1), &budget).await;
+        assert_eq!(r, Err(BodyError::Overloaded { budget: 10 }));
+        assert_eq!(budget.used(), 0);
+        let e = BodyError::Overloaded { budget: 10 }.into_a2a();
+        assert_eq!(e.http_status(), 503);
     }
 
     #[tokio::test]

@@ -70,6 +70,29 @@ pub struct Config {
     /// The A2A 1.x bridge (§20; `[bridge]`).
     #[serde(default)]
     pub bridge: BridgeSection,
+    /// The operator surface, `/metrics` (OPS-1; `[admin]`): closed unless configured here.
+    #[serde(default)]
+    pub admin: AdminSection,
+}
+
+/// `[admin]`: where `/metrics` is served (OPS-1). With neither key it is not served at all.
+///
+/// ```toml
+/// [admin]
+/// listen = "127.0.0.1:9090"      # a listener of its own (keep it on loopback or a private network)
+/// token_env = "A2A_ADMIN_TOKEN"  # and/or: require `Authorization: Bearer <token>` (on the agent's listener too)
+/// ```
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdminSection {
+    /// Serve `/metrics` on this address of its own (e.g. `127.0.0.1:9090`); with `token_env`, it asks for the token
+    /// there too.
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// The environment variable holding a bearer token: `/metrics` is served on the agent's own listener too, to
+    /// requests with `Authorization: Bearer <token>` (`401 auth_required` without, `401 auth_invalid` with another).
+    #[serde(default)]
+    pub token_env: Option<String>,
 }
 
 /// `[bridge]`: serve the A2A 1.x bridge (`spec/PROTOCOL.md` §20) beside the agent: the Agent Card at
@@ -331,6 +354,10 @@ pub enum CapabilityHandler {
         /// Extra environment variables.
         #[serde(default)]
         env: BTreeMap<String, String>,
+        /// The agent's environment variables the program gets (HDL-5; default `PATH`, `HOME`, `LANG`, `LC_ALL`,
+        /// `TZ`, `TMPDIR`); every other one, such as an `auth.api_keys` `key_env`, is withheld.
+        #[serde(default)]
+        env_allow: Option<Vec<String>>,
         /// Working directory (relative to the configuration file's folder; default: the agent's).
         #[serde(default)]
         cwd: Option<PathBuf>,
@@ -363,6 +390,8 @@ enum LegacyHandler {
         #[serde(default)]
         env: BTreeMap<String, String>,
         #[serde(default)]
+        env_allow: Option<Vec<String>>,
+        #[serde(default)]
         cwd: Option<PathBuf>,
         #[serde(default)]
         timeout_ms: Option<u64>,
@@ -384,12 +413,15 @@ impl<'de> Deserialize<'de> for HandlerSection {
             let legacy = LegacyHandler::deserialize(table).map_err(D::Error::custom)?;
             let handler = match legacy {
                 LegacyHandler::Echo => CapabilityHandler::Echo,
-                LegacyHandler::Command { program, args, env, cwd, timeout_ms } => CapabilityHandler::Command {
-                    argv: std::iter::once(program).chain(args).collect(),
-                    env,
-                    cwd,
-                    timeout_ms,
-                },
+                LegacyHandler::Command { program, args, env, env_allow, cwd, timeout_ms } => {
+                    CapabilityHandler::Command {
+                        argv: std::iter::once(program).chain(args).collect(),
+                        env,
+                        env_allow,
+                        cwd,
+                        timeout_ms,
+                    }
+                }
                 LegacyHandler::Http { url, headers, timeout_ms } => {
                     CapabilityHandler::Http { url, headers, timeout_ms }
                 }
@@ -699,12 +731,15 @@ impl Config {
             })?;
             let handler: BoxHandler = match &section.handler.handler {
                 CapabilityHandler::Echo => crate::handler::boxed(crate::handlers::echo()),
-                CapabilityHandler::Command { argv, env, cwd, timeout_ms } => {
+                CapabilityHandler::Command { argv, env, env_allow, cwd, timeout_ms } => {
                     let Some((program, args)) = argv.split_first() else {
                         return Err(at_field(Some("handler"), "handler.argv is empty: give the program and its arguments, e.g. [\"python3\", \"report.py\"]".into()));
                     };
                     let mut h = CommandHandler::new(resolve_program(base, program), args.to_vec());
                     h.env = env.clone();
+                    if let Some(allow) = env_allow {
+                        h.env_allow = allow.clone();
+                    }
                     h.cwd = cwd.as_ref().map(|c| base.join(c));
                     h.timeout = timeout_ms.map(Duration::from_millis);
                     Arc::new(h)

@@ -132,6 +132,8 @@ pub struct Engine {
     tasks: tokio_util::task::TaskTracker,
     /// Streaming results (§18), when the agent streams.
     streaming: std::sync::OnceLock<Arc<crate::streaming::Streaming>>,
+    /// Request bodies being received, all routes together (LIM-7).
+    pub(crate) body_budget: Arc<crate::body::BodyBudget>,
 }
 
 fn store_err(e: StoreError) -> A2aError {
@@ -190,6 +192,7 @@ impl Engine {
                 .time_to_idle(Duration::from_secs(600))
                 .build(),
             agreements: moka::sync::Cache::builder().max_capacity(1024).time_to_idle(Duration::from_secs(600)).build(),
+            body_budget: crate::body::BodyBudget::new(limits.max_buffered_body_bytes),
             permits: Arc::new(Semaphore::new(limits.max_concurrent_executions)),
             admission: Arc::new(Semaphore::new(limits.max_concurrent_executions)),
             admitted: Mutex::new(HashMap::new()),

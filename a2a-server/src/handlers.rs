@@ -18,11 +18,13 @@ pub fn echo() -> impl Handler {
 
 /// Runs a program per execution.
 ///
-/// The program gets the payload as JSON on stdin and the environment variables `A2A_EXECUTION_ID`,
-/// `A2A_NEGOTIATION_ID`, `A2A_SENDER_ID`, `A2A_CAPABILITY`, `A2A_DEADLINE_MS` (ms left) and `TRACEPARENT`; it prints
-/// its result as one JSON value on stdout and exits 0. A non-zero exit, a timeout, or output that is not JSON makes
-/// the execution `failed`, with the end of stderr in the message. The program is killed when the execution times out
-/// or is canceled.
+/// The program gets the payload as JSON on stdin; its environment holds only the allow-listed variables of the
+/// agent's ([`CommandHandler::env_allow`], default [`DEFAULT_ENV_ALLOW`]), the configured ones and `A2A_EXECUTION_ID`,
+/// `A2A_NEGOTIATION_ID`, `A2A_SENDER_ID`, `A2A_CAPABILITY`, `A2A_DEADLINE_MS` (ms left) and `TRACEPARENT` (HDL-5:
+/// the agent's secrets, such as its `key_env` variables, are not the program's). It prints its result as one JSON
+/// value on stdout and exits 0. A non-zero exit, a timeout, or output that is not JSON makes the execution `failed`;
+/// the program's stderr goes to the agent's log, never to the caller (it names server paths). The program is killed
+/// when the execution times out or is canceled, and — run under `a2a-supervise` — when the agent dies.
 #[derive(Debug, Clone)]
 pub struct CommandHandler {
     /// The program (looked up on `PATH` when it has no `/`).
@@ -37,6 +39,38 @@ pub struct CommandHandler {
     pub timeout: Option<Duration>,
     /// Largest stdout accepted.
     pub max_output_bytes: usize,
+    /// The agent's environment variables the program gets (HDL-5); every other one is withheld.
+    pub env_allow: Vec<String>,
+    /// The supervisor that ends the program with the agent (`a2a-supervise`, HDL-5); `None`: the program is started
+    /// directly (it then outlives an agent killed with `kill -9`). Default: [`supervisor`].
+    pub supervisor: Option<std::path::PathBuf>,
+}
+
+/// The agent's environment variables a `command` handler's program gets by default (HDL-1, HDL-5).
+pub const DEFAULT_ENV_ALLOW: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+
+/// Where `a2a-supervise` is (HDL-5): `A2A_SUPERVISOR` when set, else beside the running program (or one directory
+/// up, for test binaries under `target/*/deps`); `None` (and a warning, once) when it cannot be found.
+pub fn supervisor() -> Option<std::path::PathBuf> {
+    static FOUND: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            if let Some(p) = std::env::var_os("A2A_SUPERVISOR").filter(|p| !p.is_empty()) {
+                return Some(p.into());
+            }
+            let exe = std::env::current_exe().ok()?;
+            let name = format!("a2a-supervise{}", std::env::consts::EXE_SUFFIX);
+            let found = exe.ancestors().skip(1).take(2).map(|d| d.join(&name)).find(|p| p.is_file());
+            if found.is_none() {
+                tracing::warn!(
+                    "a2a-supervise was not found beside {} (nor A2A_SUPERVISOR): command handlers' programs will not \
+                     be stopped if the agent is killed",
+                    exe.display()
+                );
+            }
+            found
+        })
+        .clone()
 }
 
 impl CommandHandler {
@@ -49,6 +83,8 @@ impl CommandHandler {
             cwd: None,
             timeout: None,
             max_output_bytes: 16 * 1024 * 1024,
+            env_allow: DEFAULT_ENV_ALLOW.map(String::from).to_vec(),
+            supervisor: supervisor(),
         }
     }
 }
@@ -105,7 +141,24 @@ impl Drop for GroupGuard {
 
 impl CommandHandler {
     async fn run(&self, ctx: ExecutionContext, payload: Value) -> Result<Value, HandlerError> {
-        let mut cmd = tokio::process::Command::new(&self.program);
+        let mut cmd = match &self.supervisor {
+            Some(sup) => {
+                let mut c = tokio::process::Command::new(sup);
+                c.arg(&self.program);
+                c
+            }
+            None => tokio::process::Command::new(&self.program),
+        };
+        // HDL-5: only the allow-listed variables of the agent's environment.
+        cmd.env_clear();
+        if self.supervisor.is_some() {
+            cmd.env("A2A_SUPERVISOR_PARENT", std::process::id().to_string());
+        }
+        for name in &self.env_allow {
+            if let Some(v) = std::env::var_os(name) {
+                cmd.env(name, v);
+            }
+        }
         cmd.args(&self.args)
             .envs(&self.env)
             .env("A2A_EXECUTION_ID", &ctx.execution_id)
@@ -178,9 +231,27 @@ impl CommandHandler {
         let (stderr, _) = err.unwrap_or_default();
         let (stdout, truncated) =
             out.map_err(|e| HandlerError::new(format!("cannot read the output of `{}`: {e}", self.program)))?;
+        if self.supervisor.is_some() && status.code() == Some(127) {
+            let said = String::from_utf8_lossy(&stderr);
+            if let Some(why) = said.lines().find_map(|l| l.strip_prefix("a2a-supervise: ")) {
+                return Err(HandlerError::new(why.to_owned()));
+            }
+        }
+        if !stderr.is_empty() {
+            // HDL-5: stderr is the operator's (it names paths and internals), not the caller's.
+            tracing::warn!(
+                program = %self.program,
+                execution_id = %ctx.execution_id,
+                stderr = %tail(&stderr),
+                "command handler wrote to stderr"
+            );
+        }
         if !status.success() {
-            return Err(HandlerError::new(format!("`{}` failed ({status}): {}", self.program, tail(&stderr)))
-                .with_details(json!({"exit_code": status.code(), "stderr": tail(&stderr)})));
+            return Err(HandlerError::new(format!(
+                "`{}` failed ({status}); its stderr is in the agent's log (execution {})",
+                self.program, ctx.execution_id
+            ))
+            .with_details(json!({"exit_code": status.code()})));
         }
         if let Err(e) = write {
             // The program exited successfully without reading all of its input: that is its choice.
@@ -191,10 +262,9 @@ impl CommandHandler {
         }
         serde_json::from_slice(&stdout).map_err(|e| {
             HandlerError::new(format!(
-                "`{}` did not print one JSON value on stdout ({e}); stdout began with {:?}; stderr: {}",
+                "`{}` did not print one JSON value on stdout ({e}); stdout began with {:?}",
                 self.program,
-                String::from_utf8_lossy(&stdout[..stdout.len().min(200)]),
-                tail(&stderr)
+                String::from_utf8_lossy(&stdout[..stdout.len().min(200)])
             ))
         })
     }

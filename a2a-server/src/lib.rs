@@ -50,6 +50,7 @@ pub mod demo;
 pub mod engine;
 pub mod handler;
 pub mod handlers;
+pub mod head_guard;
 pub mod limits;
 pub mod metrics;
 pub mod registry;

@@ -50,6 +50,13 @@ pub struct Limits {
     pub max_nonces: usize,
     /// Replay nonces kept per signer (LIM-5: `429 quota_exceeded` above).
     pub max_nonces_per_sender: usize,
+    /// Bytes of request bodies held while they are received, all requests together (LIM-7): a body that would
+    /// go past it is refused `503 overloaded` with `Retry-After`.
+    pub max_buffered_body_bytes: usize,
+    /// Connections open at once (LIM-8); at the limit the agent stops accepting (new connections wait in the
+    /// listen backlog) and logs it. Lowered to three quarters of the process's file descriptor limit when that is
+    /// smaller.
+    pub max_connections: usize,
 }
 
 impl Default for Limits {
@@ -75,6 +82,8 @@ impl Default for Limits {
             max_received_per_sender: 1_000,
             max_nonces: 1_000_000,
             max_nonces_per_sender: 100_000,
+            max_buffered_body_bytes: 64 * 1024 * 1024,
+            max_connections: 4096,
         }
     }
 }

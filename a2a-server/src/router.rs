@@ -450,9 +450,15 @@ pub(crate) async fn read_body(state: &AppState, headers: &HeaderMap, body: Body)
         ));
     }
     let limits = &state.engine.limits;
-    crate::body::read_limited(headers, body, limits.max_body_bytes, limits.body_read_timeout())
-        .await
-        .map_err(crate::body::BodyError::into_a2a)
+    crate::body::read_within(
+        headers,
+        body,
+        limits.max_body_bytes,
+        limits.body_read_timeout(),
+        &state.engine.body_budget,
+    )
+    .await
+    .map_err(crate::body::BodyError::into_a2a)
 }
 
 /// Parses a JSON request message: syntax errors are `invalid_json`, shape errors `invalid_request` whose

@@ -4,12 +4,16 @@
 //! Each connection is first sniffed, within the header read timeout, to tell HTTP/2 (its preface) from HTTP/1.1; a
 //! client that connects and sends nothing, or stalls in the middle of its first bytes, is disconnected when the
 //! timeout passes. After that hyper's own `header_read_timeout` bounds every request head.
+//!
+//! HTTP/1.1 heads are checked by [`crate::head_guard`] before hyper reads them (ERR-4: a malformed head is answered
+//! with the JSON error body), and at most `limits.max_connections` connections are open at once (LIM-8).
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -146,6 +150,28 @@ pub async fn accept(
     }
 }
 
+/// `configured`, lowered to three quarters of the soft limit of open files (LIM-8) so that the listener never runs
+/// out of descriptors before the limit (the rest is for the store, handlers and logs); logged when lowered.
+pub fn connection_limit(configured: usize) -> usize {
+    #[cfg(unix)]
+    {
+        let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+        if let Some(n) = nofile.and_then(|n| usize::try_from(n).ok()) {
+            let usable = (n / 4 * 3).max(16);
+            if usable < configured {
+                tracing::warn!(
+                    configured,
+                    open_files_limit = n,
+                    max_connections = usable,
+                    "limits.max_connections is above three quarters of the open-files limit (ulimit -n); lowered"
+                );
+                return usable;
+            }
+        }
+    }
+    configured.max(1)
+}
+
 /// [`serve`] for any service (one made per connection by `per_connection`, given the peer's address): the same
 /// connection limits, HTTP/1.1 and HTTP/2, graceful shutdown, without a router in between (the gateway's proxy path
 /// uses it).
@@ -165,28 +191,55 @@ where
     http1
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout())
+        // The head guard ends the stream at a refused head: the answers to the requests before it are still
+        // written, then the guard's JSON error (ERR-4).
+        .half_close(true)
+        // Above what the head guard lets through, so that hyper never refuses a head itself (ERR-4).
         .max_buf_size((limits.max_header_bytes * 2).max(8192) + limits.max_body_bytes.min(64 * 1024))
-        .max_headers(limits.max_headers * 2);
+        .max_headers(limits.max_headers * 2 + 1);
     let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     http2.timer(TokioTimer::new()).max_header_list_size((limits.max_header_bytes * 2) as u32);
     let header_timeout = limits.header_read_timeout();
+    let head_limits = crate::head_guard::HeadLimits {
+        max_head_bytes: (limits.max_header_bytes * 2).max(8192),
+        max_fields: limits.max_headers * 2,
+    };
+    let max_connections = connection_limit(limits.max_connections);
+    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
-    while let Some((mut stream, peer)) = accept(&listener, shutdown.as_mut()).await {
+    loop {
+        // LIM-8: at the limit, stop accepting; new connections wait in the listen backlog until one closes.
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(s) => s,
+            Err(_) => {
+                tracing::warn!(
+                    max_connections,
+                    "connection limit reached (limits.max_connections): not accepting until a connection closes"
+                );
+                tokio::select! {
+                    s = slots.clone().acquire_owned() => match s { Ok(s) => s, Err(_) => break },
+                    () = shutdown.as_mut() => break,
+                }
+            }
+        };
+        let Some((mut stream, peer)) = accept(&listener, shutdown.as_mut()).await else { break };
         let svc = per_connection(peer);
         let service =
             hyper::service::service_fn(move |req: hyper::Request<Incoming>| svc.clone().oneshot(req.map(Body::new)));
         let (http1, http2) = (http1.clone(), http2.clone());
         let watcher = graceful.watcher();
         tokio::spawn(async move {
+            let _slot = slot;
             let Some((prefix, is_h2)) = sniff(&mut stream, header_timeout).await else {
                 tracing::debug!(%peer, "connection closed before a request started (or the header read timeout passed)");
                 return;
             };
-            let io = TokioIo::new(Prefixed { prefix, pos: 0, inner: stream });
+            let io = Prefixed { prefix, pos: 0, inner: stream };
             let result = if is_h2 {
-                watcher.watch(http2.serve_connection(io, service)).await
+                watcher.watch(http2.serve_connection(TokioIo::new(io), service)).await
             } else {
+                let io = TokioIo::new(crate::head_guard::HeadGuard::new(io, head_limits));
                 watcher.watch(http1.serve_connection(io, service)).await
             };
             if let Err(e) = result {

@@ -22,7 +22,8 @@ use super::stream;
 /// Reads a 1.x request body within the agent's `max_body_bytes` (BR-9), after checking its media type.
 pub(crate) async fn read_body(inner: &Inner, headers: &HeaderMap, body: Body) -> Result<Bytes, BridgeError> {
     let limits = &inner.app.engine.limits;
-    read_body_within(headers, body, limits.max_body_bytes, limits.body_read_timeout()).await
+    read_body_budgeted(headers, body, limits.max_body_bytes, limits.body_read_timeout(), &inner.app.engine.body_budget)
+        .await
 }
 
 /// Reads a 1.x request body of at most `max` bytes within `timeout`, after checking its media type
@@ -32,6 +33,17 @@ pub async fn read_body_within(
     body: Body,
     max: usize,
     timeout: std::time::Duration,
+) -> Result<Bytes, BridgeError> {
+    read_body_budgeted(headers, body, max, timeout, &crate::body::BodyBudget::unlimited()).await
+}
+
+/// [`read_body_within`] drawing on the agent's budget for bodies being received (LIM-7).
+async fn read_body_budgeted(
+    headers: &HeaderMap,
+    body: Body,
+    max: usize,
+    timeout: std::time::Duration,
+    budget: &crate::body::BodyBudget,
 ) -> Result<Bytes, BridgeError> {
     let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json");
     let mime = ct.split(';').next().unwrap_or("").trim();
@@ -44,10 +56,16 @@ pub async fn read_body_within(
         e.http_status = 415;
         return Err(e);
     }
-    crate::body::read_limited(headers, body, max, timeout).await.map_err(|e| {
+    crate::body::read_within(headers, body, max, timeout, budget).await.map_err(|e| {
         let (code, status) = match &e {
             BodyError::TooLarge { .. } => (ErrorCode::PAYLOAD_TOO_LARGE, 413),
             BodyError::Timeout { .. } => (ErrorCode::REQUEST_TIMEOUT, 408),
+            BodyError::Overloaded { .. } => {
+                let mut out = BridgeError::new(Kind::Internal, e.to_string());
+                out.code = Some(ErrorCode::OVERLOADED);
+                out.http_status = 503;
+                return out;
+            }
             BodyError::Unreadable(_) => return BridgeError::new(Kind::InvalidRequest, e.to_string()),
         };
         let mut out = BridgeError::params(format!("{e} (max_body_bytes {max})"));

@@ -17,7 +17,13 @@ pub struct ServerProcess {
 impl ServerProcess {
     /// Starts the server on `config` and waits (at most 60 s) until it serves.
     pub fn start(config: &Path) -> ServerProcess {
+        Self::start_with_env(config, &[])
+    }
+
+    /// [`ServerProcess::start`] with these variables added to the server's environment.
+    pub fn start_with_env(config: &Path, env: &[(&str, &str)]) -> ServerProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_a2a-server"))
+            .envs(env.iter().copied())
             .arg("--config")
             .arg(config)
             .arg("--listen")
