@@ -822,3 +822,46 @@ impl Client {
         self.send(req, deadline).await?.json(Step::Fallback)
     }
 }
+
+#[cfg(test)]
+mod cache_bound_tests {
+    use super::*;
+
+    /// The DISCOVER cache filled past `discover_capacity`: it holds at most the bound, and the newest entries are
+    /// kept (LRU, so a burst of new agents replaces the least recently used, never the one just asked).
+    #[tokio::test]
+    async fn the_discover_cache_filled_past_its_bound_stays_within_it_and_keeps_the_newest() {
+        let key = a2a_core::keys::SigningKey::generate().expect("key");
+        let identity = Identity::new("did:web:client.example", "k1", key).expect("identity");
+        let config = ClientConfig { discover_capacity: 16, negotiation_capacity: 16, ..ClientConfig::default() };
+        let client = Client::builder(identity)
+            .config(config)
+            .resolver(Arc::new(a2a_core::resolver::StaticResolver::new()))
+            .build()
+            .expect("client");
+        let cache = &client.inner.discoveries;
+        let mut last = Vec::new();
+        for i in 0..500 {
+            let ep = Endpoint::parse(&format!("https://a{i}.example/a2a")).expect("endpoint");
+            let d = Discovery {
+                endpoint: ep.clone(),
+                agent: format!("did:web:a{i}.example"),
+                version: "0.3".into(),
+                capabilities: vec!["echo".into()],
+                regions: BTreeMap::new(),
+                fetched_at: std::time::SystemTime::now(),
+            };
+            cache.insert(ep.as_str().to_owned(), Arc::new(d)).await;
+            cache.run_pending_tasks().await;
+            if i >= 496 {
+                last.push(ep);
+            }
+        }
+        cache.run_pending_tasks().await;
+        assert!(cache.entry_count() <= 16, "{} discoveries held, bound 16", cache.entry_count());
+        for ep in &last {
+            let d = cache.get(ep.as_str()).await.expect("one of the newest discoveries is kept");
+            assert_eq!(d.endpoint.as_str(), ep.as_str());
+        }
+    }
+}

@@ -217,8 +217,11 @@ impl Agents {
             by_url: RwLock::new(HashMap::new()),
             max,
             balancing,
+            // LRU, not moka's default TinyLFU: TinyLFU refuses a new key while the cache is full of keys seen as
+            // often, so past the bound a new agent's answer would not be kept and every DISCOVER would go upstream.
             cache: moka::future::Cache::builder()
                 .max_capacity(cache.max_entries)
+                .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .expire_after(CacheExpiry {
                     ttl: Duration::from_millis(cache.ttl_ms),
                     negative: Duration::from_millis(cache.negative_ttl_ms),
@@ -480,5 +483,35 @@ impl Agents {
         let first = healthy[n % healthy.len()];
         let second = healthy[(n + 1) % healthy.len()];
         Some(if second.0.in_flight() < first.0.in_flight() { second.clone() } else { first.clone() })
+    }
+}
+
+#[cfg(test)]
+mod cache_bound_tests {
+    use super::*;
+
+    /// The DISCOVER cache filled past `discover_cache.max_entries`: it holds at most the bound, and the newest
+    /// entries are kept (a burst of new keys must not leave the cache refusing every new agent's answer).
+    #[tokio::test]
+    async fn the_discover_cache_filled_past_its_bound_stays_within_it_and_keeps_the_newest() {
+        let section = DiscoverCacheSection { max_entries: 32, ..DiscoverCacheSection::default() };
+        let agents = Agents::new(
+            4,
+            BalancingSection::default(),
+            &section,
+            Upstream::new(Duration::from_secs(1), Duration::from_secs(1), 1),
+            Arc::new(Metrics::new()),
+            Duration::from_secs(1),
+        );
+        let total = 1_000;
+        for i in 0..total {
+            agents.cache.insert(format!("k{i}"), Cached::Failed(Arc::from(format!("e{i}")))).await;
+            agents.cache.run_pending_tasks().await;
+        }
+        assert!(agents.cache.entry_count() <= 32, "{} entries held, bound 32", agents.cache.entry_count());
+        for i in total - 4..total {
+            let kept = agents.cache.get(&format!("k{i}")).await;
+            assert!(matches!(kept, Some(Cached::Failed(e)) if *e == *format!("e{i}")), "the newest entry {i} is kept");
+        }
     }
 }

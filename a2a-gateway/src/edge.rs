@@ -415,4 +415,35 @@ mod tests {
         assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784111777));
         assert_eq!(parse_http_date("yesterday"), None);
     }
+
+    /// The rate-limit buckets filled past `rate_limit_max_senders`: the cache holds at most the bound, and the newest
+    /// sender is still limited (its bucket is kept, so its burst is spent and the next request is refused).
+    #[test]
+    fn rate_limit_buckets_filled_past_their_bound_stay_within_it_and_the_newest_sender_is_limited() {
+        let cfg = EdgeSection {
+            rate_limit_per_s: 1,
+            rate_limit_burst: 2,
+            rate_limit_max_senders: 64,
+            ..EdgeSection::default()
+        };
+        let edge = Edge::new(
+            cfg,
+            Identity { did: "did:web:gw.example".into(), key: None, key_id: "k".into() },
+            Arc::new(a2a_core::resolver::StaticResolver::new()),
+            Arc::new(a2a_server::store::memory::MemoryStore::new(a2a_server::store::memory::MemoryLimits::default())),
+            Arc::new(Metrics::new()),
+        );
+        for i in 0..1_000 {
+            edge.rate_limit(&format!("did:web:s{i}.example")).expect("within the sender's burst");
+        }
+        edge.buckets.run_pending_tasks();
+        assert!(edge.buckets.entry_count() <= 64, "{} buckets held, bound 64", edge.buckets.entry_count());
+        let newest = "did:web:newest.example";
+        assert!(edge.rate_limit(newest).is_ok());
+        assert!(edge.rate_limit(newest).is_ok());
+        let e = edge.rate_limit(newest).expect_err("the newest sender's third request within a second is refused");
+        assert_eq!(e.code, ErrorCode::RATE_LIMITED);
+        edge.buckets.run_pending_tasks();
+        assert!(edge.buckets.entry_count() <= 64);
+    }
 }

@@ -195,7 +195,12 @@ impl Bridge {
             inner: Arc::new(Inner {
                 app,
                 opts,
-                negotiations: moka::sync::Cache::new(ops::MAX_CACHED_NEGOTIATIONS),
+                // LRU, not moka's default TinyLFU: TinyLFU refuses a new key while the cache is full of keys seen as
+                // often, so past the bound every new caller would re-negotiate on each message (LIM-6).
+                negotiations: moka::sync::Cache::builder()
+                    .max_capacity(ops::MAX_CACHED_NEGOTIATIONS)
+                    .eviction_policy(moka::policy::EvictionPolicy::lru())
+                    .build(),
                 index: Mutex::default(),
                 cards: Mutex::default(),
                 streams,
@@ -317,4 +322,32 @@ pub fn bridge_to_at(origin: &str, capability: &str) -> a2a_core::wire::BridgeTo 
 /// Whether `did` is a valid did:web DID (for `A2A-Sender-ID` on 1.x requests).
 fn is_did(did: &str) -> bool {
     Did::parse(did).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The negotiation-id cache filled past its bound (LIM-6): it holds at most the bound, and the newest entries
+    /// are kept and reused (the bridge does not re-negotiate for the caller who just negotiated).
+    #[tokio::test]
+    async fn the_bridge_s_negotiation_cache_filled_past_its_bound_stays_within_it_and_keeps_the_newest() {
+        let (agent, _) = crate::app::demo_app(1).expect("demo agent");
+        let bridge = Bridge::new(&agent, BridgeOptions::default()).expect("bridge");
+        let cache = &bridge.inner.negotiations;
+        let bound = ops::MAX_CACHED_NEGOTIATIONS;
+        let total = bound * 2;
+        for i in 0..total {
+            cache.insert((format!("did:web:s{i}.example"), "echo".to_owned()), (format!("n{i}"), u64::MAX));
+            if i % 1024 == 0 {
+                cache.run_pending_tasks();
+            }
+        }
+        cache.run_pending_tasks();
+        assert!(cache.entry_count() <= bound, "{} entries held, bound {bound}", cache.entry_count());
+        for i in total - 4..total {
+            let got = cache.get(&(format!("did:web:s{i}.example"), "echo".to_owned()));
+            assert_eq!(got.map(|(id, _)| id), Some(format!("n{i}")), "the newest entry {i} is kept");
+        }
+    }
 }
