@@ -84,6 +84,11 @@ const NOT_RUN_DOCUMENTS: &[(&str, &str)] = &[(
 const NOT_RUN: &[(&str, &str)] = &[
     ("cargo test --workspace", "this test is part of that command: running it would recurse"),
     (
+        "A2A_UPDATE_CONFIG_DOCS=1 cargo test",
+        "regenerates the configuration reference from a checkout (the docs name it); the test that it runs, \
+         a2a-gateway's config_reference, checks the same files on every run",
+    ),
+    (
         "REDIS_URL=redis://127.0.0.1:6379 a2a-server --config agent.toml",
         "needs a Redis on 6379 and the reader's agent.toml; several processes on one Redis are tested in \
          a2a-server/tests/e2e/multiprocess.rs against a real redis-server",
