@@ -9,6 +9,22 @@
 /// not make (a public DNS name, a 30 s wait), and say so.
 pub const NOT_CHECKED: &[(&str, &str)] = &[
     (
+        "AUTH-9",
+        "a forwarded sender is honoured only from a gateway the agent trusts (GW-9): needs a gateway the agent is configured to trust; checked in a2a-gateway's tests (demo.rs)",
+    ),
+    (
+        "HDL-4",
+        "whether a handler's processes outlive their agent is not visible over HTTP; a2a-server's handler_isolation.rs kills the agent with kill -9 and looks for the program",
+    ),
+    (
+        "INT-13",
+        "not yet checked here: a request signature carrying sts should be answered integrity_mismatch (a check to add)",
+    ),
+    (
+        "ST-6",
+        "what survives an agent's restart depends on its store's persistence, which a caller can neither set up nor see",
+    ),
+    (
         "LIM-4",
         "filling an agent's negotiations to its bound, or a sender's share of them (1 000 here), means many NEGOTIATEs the suite does not make; a2a-server's steady-state tests cover it",
     ),
