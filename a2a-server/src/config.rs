@@ -378,54 +378,30 @@ pub enum CapabilityHandler {
     },
 }
 
-/// The deprecated spelling: `kind` instead of `type`, `program` and `args` instead of `argv`.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-enum LegacyHandler {
-    Echo,
-    Command {
-        program: String,
-        #[serde(default)]
-        args: Vec<String>,
-        #[serde(default)]
-        env: BTreeMap<String, String>,
-        #[serde(default)]
-        env_allow: Option<Vec<String>>,
-        #[serde(default)]
-        cwd: Option<PathBuf>,
-        #[serde(default)]
-        timeout_ms: Option<u64>,
-    },
-    Http {
-        url: String,
-        #[serde(default)]
-        headers: BTreeMap<String, String>,
-        #[serde(default)]
-        timeout_ms: Option<u64>,
-    },
-}
-
 impl<'de> Deserialize<'de> for HandlerSection {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         let table = toml::Table::deserialize(d)?;
         if table.contains_key("kind") && !table.contains_key("type") {
-            let legacy = LegacyHandler::deserialize(table).map_err(D::Error::custom)?;
-            let handler = match legacy {
-                LegacyHandler::Echo => CapabilityHandler::Echo,
-                LegacyHandler::Command { program, args, env, env_allow, cwd, timeout_ms } => {
-                    CapabilityHandler::Command {
-                        argv: std::iter::once(program).chain(args).collect(),
-                        env,
-                        env_allow,
-                        cwd,
-                        timeout_ms,
-                    }
+            // The deprecated spelling (`kind`, `program`, `args`) is rewritten into the one syntax and read by the
+            // same type, so that both accept exactly the same members.
+            let mut table = table;
+            if let Some(kind) = table.remove("kind") {
+                table.insert("type".into(), kind);
+            }
+            if let Some(program) = table.remove("program") {
+                if table.contains_key("argv") {
+                    return Err(D::Error::custom("give either `argv` or the deprecated `program`/`args`, not both"));
                 }
-                LegacyHandler::Http { url, headers, timeout_ms } => {
-                    CapabilityHandler::Http { url, headers, timeout_ms }
+                let mut argv = vec![program];
+                match table.remove("args") {
+                    Some(toml::Value::Array(args)) => argv.extend(args),
+                    Some(_) => return Err(D::Error::custom("handler.args must be an array of strings")),
+                    None => {}
                 }
-            };
+                table.insert("argv".into(), toml::Value::Array(argv));
+            }
+            let handler = CapabilityHandler::deserialize(table).map_err(D::Error::custom)?;
             return Ok(HandlerSection { handler, legacy_syntax: true });
         }
         let handler = CapabilityHandler::deserialize(table).map_err(D::Error::custom)?;
