@@ -78,15 +78,16 @@ async fn forged_signature_wrong_did_expired_token_and_clock_skew_are_refused_at_
     let expired = Sign::With { key: &s.world.client_key, aud: GATEWAY, skew: -100, lifetime: 60 };
     let a = s.c.send("POST", "/a2a/negotiate", &[], Some(&negotiate("sign_contract")), expired).await;
     s.refused(before, &a, 401, "signature_expired").await;
-    // Clock skew beyond 25 s either way (within the signature's own 30 s leeway, so only the gateway's bound).
-    for skew in [26, -26] {
+    // Clock skew beyond 25 s either way (within the signature's own 30 s leeway, so only the gateway's bound). The
+    // claims are whole seconds: 28 keeps the skew past the bound when the second turns between signing and checking.
+    for skew in [28, -28] {
         let a = s.c.send("POST", "/a2a/negotiate", &[], Some(&negotiate("sign_contract")), s.signed(skew)).await;
         s.refused(before, &a, 401, "clock_skew").await;
     }
     assert_eq!(s.gw.metric("a2a_gateway_clock_skew_rejections_total", &[]), 2.0);
     assert!(s.gw.metric("a2a_gateway_signature_rejections_total", &[("reason", "signature_invalid")]) >= 1.0);
     // Unsigned requests are held to the bound through their Date header.
-    let date = httpdate(now() + 26);
+    let date = httpdate(now() + 28);
     let a = s.c.send("POST", "/a2a/negotiate", &[("date", &date)], Some(&negotiate("submit_report")), Sign::No).await;
     s.refused(before, &a, 401, "clock_skew").await;
     // Within the bound, signed requests pass and reach the agent.
