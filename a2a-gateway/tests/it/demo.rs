@@ -284,8 +284,8 @@ fn with_log_format_json_every_stderr_line_of_the_gateway_is_json() {
 }
 
 /// The demo agent (in process, its A2A 1.x bridge included) behind a verifying `a2a-gateway` process whose
-/// configuration ends with `extra`; returns the gateway's base URL and what keeps both running.
-async fn demo_behind_a_gateway(dir: &TempDir, extra: &str) -> (String, GatewayProcess, a2a_server::Agent) {
+/// configuration ends with `extra`; returns the gateway's base URL, what keeps both running, and the demo's base URL.
+async fn demo_behind_a_gateway(dir: &TempDir, extra: &str) -> (String, GatewayProcess, a2a_server::Agent, String) {
     let gw_port = free_port();
     let gw_did = format!("did:web:localhost%3A{gw_port}");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -299,7 +299,7 @@ async fn demo_behind_a_gateway(dir: &TempDir, extra: &str) -> (String, GatewayPr
          [[agents]]\nurl = \"http://127.0.0.1:{demo_port}/a2a\"\n{extra}"
     );
     let gw = start_gateway(dir, "gateway", &toml, gw_port);
-    (format!("http://127.0.0.1:{gw_port}"), gw, agent)
+    (format!("http://127.0.0.1:{gw_port}"), gw, agent, format!("http://127.0.0.1:{demo_port}"))
 }
 
 /// Runs `program args...` to its end (at most 120 s); panics with its output unless it succeeds and prints `all
@@ -325,7 +325,7 @@ async fn run_client(program: &str, args: &[&str]) -> String {
 async fn a_generic_a2a_1x_client_gets_answers_through_a_gateway_in_front_of_the_demo() {
     let python = crate::bridge::sdk_python();
     let dir = TempDir::new("demo-1x");
-    let (url, _gw, _agent) = demo_behind_a_gateway(&dir, "[bridge]\ndefault_skill = \"echo_message\"\n").await;
+    let (url, _gw, _agent, _) = demo_behind_a_gateway(&dir, "[bridge]\ndefault_skill = \"echo_message\"\n").await;
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../a2a-server/tests/fixtures/a2a1x/generic_client.py");
     run_client(&python, &[script.to_str().expect("path"), &url]).await;
@@ -336,7 +336,7 @@ async fn a_generic_a2a_1x_client_gets_answers_through_a_gateway_in_front_of_the_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_default_skill_the_gateway_refuses_an_ambiguous_message_listing_the_skills() {
     let dir = TempDir::new("demo-1x-nodefault");
-    let (url, _gw, _agent) = demo_behind_a_gateway(&dir, "").await;
+    let (url, _gw, _agent, _) = demo_behind_a_gateway(&dir, "").await;
     let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
     let card: Value =
         http.get(format!("{url}/.well-known/agent-card.json")).send().await.expect("card").json().await.expect("json");
@@ -360,4 +360,43 @@ async fn without_a_default_skill_the_gateway_refuses_an_ambiguous_message_listin
     // A data part only add_numbers accepts still goes there.
     let sum = send(json!([{"data": {"a": 2, "b": 3}}])).await;
     assert!(sum.get("error").is_none(), "{sum}");
+}
+
+/// A client written from `spec/PROTOCOL.md` alone (`spec_client.py`: Python's standard library, no code of this
+/// project) runs DISCOVER, NEGOTIATE, EXECUTE, CONFIRM and RESULT for every no-auth capability of the demo through a
+/// verifying gateway in front of it, and against the demo itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_written_from_the_spec_alone_completes_every_step_through_a_gateway_in_front_of_the_demo() {
+    let dir = TempDir::new("demo-spec-client");
+    let (url, _gw, _agent, demo) = demo_behind_a_gateway(&dir, "").await;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/spec_client.py");
+    let script = script.to_str().expect("path");
+    // The demo itself first, then through the gateway.
+    run_client("python3", &[script, &demo]).await;
+    let out = run_client("python3", &[script, &url]).await;
+    // Every capability the demo offers without credentials or region was called.
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
+    let doc: Value = http
+        .get(format!("{url}/a2a/capabilities"))
+        .header("A2A-Version", "0.3")
+        .send()
+        .await
+        .expect("capabilities")
+        .json()
+        .await
+        .expect("json");
+    let free: Vec<&str> = doc["capabilities"]
+        .as_array()
+        .expect("capabilities")
+        .iter()
+        .filter(|d| d["auth_requirement"] == "none" && d["region_restriction"].as_array().is_none_or(Vec::is_empty))
+        .filter_map(|d| d["name"].as_str())
+        .collect();
+    assert!(free.len() >= 5, "{free:?}");
+    for name in &free {
+        assert!(
+            out.contains(&format!("ok {name}: RESULT succeeded")),
+            "{name} was not run through the gateway:\n{out}"
+        );
+    }
 }
