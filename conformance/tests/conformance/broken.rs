@@ -98,6 +98,9 @@ pub enum Fault {
     ErrorsWithoutSenderId,
     /// `405` responses lack `Allow` (ERR-3); the body still names the methods.
     MethodNotAllowedWithoutAllow,
+    /// A `proposed_schema` that is not a JSON object is answered `400 invalid_request` as a malformed request (TR-7's
+    /// reading) instead of `422 schema_rule_violation` at `""` (SCH-22, SCH-6).
+    NonObjectSchemaIs400,
     /// DISCOVER (`OPTIONS /a2a`) is answered `200` instead of `204` (DISC-1).
     DiscoverAnswers200,
     /// RESULT of an id that does not parse is `400 invalid_request` instead of `404 unknown_execution` (EID-9).
@@ -827,6 +830,22 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             }
             resp
         }
+        Fault::NonObjectSchemaIs400 if method == Method::POST && path == "/a2a/negotiate" => {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let proposed = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| v.get("proposed_schema").cloned());
+            if proposed.is_some_and(|p| !p.is_object()) {
+                let body = json!({"error": {"code": "invalid_request", "message": "proposed_schema must be an object",
+                                            "details": {"member": "proposed_schema"}}});
+                let mut out = (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+                out.headers_mut().insert("a2a-version", HeaderValue::from_static("0.3"));
+                if let Ok(did) = HeaderValue::from_str(&state.agent_did) {
+                    out.headers_mut().insert("a2a-sender-id", did);
+                }
+                return out;
+            }
+            next.run(Request::from_parts(parts, Body::from(bytes))).await
+        }
         Fault::ErrorsWithoutSenderId => {
             let mut resp = next.run(req).await;
             if resp.status().as_u16() >= 400 {
@@ -1235,6 +1254,7 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::LateResultOverwritesCancel, &["cancel/late-result"]),
     (Fault::ErrorsWithoutSenderId, &["responses/a2a-sender-id"]),
     (Fault::MethodNotAllowedWithoutAllow, &["errors/method-not-allowed", "responses/required-headers"]),
+    (Fault::NonObjectSchemaIs400, &["schema-rules/non-object-proposal", "schema-rules/root"]),
     (Fault::DiscoverAnswers200, &["discover/any-version", "discover/status-204", "limits/still-alive"]),
     (Fault::MalformedIdsAre400, &["result/malformed-ids"]),
     (Fault::CancelOfTerminalAccepted, &["cancel/final-state", "cancel/terminal", "responses/result-shape"]),
@@ -1486,6 +1506,11 @@ async fn errors_without_a2a_sender_id_are_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn method_not_allowed_without_allow_is_caught() {
     caught(Fault::MethodNotAllowedWithoutAllow).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_object_proposed_schema_answered_400_is_caught() {
+    caught(Fault::NonObjectSchemaIs400).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
