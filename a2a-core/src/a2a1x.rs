@@ -11,6 +11,8 @@ use crate::canonical;
 use crate::jws::{base64url_decode, base64url_encode};
 use crate::keys::{SigningKey, VerifyingKey};
 
+pub mod select;
+
 /// The A2A protocol version the bridge speaks (BR-2).
 pub const PROTOCOL_VERSION: &str = "1.0";
 /// Where an A2A agent publishes its card (BR-3).

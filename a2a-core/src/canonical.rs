@@ -820,6 +820,26 @@ mod tests {
     }
 
     #[test]
+    fn offsets_name_the_first_byte_of_the_fault_as_jcs_25_says() {
+        assert_eq!(canon(r#"["\x"]"#), Err(("invalid_escape", 2)));
+        assert_eq!(canon(r#"["\u12g4"]"#), Err(("invalid_escape", 2)));
+        assert_eq!(canon(r#"["\udc00"]"#), Err(("lone_surrogate", 2)));
+        assert_eq!(canon("[1,-01]"), Err(("leading_zero", 3)));
+        assert_eq!(canon("[1,-1e400]"), Err(("number_out_of_range", 3)));
+        assert_eq!(canon("[1,-Infinity]"), Err(("non_finite_number", 3)));
+        assert_eq!(canon("[1,1.]"), Err(("invalid_number", 3)));
+        assert_eq!(canon("[1 2]"), Err(("unexpected_character", 3)));
+        assert_eq!(canon("[nul"), Err(("unexpected_end", 4)));
+        let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+        assert_eq!(canon(&deep), Err(("too_deep", MAX_DEPTH)));
+        // A name three times: its second occurrence; a fault met before the object closes wins; inner before outer.
+        assert_eq!(canon(r#"{"a":1,"a":2,"a":3}"#), Err(("duplicate_key", 7)));
+        assert_eq!(canon(r#"{"a":1,"b":2,"b":3,"a":4}"#), Err(("duplicate_key", 13)));
+        assert_eq!(canon(r#"{"a":1,"a":01}"#), Err(("leading_zero", 11)));
+        assert_eq!(canon(r#"{"a":1,"a":{"x":1,"x":2}}"#), Err(("duplicate_key", 18)));
+    }
+
+    #[test]
     fn the_earliest_second_occurrence_is_reported_for_several_duplicates() {
         // "b" repeats at 13, "a" at 19 and 25: the first duplicate in input order is the "b" at 13.
         assert_eq!(canon(r#"{"a":1,"b":2,"b":3,"a":4,"a":5}"#), Err(("duplicate_key", 13)));

@@ -62,6 +62,26 @@ pub struct Config {
     /// Protocol versions callers may speak, translated to the agents' version (GW-5, GW-11..GW-13).
     #[serde(default)]
     pub translations: Vec<crate::version::Translation>,
+    /// The A2A 1.x bridge the gateway serves unless `gateway.bridge = false` (§20.10).
+    #[serde(default)]
+    pub bridge: BridgeSection,
+}
+
+/// `[bridge]`: the gateway's A2A 1.x bridge (served unless `gateway.bridge = false`).
+///
+/// ```toml
+/// [bridge]
+/// default_skill = "echo_message"
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BridgeSection {
+    /// The skill a 1.x message that names none goes to when the agents behind the gateway offer several and not
+    /// exactly one skill's input schema accepts the message (spec BR-27, BR-29, e.g. `"echo_message"`). It is
+    /// used while some agent offers it (not `did_auth`). Default: none (such a message is refused with the list of
+    /// skills).
+    #[serde(default)]
+    pub default_skill: Option<String>,
 }
 
 /// The most serving threads `gateway.workers` may ask for.

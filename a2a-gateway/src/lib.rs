@@ -123,6 +123,9 @@ pub(crate) struct Inner {
     pub(crate) instance: String,
     /// Whether the gateway serves the A2A 1.x bridge (`gateway.bridge`, §20.10).
     pub(crate) bridge: bool,
+    /// Where the bridge sends a message that names no skill when not exactly one skill accepts it (`[bridge]
+    /// default_skill`, BR-29).
+    pub(crate) default_skill: Option<String>,
     /// `true` once the capability registry was read the first time (at once when there is none).
     registry_read: tokio::sync::watch::Receiver<bool>,
     /// Request body bytes held at once, over every connection (GW-23, `limits.max_buffered_body_bytes`).
@@ -273,6 +276,7 @@ impl Gateway {
             admin_token,
             instance: crate::metrics::instance_id(),
             bridge: cfg.gateway.bridge,
+            default_skill: cfg.bridge.default_skill.clone(),
             registry_read,
             body_budget: h1::server::BodyBudget::new(cfg.limits.max_buffered_body_bytes),
             connections: h1::server::ConnectionCap::new(cfg.limits.connection_cap()),

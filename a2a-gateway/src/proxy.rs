@@ -389,6 +389,10 @@ async fn process(
             hs.append("access-control-allow-methods", Bytes::from_static(h::CORS_ALLOW_METHODS.as_bytes()));
             hs.append("access-control-allow-headers", Bytes::from_static(h::CORS_ALLOW_HEADERS.as_bytes()));
             hs.append("access-control-max-age", Bytes::from_static(b"300"));
+            // DISC-13: on an endpoint's path, `Allow` lists its methods (the list of its 405, ERR-3).
+            if let Err(Some(allow)) = classify(&Method::DELETE, head.path(), &head.headers) {
+                hs.append("allow", Bytes::from_static(allow.as_bytes()));
+            }
             return Ok(empty_reply(204, hs));
         }
         Step::Capabilities => {

@@ -132,13 +132,13 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
     let preflight = || any(preflight);
     let base = if state.sessions.is_some() { crate::sessions::routes::routes() } else { Router::new() };
     base.route("/a2a", any(discover))
-        .route("/a2a/capabilities", get(capabilities).options(preflight_handler).fallback(not_allowed_get))
-        .route("/a2a/negotiate", post(negotiate).options(preflight_handler).fallback(not_allowed_post))
-        .route("/a2a/execute", post(execute).options(preflight_handler).fallback(not_allowed_post))
-        .route("/a2a/confirm", post(confirm).options(preflight_handler).fallback(not_allowed_post))
-        .route("/a2a/result/{id}", get(result).options(preflight_handler).fallback(not_allowed_get))
-        .route("/a2a/cancel", post(cancel).options(preflight_handler).fallback(not_allowed_post))
-        .route("/a2a/fallback", post(fallback).options(preflight_handler).fallback(not_allowed_post))
+        .route("/a2a/capabilities", get(capabilities).options(options_get).fallback(not_allowed_get))
+        .route("/a2a/negotiate", post(negotiate).options(options_post).fallback(not_allowed_post))
+        .route("/a2a/execute", post(execute).options(options_post).fallback(not_allowed_post))
+        .route("/a2a/confirm", post(confirm).options(options_post).fallback(not_allowed_post))
+        .route("/a2a/result/{id}", get(result).options(options_get).fallback(not_allowed_get))
+        .route("/a2a/cancel", post(cancel).options(options_post).fallback(not_allowed_post))
+        .route("/a2a/fallback", post(fallback).options(options_post).fallback(not_allowed_post))
         .route("/a2a/{*rest}", preflight())
         .layer(axum::middleware::from_fn_with_state(state.clone(), a2a_layer))
         .with_state(state)
@@ -302,10 +302,10 @@ async fn discover(State(state): State<Arc<AppState>>, method: Method) -> ApiResu
     Ok(resp)
 }
 
-/// A CORS preflight on any path below the endpoint (DISC-5). Non-preflight requests to unknown paths get
-/// `404 not_found`.
+/// A CORS preflight on any path below the endpoint (DISC-5). Other requests to unknown paths, `OPTIONS` without
+/// `Access-Control-Request-Method` included (DISC-13), get `404 not_found`.
 async fn preflight(State(state): State<Arc<AppState>>, method: Method, headers: HeaderMap) -> ApiResult {
-    if method == Method::OPTIONS {
+    if method == Method::OPTIONS && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD) {
         return preflight_handler(State(state), headers).await;
     }
     Err(A2aError::with_message(
@@ -322,6 +322,24 @@ pub(crate) async fn preflight_handler(State(state): State<Arc<AppState>>, header
         apply_cors(&state.cors, origin, resp.headers_mut(), true);
     }
     Ok(resp)
+}
+
+/// `OPTIONS` on an endpoint below `/a2a` (DISC-13): `204` with `Allow: allow` (the list its `405` carries, ERR-3),
+/// preflight or not, plus the CORS headers when the request carries `Origin` (DISC-5, DISC-6).
+pub(crate) async fn endpoint_options(state: Arc<AppState>, headers: HeaderMap, allow: &'static str) -> ApiResult {
+    let mut resp = preflight_handler(State(state), headers).await?;
+    resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+    Ok(resp)
+}
+
+/// [`endpoint_options`] for an endpoint that accepts GET.
+pub(crate) async fn options_get(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {
+    endpoint_options(state, headers, "GET, OPTIONS").await
+}
+
+/// [`endpoint_options`] for an endpoint that accepts POST.
+pub(crate) async fn options_post(State(state): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {
+    endpoint_options(state, headers, "POST, OPTIONS").await
 }
 
 pub(crate) async fn not_allowed_get() -> ApiError {

@@ -31,8 +31,8 @@ async fn card_bytes(b: &Bridge, origin: &str) -> Bytes {
         did: &gw.did,
         origin,
         capabilities: decls.iter().collect(),
-        chooses_by_schema: false,
-        default_skill: None,
+        chooses_by_schema: true,
+        default_skill: gw.default_skill.as_deref().filter(|d| decls.iter().any(|c| c.name == *d)),
     });
     let unsigned = serde_json::to_vec(&card).unwrap_or_default();
     let mut cards = b.cards.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

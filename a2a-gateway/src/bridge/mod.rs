@@ -2,7 +2,8 @@
 //! (the union of its agents' skills, BR-20), and the 1.x operations on both bindings of §20.1, each forwarded to the
 //! bridge (BR-1) of an agent behind the gateway:
 //!
-//! - `SendMessage` and `SendStreamingMessage` go to a healthy agent offering the message's skill (BR-7, chosen as a
+//! - `SendMessage` and `SendStreamingMessage` go to a healthy agent offering the message's skill (BR-7; for a message
+//!   that names none, the skill an agent's bridge would choose over the gateway's card, BR-29; the agent chosen as a
 //!   NEGOTIATE's agent is, GW-6, GW-7); the task id in the answer (the first event of a stream) is recorded as the
 //!   execution's route before the answer is passed on (BR-21);
 //! - `GetTask`, `CancelTask` and `SubscribeToTask` follow their task to that agent through the routes every gateway
@@ -19,16 +20,17 @@ mod list;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use a2a_core::a2a1x::{ListTasksRequest, SendMessageRequest, TaskIdRequest, method};
+use a2a_core::a2a1x::{ListTasksRequest, SendMessageRequest, TaskIdRequest, method, select};
 use a2a_core::capability::{AuthRequirement, CapabilityDeclaration};
 use a2a_core::error::{A2aError, ErrorCode};
 use a2a_core::execution_id::ExecutionId;
+use a2a_core::negotiation::AgreedSchema;
 use a2a_server::a2a1x::error::{BridgeError, Kind as ErrKind};
 use a2a_server::a2a1x::{self as bridge1x};
 use axum::body::Body;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::Inner;
 use crate::audit::AuditRecord;
@@ -385,22 +387,33 @@ async fn skills(gw: &Inner) -> Vec<CapabilityDeclaration> {
     decls.into_iter().filter(|d| d.auth_requirement != AuthRequirement::DidAuth).collect()
 }
 
-fn meta_skill(m: Option<&Map<String, Value>>) -> Option<&str> {
-    m.and_then(|m| m.get("skill")).and_then(Value::as_str)
-}
-
-/// BR-7 at the gateway: the message's skill, and whether the gateway chose it (the gateway's only skill) and must
-/// name it to the agent, which may have others.
-fn skill_of(req: &SendMessageRequest, skills: &[CapabilityDeclaration]) -> Result<(String, bool), BridgeError> {
+/// BR-7, BR-29 at the gateway: the message's skill, and whether the gateway chose it and must name it to the agent,
+/// which may have other skills. A message that names none is routed by [`select::select`] over the gateway's card,
+/// as an agent's bridge routes it over its own (BR-27).
+fn skill_of(
+    req: &SendMessageRequest,
+    skills: &[CapabilityDeclaration],
+    default_skill: Option<&str>,
+) -> Result<(String, bool), BridgeError> {
     let names = || skills.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ");
-    let named = meta_skill(req.message.metadata.as_ref()).or_else(|| meta_skill(req.metadata.as_ref()));
-    match named {
+    match select::named_skill(req) {
         Some(n) if skills.iter().any(|d| d.name == n) => Ok((n.to_owned(), false)),
-        None if skills.len() == 1 => Ok((skills[0].name.clone(), true)),
-        None => Err(BridgeError::params(format!(
-            "name the skill in message.metadata.skill; the skills of the agents behind this gateway are: {}",
-            names()
-        ))),
+        None => {
+            // The agent applies its own limits to the parts (BR-9); the gateway only reads what they carry.
+            let content = select::content_of(&req.message, select::PartLimits::NONE).map_err(|e| match e {
+                select::ContentError::File(m) => BridgeError::new(ErrKind::ContentType, m),
+                select::ContentError::Params(m) => BridgeError::params(m),
+            })?;
+            let compiled: Vec<Option<AgreedSchema>> =
+                skills.iter().map(|d| AgreedSchema::compile(&d.input_schema).ok()).collect();
+            let candidates: Vec<select::Skill<'_>> = skills
+                .iter()
+                .zip(&compiled)
+                .map(|(d, c)| select::Skill { name: &d.name, input_schema: &d.input_schema, compiled: c.as_ref() })
+                .collect();
+            let i = select::select(&content, &candidates, default_skill).map_err(BridgeError::params)?;
+            Ok((skills[i].name.clone(), true))
+        }
         Some(n) => {
             let mut e = BridgeError::params(format!(
                 "no agent behind this gateway has a skill {n:?} that A2A 1.x can call; the skills are: {}",
@@ -438,7 +451,7 @@ async fn send(
 ) -> Result<Response<Body>, BridgeError> {
     let gw = &b.gw;
     let skills = skills(gw).await;
-    let (skill, implied) = skill_of(req, &skills)?;
+    let (skill, implied) = skill_of(req, &skills, gw.default_skill.as_deref())?;
     ctx.capability = Some(skill.clone());
     if implied {
         body = name_skill(call.binding, &body, &skill)?;

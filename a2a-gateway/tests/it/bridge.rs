@@ -787,7 +787,7 @@ async fn a_gateway_without_the_bridge_removes_the_agents_bridge_to() {
 }
 
 /// The SDK's Python (see the module documentation).
-fn sdk_python() -> String {
+pub(crate) fn sdk_python() -> String {
     // A test whose tool is missing fails (it never passes having run nothing): A2A_SDK_PYTHON, else the venv that
     // `bash .ci/run` creates, else a failure that says how to make one.
     const PIN: &str = "1.3.0";

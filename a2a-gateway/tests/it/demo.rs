@@ -282,3 +282,121 @@ fn with_log_format_json_every_stderr_line_of_the_gateway_is_json() {
     assert_eq!(code, Some(1));
     assert!(stderr.starts_with("a2a-gateway: "), "{stderr}");
 }
+
+/// The demo agent (in process, its A2A 1.x bridge included) behind a verifying `a2a-gateway` process whose
+/// configuration ends with `extra`; returns the gateway's base URL, what keeps both running, and the demo's base URL.
+async fn demo_behind_a_gateway(dir: &TempDir, extra: &str) -> (String, GatewayProcess, a2a_server::Agent, String) {
+    let gw_port = free_port();
+    let gw_did = format!("did:web:localhost%3A{gw_port}");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let demo_port = listener.local_addr().expect("addr").port();
+    let (agent, app) = a2a_server::app::demo_app_trusting(demo_port, vec![gw_did.clone()]).expect("demo app");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let gw_key = SigningKey::generate().expect("key");
+    std::fs::write(dir.0.join("gateway-key.pem"), gw_key.to_pkcs8_pem().expect("pem").as_bytes()).expect("key file");
+    let toml = format!(
+        "[gateway]\ndid = \"{gw_did}\"\nkey_file = \"gateway-key.pem\"\n[edge]\nallow_http_loopback_dids = true\n\
+         [[agents]]\nurl = \"http://127.0.0.1:{demo_port}/a2a\"\n{extra}"
+    );
+    let gw = start_gateway(dir, "gateway", &toml, gw_port);
+    (format!("http://127.0.0.1:{gw_port}"), gw, agent, format!("http://127.0.0.1:{demo_port}"))
+}
+
+/// Runs `program args...` to its end (at most 120 s); panics with its output unless it succeeds and prints `all
+/// checks passed`.
+async fn run_client(program: &str, args: &[&str]) -> String {
+    let run = tokio::process::Command::new(program).args(args).kill_on_drop(true).output();
+    let out = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the client finishes within 120 s")
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(out.status.success(), "{program} {args:?} failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("all checks passed"), "{stdout}");
+    stdout
+}
+
+/// BR-29: the official a2a-sdk client's plain `send_message` through a gateway in front of the demo, naming no
+/// skill: a text goes to the gateway's `[bridge] default_skill`, a data part only one skill accepts to that skill, and
+/// the gateway's card says so — the script that checks the demo agent itself (a2a-server's a2a1x_sdk.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generic_a2a_1x_client_gets_answers_through_a_gateway_in_front_of_the_demo() {
+    let python = crate::bridge::sdk_python();
+    let dir = TempDir::new("demo-1x");
+    let (url, _gw, _agent, _) = demo_behind_a_gateway(&dir, "[bridge]\ndefault_skill = \"echo_message\"\n").await;
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../a2a-server/tests/fixtures/a2a1x/generic_client.py");
+    run_client(&python, &[script.to_str().expect("path"), &url]).await;
+}
+
+/// Without a default skill the gateway refuses a text message that several skills accept with the skills and how to
+/// name one (BR-27's refusal, answered by the gateway, BR-29).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_default_skill_the_gateway_refuses_an_ambiguous_message_listing_the_skills() {
+    let dir = TempDir::new("demo-1x-nodefault");
+    let (url, _gw, _agent, _) = demo_behind_a_gateway(&dir, "").await;
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
+    let card: Value =
+        http.get(format!("{url}/.well-known/agent-card.json")).send().await.expect("card").json().await.expect("json");
+    let params = &card["capabilities"]["extensions"][0]["params"];
+    assert_eq!(params["skill_selection"], json!(["metadata.skill", "input_schema"]), "{card}");
+    assert!(params.get("default_skill").is_none(), "{card}");
+    let send = |parts: Value| {
+        let http = http.clone();
+        let url = url.clone();
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                              "params": {"message": {"messageId": format!("m-{}", crate::common::now()), "role": "ROLE_USER", "parts": parts}}});
+            let r = http.post(format!("{url}/a2a1x/jsonrpc")).header("A2A-Version", "1.0").json(&body).send().await;
+            r.expect("send").json::<Value>().await.expect("json")
+        }
+    };
+    let refused = send(json!([{"text": "hello"}])).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("message.metadata.skill") && message.contains("echo_message ("), "{message}");
+    // A data part only add_numbers accepts still goes there.
+    let sum = send(json!([{"data": {"a": 2, "b": 3}}])).await;
+    assert!(sum.get("error").is_none(), "{sum}");
+}
+
+/// A client written from `spec/PROTOCOL.md` alone (`spec_client.py`: Python's standard library, no code of this
+/// project) runs DISCOVER, NEGOTIATE, EXECUTE, CONFIRM and RESULT for every no-auth capability of the demo through a
+/// verifying gateway in front of it, and against the demo itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_written_from_the_spec_alone_completes_every_step_through_a_gateway_in_front_of_the_demo() {
+    let dir = TempDir::new("demo-spec-client");
+    let (url, _gw, _agent, demo) = demo_behind_a_gateway(&dir, "").await;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/spec_client.py");
+    let script = script.to_str().expect("path");
+    // The demo itself first, then through the gateway.
+    run_client("python3", &[script, &demo]).await;
+    let out = run_client("python3", &[script, &url]).await;
+    // Every capability the demo offers without credentials or region was called.
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
+    let doc: Value = http
+        .get(format!("{url}/a2a/capabilities"))
+        .header("A2A-Version", "0.3")
+        .send()
+        .await
+        .expect("capabilities")
+        .json()
+        .await
+        .expect("json");
+    let free: Vec<&str> = doc["capabilities"]
+        .as_array()
+        .expect("capabilities")
+        .iter()
+        .filter(|d| d["auth_requirement"] == "none" && d["region_restriction"].as_array().is_none_or(Vec::is_empty))
+        .filter_map(|d| d["name"].as_str())
+        .collect();
+    assert!(free.len() >= 5, "{free:?}");
+    for name in &free {
+        assert!(
+            out.contains(&format!("ok {name}: RESULT succeeded")),
+            "{name} was not run through the gateway:\n{out}"
+        );
+    }
+}

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use a2a_core::a2a1x::select;
 use a2a_core::a2a1x::{
     Artifact, ListTasksRequest, ListTasksResponse, Message, Part, Role, SendMessageRequest, Task, TaskState, TaskStatus,
 };
@@ -108,10 +109,6 @@ pub(crate) fn caller(inner: &Inner, headers: &HeaderMap) -> Result<Caller, Bridg
     Ok(Caller { sender, verified: false, region, traceparent, via_gateway: None })
 }
 
-fn meta_skill(m: Option<&Map<String, Value>>) -> Option<&str> {
-    m.and_then(|m| m.get("skill")).and_then(Value::as_str)
-}
-
 fn check_id(what: &str, id: &str) -> Result<(), BridgeError> {
     if id.is_empty() || id.chars().count() > MAX_ID_LEN {
         return Err(BridgeError::params(format!("{what} must be 1 to {MAX_ID_LEN} characters (got {})", id.len())));
@@ -126,35 +123,6 @@ fn new_context_id() -> Result<String, BridgeError> {
     Ok(format!("ctx-{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()))
 }
 
-/// What a message carries (BR-8).
-enum Content {
-    /// One data part, a JSON object: the payload.
-    Data(Value),
-    /// One text part and no data part.
-    Text(String),
-}
-
-/// The payload of `content` for a skill (BR-8, BR-28): a data part as it is; a text `{"text": <text>}`, or
-/// `{<member>: <text>}` when the skill's schema does not accept that but requires exactly one member, a string.
-fn payload_for(content: &Content, cap: &Capability, schema: Option<&a2a_core::negotiation::AgreedSchema>) -> Value {
-    match content {
-        Content::Data(v) => v.clone(),
-        Content::Text(t) => {
-            let plain = json!({"text": t});
-            if schema.is_some_and(|s| s.is_valid(&plain)) {
-                return plain;
-            }
-            let input = &cap.decl.input_schema;
-            match input["required"].as_array().map(Vec::as_slice) {
-                Some([Value::String(member)]) if input["properties"][member.as_str()]["type"] == "string" => {
-                    json!({ member.as_str(): t })
-                }
-                _ => plain,
-            }
-        }
-    }
-}
-
 /// What a started message is (BR-12).
 pub(crate) struct Started {
     pub(crate) task_id: String,
@@ -166,45 +134,19 @@ impl Inner {
         super::card::skills(&self.app.engine).iter().map(|c| c.decl.name.as_str()).collect::<Vec<_>>().join(", ")
     }
 
-    /// BR-7, BR-27: the skill of a message: the one it names; else the agent's only skill; else the only skill whose
-    /// input schema accepts the message's payload (BR-28); else the agent's default skill; else a refusal that lists
-    /// the skills and how to name one.
+    /// BR-7, BR-27: the skill of a message: the one it names; else the one [`select::select`] chooses (the agent's
+    /// only skill, the only one whose input schema accepts the message's payload, the default skill), or its refusal.
     fn skill_of(&self, req: &SendMessageRequest) -> Result<Arc<Capability>, BridgeError> {
         let skills = super::card::skills(&self.app.engine);
-        let named = meta_skill(req.message.metadata.as_ref()).or_else(|| meta_skill(req.metadata.as_ref()));
+        let named = select::named_skill(req);
         let cap = match named {
             Some(n) => skills.iter().find(|c| c.decl.name == n).copied(),
-            None if skills.len() == 1 => Some(skills[0]),
             None => {
                 let content = self.content_of(&req.message)?;
-                let accepting: Vec<&Arc<Capability>> = skills
-                    .iter()
-                    .copied()
-                    .filter(|c| self.accepts(c, &payload_for(&content, c, self.input_schema(c))))
-                    .collect();
-                let default = self.opts.default_skill.as_deref().and_then(|d| skills.iter().find(|c| c.decl.name == d));
-                match (accepting.as_slice(), default) {
-                    ([one], _) => Some(*one),
-                    (_, Some(d)) => Some(*d),
-                    (several, None) => {
-                        let fits = if several.is_empty() {
-                            "none of them accepts this message".to_owned()
-                        } else {
-                            format!(
-                                "{} of them accept this message ({})",
-                                several.len(),
-                                several.iter().map(|c| c.decl.name.as_str()).collect::<Vec<_>>().join(", ")
-                            )
-                        };
-                        return Err(BridgeError::params(format!(
-                            "this message names no skill and this agent has several; {fits}. Name the skill in \
-                             message.metadata.skill (e.g. \"metadata\": {{\"skill\": \"{}\"}}) and send its payload \
-                             as one data part. The skills, with the members they require: {}",
-                            skills.first().map_or("", |c| c.decl.name.as_str()),
-                            self.skill_summary()
-                        )));
-                    }
-                }
+                let candidates: Vec<select::Skill<'_>> = skills.iter().map(|c| self.skill(c)).collect();
+                let i = select::select(&content, &candidates, self.opts.default_skill.as_deref())
+                    .map_err(BridgeError::params)?;
+                skills.get(i).copied()
             }
         };
         cap.cloned().ok_or_else(|| {
@@ -218,81 +160,28 @@ impl Inner {
         })
     }
 
-    /// Each skill with the members its input schema requires: `submit_report (title, timestamp)`.
-    fn skill_summary(&self) -> String {
-        super::card::skills(&self.app.engine)
-            .iter()
-            .map(|c| {
-                let required: Vec<&str> = c.decl.input_schema["required"]
-                    .as_array()
-                    .map(|r| r.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                format!("{} ({})", c.decl.name, required.join(", "))
-            })
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-
-    /// The compiled input schema of a skill (compiled once, BR-28).
-    fn input_schema(&self, cap: &Capability) -> Option<&a2a_core::negotiation::AgreedSchema> {
-        self.input_schemas.get(&cap.decl.name)
-    }
-
-    /// Whether the skill's input schema accepts `payload` (a schema that does not compile accepts nothing).
-    fn accepts(&self, cap: &Capability, payload: &Value) -> bool {
-        self.input_schema(cap).is_some_and(|s| s.is_valid(payload))
+    /// `cap` as a skill to choose from, with its input schema compiled once (BR-27, BR-28).
+    fn skill<'a>(&'a self, cap: &'a Capability) -> select::Skill<'a> {
+        select::Skill {
+            name: &cap.decl.name,
+            input_schema: &cap.decl.input_schema,
+            compiled: self.input_schemas.get(&cap.decl.name),
+        }
     }
 
     /// BR-8, BR-28: the payload of a message for `cap`.
     fn payload_of(&self, msg: &Message, cap: &Capability) -> Result<Value, BridgeError> {
-        Ok(payload_for(&self.content_of(msg)?, cap, self.input_schema(cap)))
+        Ok(select::payload_for(&self.content_of(msg)?, &self.skill(cap)))
     }
 
     /// BR-8, BR-9: what a message carries: one JSON object, or one text.
-    fn content_of(&self, msg: &Message) -> Result<Content, BridgeError> {
+    fn content_of(&self, msg: &Message) -> Result<select::Content, BridgeError> {
         let l = &self.opts.limits;
-        if msg.parts.len() > l.max_parts {
-            return Err(BridgeError::params(format!(
-                "the message has {} parts; at most {} are accepted (max_parts)",
-                msg.parts.len(),
-                l.max_parts
-            )));
-        }
-        let mut data = Vec::new();
-        let mut texts = Vec::new();
-        for (i, p) in msg.parts.iter().enumerate() {
-            if p.raw.is_some() || p.url.is_some() {
-                return Err(BridgeError::new(
-                    Kind::ContentType,
-                    format!("part {i} is a file (raw or url); this agent takes JSON data parts (or one text part)"),
-                ));
-            }
-            if let Some(t) = &p.text {
-                if t.len() > l.max_text_bytes {
-                    return Err(BridgeError::params(format!(
-                        "part {i} has {} bytes of text; at most {} are accepted (max_text_bytes)",
-                        t.len(),
-                        l.max_text_bytes
-                    )));
-                }
-                texts.push(t);
-            }
-            if let Some(d) = &p.data {
-                data.push(d);
-            }
-        }
-        match (data.as_slice(), texts.as_slice()) {
-            ([d], _) if d.is_object() => Ok(Content::Data((*d).clone())),
-            ([_], _) => Err(BridgeError::params("the data part must be a JSON object (the skill's payload)")),
-            ([], [t]) => Ok(Content::Text((*t).clone())),
-            ([], []) => Err(BridgeError::params(
-                "the message has no data part; send the payload as one data part (or one text part)",
-            )),
-            ([], _) => Err(BridgeError::params(
-                "the message has several text parts and no data part; send the payload as one data part",
-            )),
-            _ => Err(BridgeError::params("the message has several data parts; send the payload as exactly one")),
-        }
+        select::content_of(msg, select::PartLimits { max_parts: l.max_parts, max_text_bytes: l.max_text_bytes })
+            .map_err(|e| match e {
+                select::ContentError::File(m) => BridgeError::new(Kind::ContentType, m),
+                select::ContentError::Params(m) => BridgeError::params(m),
+            })
     }
 
     /// BR-10: the request's credentials meet `requirement`.

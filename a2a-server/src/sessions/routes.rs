@@ -22,8 +22,8 @@ use super::registry::ListQuery;
 use super::runs::{Incoming, Until};
 use crate::engine::Caller;
 use crate::router::{
-    ApiError, AppState, caller, header_str, json_response, not_allowed_get, not_allowed_post, parse_json,
-    preflight_handler, read_body, signed_parts,
+    ApiError, AppState, caller, endpoint_options, header_str, json_response, not_allowed_get, not_allowed_post,
+    options_get, options_post, parse_json, read_body, signed_parts,
 };
 
 type ApiResult = Result<Response, ApiError>;
@@ -31,18 +31,28 @@ type ApiResult = Result<Response, ApiError>;
 /// The §17 routes.
 pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new()
-        .route("/a2a/sessions", get(list).post(register).options(preflight_handler).fallback(not_allowed_get_post))
-        .route("/a2a/sessions/send", post(send).options(preflight_handler).fallback(not_allowed_post))
-        .route("/a2a/sessions/spawn", post(spawn).options(preflight_handler).fallback(not_allowed_post))
+        .route("/a2a/sessions", get(list).post(register).options(options_get_post).fallback(not_allowed_get_post))
+        .route("/a2a/sessions/send", post(send).options(options_post).fallback(not_allowed_post))
+        .route("/a2a/sessions/spawn", post(spawn).options(options_post).fallback(not_allowed_post))
         .route(
             "/a2a/sessions/{key}",
-            get(get_one).delete(end).options(preflight_handler).fallback(not_allowed_get_delete),
+            get(get_one).delete(end).options(options_get_delete).fallback(not_allowed_get_delete),
         )
-        .route("/a2a/sessions/{key}/history", get(history).options(preflight_handler).fallback(not_allowed_get))
-        .route("/a2a/sessions/{key}/inbox", get(inbox).options(preflight_handler).fallback(not_allowed_get))
-        .route("/a2a/runs/{id}", get(run).options(preflight_handler).fallback(not_allowed_get))
-        .route("/a2a/runs/{id}/reply", post(reply).options(preflight_handler).fallback(not_allowed_post))
-        .route("/a2a/events", get(events).options(preflight_handler).fallback(not_allowed_get))
+        .route("/a2a/sessions/{key}/history", get(history).options(options_get).fallback(not_allowed_get))
+        .route("/a2a/sessions/{key}/inbox", get(inbox).options(options_get).fallback(not_allowed_get))
+        .route("/a2a/runs/{id}", get(run).options(options_get).fallback(not_allowed_get))
+        .route("/a2a/runs/{id}/reply", post(reply).options(options_post).fallback(not_allowed_post))
+        .route("/a2a/events", get(events).options(options_get).fallback(not_allowed_get))
+}
+
+/// `OPTIONS /a2a/sessions` (DISC-13).
+async fn options_get_post(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Result<Response, ApiError> {
+    endpoint_options(state, headers, "GET, POST, OPTIONS").await
+}
+
+/// `OPTIONS /a2a/sessions/{key}` (DISC-13).
+async fn options_get_delete(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Result<Response, ApiError> {
+    endpoint_options(state, headers, "GET, DELETE, OPTIONS").await
 }
 
 async fn not_allowed_get_post() -> ApiError {

@@ -34,6 +34,7 @@ mod sessions_demo;
 mod sessions_multiprocess;
 mod sessions_store;
 mod sessions_webhooks;
+mod spec_decisions;
 mod steady_state;
 mod store_suite;
 mod streaming;

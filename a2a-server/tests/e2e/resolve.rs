@@ -255,3 +255,44 @@ async fn document_larger_than_the_limit_is_refused_with_or_without_content_lengt
         assert_eq!(negotiate(&t, &caller, &key).await.status, StatusCode::OK, "{name}");
     }
 }
+
+#[tokio::test]
+async fn did_web_checks_report_the_first_failure_in_the_order_of_did_33() {
+    let server = DidServer::start().await;
+    let key = SigningKey::generate().expect("key");
+    let t = agent(ResolverOptions::loopback()).await;
+    // A DID with an upper-case host (DID-3) and a lower-case port escape (DID-7): the escape is read first, and
+    // nothing is fetched for an invalid DID.
+    let a = t
+        .send(
+            t.http
+                .post(t.url("/a2a/negotiate"))
+                .header("A2A-Version", "0.3")
+                .header("A2A-Sender-ID", "did:web:LOCALHOST%3a8080")
+                .json(&json!({"target_capability": "sign_document", "proposed_schema": {"type": "object"}})),
+        )
+        .await;
+    assert_eq!((a.status, a.code()), (StatusCode::BAD_REQUEST, "invalid_sender"), "{}", a.body);
+    let message = a.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("%3A"), "the port escape is not the failure reported: {message}");
+    assert_eq!(server.hits(), 0, "a document was fetched for an invalid DID");
+    // A document whose id is another DID's and which lacks the key asked for: the id (DID-19) is reported, not the
+    // key (DID-24).
+    let mallory = server.did(&["users", "mallory"]);
+    let alice = server.did(&["users", "alice"]);
+    let doc = DidDocument::generate(&alice, &[("key-9".to_owned(), key.verifying_key().to_jwk())]);
+    server.serve(&mallory, serde_json::to_vec(&doc).expect("json"), false);
+    let a = negotiate(&t, &mallory, &key).await;
+    assert_eq!((a.status, a.code()), (StatusCode::UNAUTHORIZED, "did_resolution_failed"), "{}", a.body);
+    assert!(a.body["error"]["message"].as_str().unwrap_or_default().contains(alice.as_str()), "{}", a.body);
+    // The key exists but may not sign (DID-25) and is not P-256 (DID-26): not authorized is reported first.
+    let bob = server.did(&["users", "bob"]);
+    let method = json!({"id": format!("{bob}#key-1"), "type": "JsonWebKey2020", "controller": bob.as_str(),
+                        "publicKeyJwk": {"kty": "RSA", "n": "AQAB", "e": "AQAB"}});
+    let doc = json!({"id": bob.as_str(), "verificationMethod": [method], "keyAgreement": [format!("{bob}#key-1")]});
+    server.serve(&bob, serde_json::to_vec(&doc).expect("json"), false);
+    let a = negotiate(&t, &bob, &key).await;
+    assert_eq!((a.status, a.code()), (StatusCode::UNAUTHORIZED, "unknown_key"), "{}", a.body);
+    let message = a.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("neither assertionMethod nor authentication"), "{message}");
+}

@@ -27,6 +27,14 @@ pub(super) fn checks() -> Vec<Check> {
             preflight
         ),
         check!(
+            "cors/options-below-endpoint",
+            ["DISC-13"],
+            Must,
+            ALWAYS,
+            "OPTIONS without Origin, A2A-Version or sender on an endpoint below /a2a is 204 with Allow listing its methods and without A2A-Capabilities; on a path that names no endpoint it is 404 not_found",
+            options_below_endpoint
+        ),
+        check!(
             "cors/actual-responses",
             ["DISC-6"],
             Must,
@@ -130,6 +138,36 @@ async fn preflight(t: &mut Trial<'_>) -> Outcome {
             );
         }
     }
+    Ok(())
+}
+
+async fn options_below_endpoint(t: &mut Trial<'_>) -> Outcome {
+    for (path, method) in [
+        ("/capabilities", "GET"),
+        ("/negotiate", "POST"),
+        ("/execute", "POST"),
+        ("/confirm", "POST"),
+        ("/result/did:web:conformance.example_1_aaaaaaaaaaaaaaaaaaaaaaaaaa", "GET"),
+        ("/cancel", "POST"),
+        ("/fallback", "POST"),
+    ] {
+        let r = t.send(format!("OPTIONS /a2a{path} (not a preflight)"), t.ctx.bare("OPTIONS", path)).await?;
+        t.expect_status(&r, 204);
+        let allow = r.header("allow").map(str::to_ascii_uppercase);
+        t.check(
+            allow.as_deref().is_some_and(|a| a.contains(method) && a.contains("OPTIONS")),
+            format!("Allow listing {method} and OPTIONS"),
+            format!("{allow:?}"),
+        );
+        t.check(
+            r.header(h::A2A_CAPABILITIES).is_none(),
+            "no A2A-Capabilities (only OPTIONS /a2a is DISCOVER)",
+            format!("{:?}", r.header(h::A2A_CAPABILITIES)),
+        );
+    }
+    let r =
+        t.send("OPTIONS /a2a/no-such-endpoint (not a preflight)", t.ctx.bare("OPTIONS", "/no-such-endpoint")).await?;
+    t.expect_error(&r, 404, "not_found");
     Ok(())
 }
 

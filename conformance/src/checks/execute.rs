@@ -87,6 +87,14 @@ pub(super) fn checks() -> Vec<Check> {
             idempotency
         ),
         check!(
+            "execute/idempotency-after-validation",
+            ["EXE-9"],
+            Must,
+            IDEMPOTENCY,
+            "an invalid payload sent with an Idempotency-Key already used is 422 payload_invalid (not 409, not the earlier execution), and afterwards the key still answers the original execution",
+            idempotency_after_validation
+        ),
+        check!(
             "execute/ids-unique",
             ["EID-3", "EID-6", "EID-7"],
             Must,
@@ -395,6 +403,40 @@ async fn idempotency(t: &mut Trial<'_>) -> Outcome {
         )
         .await?;
     t.expect_error(&r3, 409, "idempotency_conflict");
+    Ok(())
+}
+
+async fn idempotency_after_validation(t: &mut Trial<'_>) -> Outcome {
+    if !t.ctx.disc.has_feature("idempotency") {
+        return Err(Stop::Skip("the agent does not list idempotency".into()));
+    }
+    let plan = main_plan(t)?;
+    let neg = negotiate(t, &plan, &plan.decl.input_schema).await?;
+    let key = format!("conformance-exe9-{}", crate::identity::unix_now());
+    let r1 = t
+        .send(
+            "EXECUTE with an Idempotency-Key",
+            execute_req(t, &plan, &neg.id, &plan.payload).header("Idempotency-Key", key.clone()),
+        )
+        .await?;
+    t.expect_status(&r1, 201);
+    let first = r1.json().map(|b| b["execution_id"].clone()).unwrap_or(Value::Null);
+    let r2 = t
+        .send(
+            "the key again with an invalid payload (a JSON array)",
+            execute_req(t, &plan, &neg.id, &json!([1, 2])).header("Idempotency-Key", key.clone()),
+        )
+        .await?;
+    t.expect_error(&r2, 422, "payload_invalid");
+    let r3 = t
+        .send(
+            "the first EXECUTE again (a retry)",
+            execute_req(t, &plan, &neg.id, &plan.payload).header("Idempotency-Key", key),
+        )
+        .await?;
+    t.expect_status(&r3, 200);
+    let again = r3.json().map(|b| b["execution_id"].clone()).unwrap_or(Value::Null);
+    t.check(first == again && first.is_string(), format!("the original execution {first}"), format!("{again}"));
     Ok(())
 }
 

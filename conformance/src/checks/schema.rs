@@ -31,6 +31,14 @@ pub(super) fn checks() -> Vec<Check> {
             root
         ),
         check!(
+            "schema-rules/non-object-proposal",
+            ["SCH-22"],
+            Must,
+            MAIN,
+            "a proposed_schema that is an array, a string, a number, a boolean or null is 422 schema_rule_violation with the one violation root_not_object at \"\" (not 400 invalid_request)",
+            non_object_proposal
+        ),
+        check!(
             "schema-rules/types",
             ["SCH-7"],
             Must,
@@ -180,6 +188,19 @@ async fn root(t: &mut Trial<'_>) -> Outcome {
     expect_violations(t, "a root without type", json!({"properties": {"a": {"type": "string"}}})).await?;
     expect_violations(t, "a nullable root", json!({"type": ["object", "null"]})).await?;
     expect_violations(t, "a root that is not an object", json!(["type", "object"])).await?;
+    Ok(())
+}
+
+async fn non_object_proposal(t: &mut Trial<'_>) -> Outcome {
+    for (what, proposal) in [
+        ("an empty array", json!([])),
+        ("a string", json!("object")),
+        ("a number", json!(5)),
+        ("a boolean", json!(false)),
+        ("null", Value::Null),
+    ] {
+        expect_violations(t, &format!("a proposed_schema that is {what}"), proposal).await?;
+    }
     Ok(())
 }
 

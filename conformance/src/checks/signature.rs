@@ -172,10 +172,10 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         check!(
             "signature/non-json-reason",
-            ["JCS-12"],
+            ["JCS-12", "JCS-25"],
             Should,
             SIGNED,
-            "the invalid_json answer for a signed body that cannot be canonicalised gives details.reason and details.offset",
+            "the invalid_json answer for a signed body that cannot be canonicalised gives details.reason and details.offset, the offset of the repeated name's second occurrence",
             non_json_reason
         ),
         check!(
@@ -861,11 +861,11 @@ async fn non_json_body(t: &mut Trial<'_>) -> Outcome {
 async fn non_json_reason(t: &mut Trial<'_>) -> Outcome {
     let plan = signed_plan(t)?;
     resolvable(t, &plan).await?;
-    let r = duplicate_member_request(t, &plan).await?;
+    let (r, at) = duplicate_member_request(t, &plan).await?;
     let d = r.error_details();
     t.check(
-        d["reason"] == "duplicate_key" && d["offset"].is_u64(),
-        "details {\"reason\": \"duplicate_key\", \"offset\": n}",
+        d["reason"] == "duplicate_key" && d["offset"] == at,
+        format!("details {{\"reason\": \"duplicate_key\", \"offset\": {at}}} (the second \"probe_twice\", JCS-25)"),
         show(&d),
     );
     Ok(())
@@ -874,21 +874,23 @@ async fn non_json_reason(t: &mut Trial<'_>) -> Outcome {
 async fn duplicate_member(t: &mut Trial<'_>) -> Outcome {
     let plan = signed_plan(t)?;
     resolvable(t, &plan).await?;
-    let r = duplicate_member_request(t, &plan).await?;
+    let (r, _) = duplicate_member_request(t, &plan).await?;
     t.expect_error(&r, 400, "invalid_json");
     Ok(())
 }
 
-/// EXECUTE, signed payload_hash, of a body whose last member is given twice (no canonical form: JCS-7).
-async fn duplicate_member_request(t: &mut Trial<'_>, plan: &CapPlan) -> Result<crate::http::Resp, Stop> {
+/// EXECUTE, signed payload_hash, of a body whose last member is given twice (no canonical form: JCS-7): the answer
+/// and the byte offset of the second occurrence's opening quote (JCS-25).
+async fn duplicate_member_request(t: &mut Trial<'_>, plan: &CapPlan) -> Result<(crate::http::Resp, usize), Stop> {
     let neg = super::negotiate(t, plan, &plan.decl.input_schema).await?;
     let mut text = serde_json::to_string(&plan.payload).unwrap_or_default();
     text.pop();
     let sep = if text.len() > 1 { "," } else { "" };
     let body = format!("{text}{sep}\"probe_twice\":1,\"probe_twice\":2}}");
+    let at = body.rfind("\"probe_twice\"").unwrap_or_default();
     let mut req = super::execute_req(t, plan, &neg.id, &Value::Null).body(body.into_bytes());
     req.signing = Some(sig(plan));
-    t.send("EXECUTE signed payload_hash over a body with a member given twice", req).await
+    Ok((t.send("EXECUTE signed payload_hash over a body with a member given twice", req).await?, at))
 }
 
 async fn non_canonical_token(t: &mut Trial<'_>) -> Outcome {

@@ -96,6 +96,11 @@ pub enum Fault {
     LateResultOverwritesCancel,
     /// Error responses lack `A2A-Sender-ID` (HDR-7).
     ErrorsWithoutSenderId,
+    /// `405` responses lack `Allow` (ERR-3); the body still names the methods.
+    MethodNotAllowedWithoutAllow,
+    /// A `proposed_schema` that is not a JSON object is answered `400 invalid_request` as a malformed request (TR-7's
+    /// reading) instead of `422 schema_rule_violation` at `""` (SCH-22, SCH-6).
+    NonObjectSchemaIs400,
     /// DISCOVER (`OPTIONS /a2a`) is answered `200` instead of `204` (DISC-1).
     DiscoverAnswers200,
     /// RESULT of an id that does not parse is `400 invalid_request` instead of `404 unknown_execution` (EID-9).
@@ -818,6 +823,29 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             resp
         }
         Fault::IgnoresDeadlines | Fault::LateResultOverwritesCancel => slow_runs(state.clone(), req, next).await,
+        Fault::MethodNotAllowedWithoutAllow => {
+            let mut resp = next.run(req).await;
+            if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
+                resp.headers_mut().remove("allow");
+            }
+            resp
+        }
+        Fault::NonObjectSchemaIs400 if method == Method::POST && path == "/a2a/negotiate" => {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let proposed = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| v.get("proposed_schema").cloned());
+            if proposed.is_some_and(|p| !p.is_object()) {
+                let body = json!({"error": {"code": "invalid_request", "message": "proposed_schema must be an object",
+                                            "details": {"member": "proposed_schema"}}});
+                let mut out = (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+                out.headers_mut().insert("a2a-version", HeaderValue::from_static("0.3"));
+                if let Ok(did) = HeaderValue::from_str(&state.agent_did) {
+                    out.headers_mut().insert("a2a-sender-id", did);
+                }
+                return out;
+            }
+            next.run(Request::from_parts(parts, Body::from(bytes))).await
+        }
         Fault::ErrorsWithoutSenderId => {
             let mut resp = next.run(req).await;
             if resp.status().as_u16() >= 400 {
@@ -1162,6 +1190,9 @@ pub async fn start(fault: Fault) -> Broken {
             common::bridged(&parts, a2a_core::keys::SigningKey::generate().expect("key"))
         }
         Fault::GetTaskAnswersAnotherTask => common::bridged(&parts, parts.key.clone().expect("the agent's key")),
+        // axum's method router adds `Allow` to a 405 outside any layer of its routes: the breaker must wrap the
+        // whole router to take it away.
+        Fault::MethodNotAllowedWithoutAllow => axum::Router::new().fallback_service(parts.app.clone()),
         _ => parts.app.clone(),
     };
     let app =
@@ -1180,11 +1211,25 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::AcceptsExpiredSignatures, &["signature/expired"]),
     (Fault::NoReplayProtection, &["signature/replay"]),
     (Fault::AcceptsUnsigned, &["did-auth/unsigned-refused", "sessions/auth-requirement"]),
-    (Fault::AcceptsInvalidPayloads, &["execute/formats-asserted", "execute/payload-invalid", "schema-rules/no-fetch"]),
+    (
+        Fault::AcceptsInvalidPayloads,
+        &[
+            "execute/formats-asserted",
+            "execute/idempotency-after-validation",
+            "execute/payload-invalid",
+            "schema-rules/no-fetch",
+        ],
+    ),
     (Fault::NoExecutionHeader, &["execute/happy-path"]),
-    (Fault::HtmlNotFound, &["errors/unknown-path", "responses/error-bodies", "responses/json"]),
+    (
+        Fault::HtmlNotFound,
+        &["cors/options-below-endpoint", "errors/unknown-path", "responses/error-bodies", "responses/json"],
+    ),
     (Fault::LenientVersion, &["version/syntax", "version/unsupported"]),
-    (Fault::IgnoresIdempotencyKey, &["execute/idempotency", "headers/malformed-idempotency-key"]),
+    (
+        Fault::IgnoresIdempotencyKey,
+        &["execute/idempotency", "execute/idempotency-after-validation", "headers/malformed-idempotency-key"],
+    ),
     (Fault::UnderstatesBodyLimit, &["limits/oversize-body"]),
     (Fault::IgnoresRegion, &["execute/auth-before-payload", "negotiate/region-order", "region/enforced"]),
     (Fault::FalseSessionTimeout, &["sessions/wait-is-not-timeout"]),
@@ -1208,6 +1253,8 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::IgnoresDeadlines, &["result/deadline-enforced"]),
     (Fault::LateResultOverwritesCancel, &["cancel/late-result"]),
     (Fault::ErrorsWithoutSenderId, &["responses/a2a-sender-id"]),
+    (Fault::MethodNotAllowedWithoutAllow, &["errors/method-not-allowed", "responses/required-headers"]),
+    (Fault::NonObjectSchemaIs400, &["schema-rules/non-object-proposal", "schema-rules/root"]),
     (Fault::DiscoverAnswers200, &["discover/any-version", "discover/status-204", "limits/still-alive"]),
     (Fault::MalformedIdsAre400, &["result/malformed-ids"]),
     (Fault::CancelOfTerminalAccepted, &["cancel/final-state", "cancel/terminal", "responses/result-shape"]),
@@ -1454,6 +1501,16 @@ async fn a_late_result_overwriting_canceled_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_without_a2a_sender_id_are_caught() {
     caught(Fault::ErrorsWithoutSenderId).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn method_not_allowed_without_allow_is_caught() {
+    caught(Fault::MethodNotAllowedWithoutAllow).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_object_proposed_schema_answered_400_is_caught() {
+    caught(Fault::NonObjectSchemaIs400).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
