@@ -61,7 +61,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    a2a_server::app::init_tracing(cli.log_format);
+    let _telemetry = a2a_server::app::init_tracing(cli.log_format, "a2a-gateway");
     let Some(config) = cli.config else {
         a2a_server::app::fatal(cli.log_format, "a2a-gateway", "give the configuration with --config gateway.toml");
         return ExitCode::FAILURE;

@@ -46,6 +46,22 @@ impl Step {
     /// How many steps there are.
     pub const COUNT: usize = 10;
 
+    /// The name of the step's span (OPS-8): `a2a.gateway.` and the label value.
+    pub fn span_name(self) -> &'static str {
+        match self {
+            Step::Discover => "a2a.gateway.discover",
+            Step::Capabilities => "a2a.gateway.capabilities",
+            Step::Negotiate => "a2a.gateway.negotiate",
+            Step::Execute => "a2a.gateway.execute",
+            Step::Confirm => "a2a.gateway.confirm",
+            Step::Result => "a2a.gateway.result",
+            Step::Cancel => "a2a.gateway.cancel",
+            Step::Fallback => "a2a.gateway.fallback",
+            Step::Preflight => "a2a.gateway.preflight",
+            Step::Other => "a2a.gateway.other",
+        }
+    }
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -74,6 +90,12 @@ struct Labels {
 struct StepAgent {
     step: &'static str,
     agent: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CapabilityStep {
+    capability: String,
+    step: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -124,6 +146,7 @@ pub struct Metrics {
     registry: Registry,
     requests: Family<Labels, Counter>,
     latency: Family<StepAgent, Histogram>,
+    capability_latency: Family<CapabilityStep, Histogram>,
     in_flight: Family<AgentLabel, Gauge<i64, AtomicI64>>,
     rejections: Family<Reason, Counter>,
     signature_rejections: Family<Reason, Counter>,
@@ -166,6 +189,17 @@ impl Metrics {
             ])
         });
         registry.register("request_duration_seconds", "Time to answer, by step and agent", latency.clone());
+        let capability_latency = Family::<CapabilityStep, Histogram>::new_with_constructor(|| {
+            Histogram::new([
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+            ])
+        });
+        registry.register(
+            "capability_request_duration_seconds",
+            "Time to answer the forwarded steps that name a capability (OPS-8), by capability (one an agent declared) \
+             and step",
+            capability_latency.clone(),
+        );
         let in_flight = Family::<AgentLabel, Gauge<i64, AtomicI64>>::default();
         registry.register("agent_in_flight", "Requests being forwarded to each agent (saturation)", in_flight.clone());
         let rejections = Family::<Reason, Counter>::default();
@@ -232,6 +266,7 @@ impl Metrics {
             registry,
             requests,
             latency,
+            capability_latency,
             in_flight,
             rejections,
             signature_rejections,
@@ -284,6 +319,14 @@ impl Metrics {
             .in_flight
             .get_or_init(|| self.in_flight.get_or_create(&AgentLabel { agent: handles.label.clone() }).clone())
             .inc_by(delta);
+    }
+
+    /// Observes the time to answer a forwarded step that named `capability`. Call it only for requests forwarded to
+    /// an agent: they go to agents that declare the capability, so the label values are bounded by what the agents
+    /// declare.
+    pub fn capability_request(&self, capability: &str, step: Step, seconds: f64) {
+        let label = CapabilityStep { capability: capability.to_owned(), step: step.as_str() };
+        self.capability_latency.get_or_create(&label).observe(seconds);
     }
 
     /// Counts one answered request.

@@ -42,6 +42,7 @@ use crate::metrics::Step;
 use crate::routes::{Kind, Route};
 use crate::upstream::UpstreamError;
 use crate::version::Compiled;
+use tracing::Instrument as _;
 
 /// What is known about a request, for metrics and the audit record.
 #[derive(Default)]
@@ -252,7 +253,20 @@ pub(crate) async fn handle_http(gw: Arc<Inner>, req: Request<Body>) -> Response<
 /// Serves one request.
 pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
     let started = Instant::now();
-    let Incoming { head, body } = req;
+    let Incoming { mut head, body } = req;
+    // OPS-8: one span per request, a child of the caller's trace; the agent gets the span's own context as its
+    // `traceparent` (not covered by signatures, INT-4), so that its spans are children of the gateway's.
+    let classified = classify(&head.method, head.path(), &head.headers);
+    let named = *classified.as_ref().unwrap_or(&Step::Other);
+    let span = tracing::info_span!(
+        "a2a_gateway_request",
+        otel.name = named.span_name(),
+        step = named.as_str(),
+        trace_id = tracing::field::Empty,
+    );
+    let trace = a2a_server::telemetry::join(&span, head.headers.get_str("traceparent").and_then(Result::ok));
+    span.record("trace_id", trace.trace_id.as_str());
+    head.headers.insert("traceparent", Bytes::from(trace.header()));
     let origin = head.headers.contains("origin");
     // What signing the gateway's answer needs of the request (GW-15): its request line and the caller's
     // `A2A-Sender-ID` (the audience, also on steps that do not check it). Kept only when the gateway signs.
@@ -262,7 +276,7 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
     });
     let mut ctx = Ctx::default();
     let mut refused = false;
-    let mut reply = match process(&gw, &mut ctx, head, body).await {
+    let mut reply = match process(&gw, &mut ctx, classified, head, body).instrument(span.clone()).await {
         Ok(r) => r,
         Err(refusal) => {
             refused = true;
@@ -318,6 +332,9 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
     };
     let elapsed = started.elapsed();
     gw.metrics.request_with(handles, step, outcome, elapsed.as_secs_f64());
+    if let Some(capability) = ctx.capability.as_deref().filter(|_| ctx.forwarded) {
+        gw.metrics.capability_request(capability, step, elapsed.as_secs_f64());
+    }
     if let Some(audit) = &gw.audit {
         audit.record(AuditRecord {
             time_ms: a2a_server::store::now_ms(),
@@ -333,6 +350,7 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
             status: Some(reply.status),
             gateway: Some(gw.instance.clone()),
             execution_status: ctx.execution_status,
+            trace_id: Some(trace.trace_id),
         });
     }
     reply
@@ -341,10 +359,11 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
 async fn process(
     gw: &Arc<Inner>,
     ctx: &mut Ctx,
+    classified: Result<Step, Option<&'static str>>,
     mut head: RequestHead,
     body: Result<Bytes, BodyError>,
 ) -> Result<Reply, Refusal> {
-    let step = match classify(&head.method, head.path(), &head.headers) {
+    let step = match classified {
         Ok(s) => s,
         Err(Some(allow)) => return Err(method_not_allowed(allow)),
         Err(None) => {

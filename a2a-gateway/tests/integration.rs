@@ -18,6 +18,8 @@ mod h1_fuzz;
 #[path = "it/h1_props.rs"]
 mod h1_props;
 // The redis-server harness of a2a-server's tests, used as is.
+#[path = "it/otel.rs"]
+mod otel;
 #[allow(dead_code)]
 #[path = "../../a2a-server/tests/e2e/redis_support.rs"]
 mod redis_support;

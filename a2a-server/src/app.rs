@@ -27,17 +27,36 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the tracing subscriber (`RUST_LOG` filters, default `info`).
-pub fn init_tracing(format: LogFormat) {
+/// Installs the tracing subscriber (`RUST_LOG` filters, default `info`) and, when the standard `OTEL_*` variables
+/// ask for it, the OpenTelemetry exporter of `service`'s request spans (OPS-8). Keep the returned guard until the
+/// process ends: dropping it sends the spans not yet sent.
+pub fn init_tracing(format: LogFormat, service: &'static str) -> crate::telemetry::Telemetry {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only on a terminal: logs piped to a file or a collector stay plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi);
+    let fmt = match format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt.json().boxed(),
     };
+    let (otel, telemetry, problem) = crate::telemetry::Telemetry::install(service);
+    // Only the request spans are exported (`a2a_request`, `a2a_gateway_request`), whatever `RUST_LOG` says.
+    let requests_only = tracing_subscriber::filter::filter_fn(|m| {
+        m.is_span() && matches!(m.name(), "a2a_request" | "a2a_gateway_request")
+    });
+    let _ = tracing_subscriber::registry()
+        .with(fmt.with_filter(filter))
+        .with(otel.map(|l| l.with_filter(requests_only)))
+        .try_init();
+    if let Some(problem) = problem {
+        tracing::warn!("{problem}");
+    } else if crate::telemetry::enabled() {
+        tracing::info!(service, "OpenTelemetry: request spans are exported over OTLP/HTTP");
+    }
     if matches!(format, LogFormat::Json) {
         // Every stderr line is JSON in this format, a panic's message too (it is logged, not printed).
         std::panic::set_hook(Box::new(|info| {
@@ -51,6 +70,7 @@ pub fn init_tracing(format: LogFormat) {
             tracing::error!(panic = %what, at = %at, "panic");
         }));
     }
+    telemetry
 }
 
 /// Reports the error that ends a binary (`a2a-server: <message>` on stderr): a plain line in the text format, a
@@ -441,6 +461,42 @@ fn load_key(cfg: &Config, text: &str, path: &Path) -> Result<Option<SigningKey>,
     Ok(Some(key))
 }
 
+/// The keys of `[[agent.published_keys]]` (`(key id, public JWK)`), listed in the DID document beside the agent's own
+/// (DID-14). Each is read from a public or a private PEM; an id that repeats another is refused.
+fn published_keys(cfg: &Config, text: &str, path: &Path) -> Result<Vec<(String, serde_json::Value)>, String> {
+    use crate::config::Step::{Index, Key};
+    let mut out = Vec::with_capacity(cfg.agent.published_keys.len());
+    let mut ids = vec![cfg.agent.key_id.as_str()];
+    for (i, k) in cfg.agent.published_keys.iter().enumerate() {
+        let here =
+            |field| crate::config::position(path, text, &[Key("agent"), Key("published_keys"), Index(i), Key(field)]);
+        if ids.contains(&k.key_id.as_str()) {
+            return Err(format!(
+                "{}: agent.published_keys[{i}].key_id {:?} is already the id of another key of the document",
+                here("key_id"),
+                k.key_id
+            ));
+        }
+        ids.push(&k.key_id);
+        let file = path.parent().unwrap_or(Path::new(".")).join(&k.key_file);
+        let pem = std::fs::read_to_string(&file).map_err(|e| {
+            format!("{}: agent.published_keys[{i}].key_file: {}: {e}", here("key_file"), file.display())
+        })?;
+        let public = match SigningKey::from_pem(&pem) {
+            Ok(private) => private.verifying_key().clone(),
+            Err(_) => a2a_core::keys::VerifyingKey::from_pem(&pem).map_err(|e| {
+                format!(
+                    "{}: agent.published_keys[{i}].key_file: {}: not a P-256 public or private key PEM: {e}",
+                    here("key_file"),
+                    file.display()
+                )
+            })?,
+        };
+        out.push((k.key_id.clone(), public.to_jwk()));
+    }
+    Ok(out)
+}
+
 /// The A2A 1.x bridge of a `[bridge]` section with `enabled = true` (§20), its card signed with the agent's key.
 pub fn bridge_from_config(cfg: &Config, text: &str, path: &Path, agent: &Agent) -> Result<Option<Router>, String> {
     use crate::config::Step::Key;
@@ -616,12 +672,20 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
         }
     })?;
     let doc = match key {
+        None if !cfg.agent.published_keys.is_empty() => {
+            return Err(format!(
+                "{}: agent.published_keys: the DID document is served only with agent.key_file; set it, or remove \
+                 published_keys",
+                at(&[Key("agent"), Key("published_keys")])
+            ));
+        }
         None => None,
         Some(key) => {
-            let doc = DidDocument::try_generate(&did, &[(cfg.agent.key_id.clone(), key.verifying_key().to_jwk())])
-                .map_err(|e| {
-                    format!("{}: agent.key_id {:?}: {e}", at(&[Key("agent"), Key("key_id")]), cfg.agent.key_id)
-                })?;
+            let mut keys = vec![(cfg.agent.key_id.clone(), key.verifying_key().to_jwk())];
+            keys.extend(published_keys(cfg, text, path)?);
+            let doc = DidDocument::try_generate(&did, &keys).map_err(|e| {
+                format!("{}: agent.key_id {:?}: {e}", at(&[Key("agent"), Key("key_id")]), cfg.agent.key_id)
+            })?;
             Some((document_path(&did), serde_json::to_value(&doc).map_err(|e| e.to_string())?))
         }
     };

@@ -158,10 +158,26 @@ pub struct AgentSection {
     /// The key's id in the DID document.
     #[serde(default = "default_key_id")]
     pub key_id: String,
+    /// Further keys the DID document lists beside `key_file`'s without the agent signing with them (DID-14): the next
+    /// key before a rotation, the previous one after it, so that signatures made with either verify while callers'
+    /// caches of the document expire (`docs/operations.md`, "Rotate keys").
+    #[serde(default)]
+    pub published_keys: Vec<PublishedKey>,
     /// The public URL of this process's A2A endpoint (`https://a.example.com/a2a`), announced in the shared
     /// capability registry; default: the listening address.
     #[serde(default)]
     pub endpoint: Option<String>,
+}
+
+/// `[[agent.published_keys]]`: a key the DID document lists without the agent signing with it.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PublishedKey {
+    /// Its id in the DID document (`<did>#<key_id>`); distinct from `agent.key_id` and from the others'.
+    pub key_id: String,
+    /// PEM file of the key, relative to the configuration file: a P-256 `PUBLIC KEY`, or a private key (only its
+    /// public half is published; `a2a keygen` writes one).
+    pub key_file: PathBuf,
 }
 
 /// `[store]`: the in-memory store unless a Redis URL is given here or in the environment (`REDIS_URL`).

@@ -62,6 +62,7 @@ pub mod sessions;
 pub mod sessions_demo;
 pub mod store;
 pub mod streaming;
+pub mod telemetry;
 pub mod trace_context;
 
 use std::sync::Arc;

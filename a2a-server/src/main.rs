@@ -64,7 +64,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    a2a_server::app::init_tracing(cli.log_format);
+    let _telemetry = a2a_server::app::init_tracing(cli.log_format, "a2a-server");
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {

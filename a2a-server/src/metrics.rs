@@ -36,6 +36,21 @@ pub enum Step {
 }
 
 impl Step {
+    /// The name of the step's span (OPS-8): `a2a.` and the label value.
+    pub fn span_name(self) -> &'static str {
+        match self {
+            Step::Discover => "a2a.discover",
+            Step::Capabilities => "a2a.capabilities",
+            Step::Negotiate => "a2a.negotiate",
+            Step::Execute => "a2a.execute",
+            Step::Confirm => "a2a.confirm",
+            Step::Result => "a2a.result",
+            Step::Cancel => "a2a.cancel",
+            Step::Fallback => "a2a.fallback",
+            Step::Other => "a2a.other",
+        }
+    }
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -60,6 +75,12 @@ struct StepOutcome {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StepLabel {
+    step: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CapabilityStep {
+    capability: String,
     step: &'static str,
 }
 
@@ -94,6 +115,7 @@ pub struct Metrics {
     registry: Registry,
     requests: Family<StepOutcome, Counter>,
     latency: Family<StepLabel, Histogram>,
+    capability_latency: Family<CapabilityStep, Histogram>,
     fallbacks: Family<Reason, Counter>,
     negotiation_failures: Family<Reason, Counter>,
     signature_failures: Family<Reason, Counter>,
@@ -121,6 +143,17 @@ impl Metrics {
             ])
         });
         registry.register("request_duration_seconds", "Time to answer, by protocol step", latency.clone());
+        let capability_latency = Family::<CapabilityStep, Histogram>::new_with_constructor(|| {
+            Histogram::new([
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+            ])
+        });
+        registry.register(
+            "capability_request_duration_seconds",
+            "Time to answer the steps that name a capability (OPS-8), by capability (a declared name, else other) and \
+             step",
+            capability_latency.clone(),
+        );
         let fallbacks = Family::<Reason, Counter>::default();
         registry.register("fallback_offered", "Answers carrying fallback options, by reason", fallbacks.clone());
         let negotiation_failures = Family::<Reason, Counter>::default();
@@ -149,6 +182,7 @@ impl Metrics {
             registry,
             requests,
             latency,
+            capability_latency,
             fallbacks,
             negotiation_failures,
             signature_failures,
@@ -168,6 +202,13 @@ impl Metrics {
         };
         self.requests.get_or_create(&StepOutcome { step: step.as_str(), outcome }).inc();
         self.latency.get_or_create(&StepLabel { step: step.as_str() }).observe(seconds);
+    }
+
+    /// Observes the time to answer a step that named `capability` (a name outside the declared ones is `other`).
+    pub fn capability_request(&self, capability: &str, step: Step, seconds: f64) {
+        let capability =
+            if self.capabilities.iter().any(|c| c == capability) { capability.to_owned() } else { "other".to_owned() };
+        self.capability_latency.get_or_create(&CapabilityStep { capability, step: step.as_str() }).observe(seconds);
     }
 
     /// Counts an answer that offered fallback options.

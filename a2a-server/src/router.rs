@@ -163,18 +163,26 @@ fn step_of(method: &Method, path: &str) -> Step {
 async fn a2a_layer(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let step = step_of(req.method(), req.uri().path());
+    let mut req = req;
     let span = {
         let hv = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
         tracing::info_span!(
             "a2a_request",
+            otel.name = step.span_name(),
             step = step.as_str(),
             sender_id = hv(h::A2A_SENDER_ID),
             negotiation_id = hv(h::A2A_NEGOTIATION_ID),
             execution_id = tracing::field::Empty,
-            trace_id =
-                crate::trace_context::TraceParent::parse(hv("traceparent")).map(|t| t.trace_id).unwrap_or_default(),
+            trace_id = tracing::field::Empty,
         )
     };
+    // OPS-8: the request's span continues the caller's trace; what this agent passes on (to its handlers, in
+    // `caller`) is the span's own context, put in place of the caller's `traceparent`.
+    let trace = crate::telemetry::join(&span, req.headers().get("traceparent").and_then(|v| v.to_str().ok()));
+    span.record("trace_id", trace.trace_id.as_str());
+    if let Ok(v) = HeaderValue::from_str(&trace.header()) {
+        req.headers_mut().insert(HeaderName::from_static("traceparent"), v);
+    }
     let sender = req.headers().get(h::A2A_SENDER_ID).and_then(|v| v.to_str().ok()).unwrap_or("").trim().to_owned();
     let request_negotiation = req.headers().get(h::A2A_NEGOTIATION_ID).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let resp = a2a_layer_inner(&state, step, req, next).instrument(span.clone()).await;
@@ -193,6 +201,7 @@ async fn a2a_layer(State(state): State<Arc<AppState>>, req: Request, next: Next)
             outcome: resp.extensions().get::<Outcome>().map_or_else(|| "ok".to_owned(), |o| o.0.as_str().to_owned()),
             latency_us: started.elapsed().as_micros() as u64,
             execution_status: resp.extensions().get::<AuditTag>().and_then(|c| c.status.clone()),
+            trace_id: Some(trace.trace_id),
             ..Default::default()
         });
     }
@@ -258,7 +267,11 @@ async fn a2a_layer_inner(state: &Arc<AppState>, step: Step, req: Request, next: 
         apply_cors(&state.cors, &origin, headers, false);
     }
     let outcome = resp.extensions().get::<Outcome>().map(|o| o.0.clone());
-    state.engine.metrics.request(step, outcome.as_ref().map_or(Ok(()), Err), started.elapsed().as_secs_f64());
+    let seconds = started.elapsed().as_secs_f64();
+    state.engine.metrics.request(step, outcome.as_ref().map_or(Ok(()), Err), seconds);
+    if let Some(tag) = resp.extensions().get::<AuditTag>() {
+        state.engine.metrics.capability_request(&tag.capability, step, seconds);
+    }
     match (&state.response_signer, answered) {
         (Some(signer), Some(answered)) => {
             crate::response_signing::sign(signer, &state.engine.did, answered, resp).await
@@ -452,8 +465,12 @@ pub(crate) fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
                 .to_owned(),
         ),
     };
+    // The request layer has put this agent's own context in `traceparent` (OPS-8): it is passed on as it is.
     let incoming = header_str(headers, "traceparent").ok().flatten();
-    let traceparent = Some(crate::trace_context::continue_from(incoming).header());
+    let traceparent = Some(match incoming.and_then(crate::trace_context::TraceParent::parse) {
+        Some(ours) => ours.header(),
+        None => crate::trace_context::continue_from(None).header(),
+    });
     Ok(Caller { sender: sender.to_owned(), verified: false, region, traceparent, via_gateway: None })
 }
 

@@ -179,6 +179,7 @@ async fn serve(axum::extract::State(b): axum::extract::State<Arc<Bridge>>, req: 
             status: Some(resp.status().as_u16()),
             gateway: Some(gw.instance.clone()),
             execution_status: None,
+            trace_id: None,
         });
     }
     resp

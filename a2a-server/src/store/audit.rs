@@ -59,6 +59,10 @@ pub struct AuditRecord {
     /// RESULTs, whose status changes as they run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution_status: Option<String>,
+    /// The W3C trace id of the request (its `traceparent`'s, or the one this process started; OPS-8), to find its
+    /// spans and log lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 /// Which records [`AuditLog::query`] returns.

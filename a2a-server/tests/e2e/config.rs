@@ -491,3 +491,56 @@ async fn binary_exits_non_zero_with_the_file_line_and_field_on_stderr_for_a_brok
     assert!(stderr.contains(&expected), "stderr lacks {expected:?}:\n{stderr}");
     assert!(stderr.contains("unknown field `auth_requirment`") && stderr.contains("`auth_requirement`"), "{stderr}");
 }
+
+/// `[[agent.published_keys]]`: the DID document lists further keys beside the signing key (a rotation's next or
+/// previous key; docs/operations.md), read from a private or a public PEM; a repeated key id and published keys
+/// without `key_file` are refused.
+#[tokio::test]
+async fn published_keys_are_listed_in_the_did_document_beside_the_signing_key() {
+    let dir = TempDir::new("published-keys");
+    let next = SigningKey::generate().expect("key");
+    let previous = SigningKey::generate().expect("key");
+    dir.write("next.pem", &next.to_pkcs8_pem().expect("pem"));
+    dir.write("previous.pub.pem", &previous.verifying_key().to_pem().expect("pem"));
+    let agent = |extra: &str, key_file: bool| {
+        let key = if key_file {
+            format!("key_file = \"{}\"\n", vector_key("p256-pkcs8.pem").display())
+        } else {
+            String::new()
+        };
+        format!(
+            "[agent]\ndid = \"did:web:desk.example.com\"\n{key}{extra}\n\n[[capabilities]]\nname = \"echo_message\"\n\
+             description = \"Echo\"\nauth_requirement = \"none\"\nhandler = {{ type = \"echo\" }}\n"
+        )
+    };
+    let path = dir.write(
+        "agent.toml",
+        &agent(
+            "published_keys = [{ key_id = \"key-2\", key_file = \"next.pem\" }, \
+             { key_id = \"key-0\", key_file = \"previous.pub.pem\" }]",
+            true,
+        ),
+    );
+    let (cfg, text) = Config::load(&path).expect("load");
+    let (_, doc) = a2a_server::app::build_from_config(&cfg, &text, &path).expect("build");
+    let (_, doc) = doc.expect("a DID document");
+    let methods = doc["verificationMethod"].as_array().expect("methods");
+    let ids: Vec<&str> = methods.iter().filter_map(|m| m["id"].as_str()).collect();
+    assert_eq!(
+        ids,
+        ["did:web:desk.example.com#key-1", "did:web:desk.example.com#key-2", "did:web:desk.example.com#key-0"]
+    );
+    assert_eq!(methods[1]["publicKeyJwk"], next.verifying_key().to_jwk());
+    assert_eq!(methods[2]["publicKeyJwk"], previous.verifying_key().to_jwk());
+    assert!(methods.iter().all(|m| m["publicKeyJwk"].get("d").is_none()), "a private part was published: {doc}");
+    assert_eq!(doc["assertionMethod"].as_array().map(Vec::len), Some(3), "{doc}");
+    // Refused: a key id used twice, and published keys with no document to publish them in.
+    let twice =
+        dir.write("twice.toml", &agent("published_keys = [{ key_id = \"key-1\", key_file = \"next.pem\" }]", true));
+    let err = a2a_server::app::check_config(&twice).await.expect_err("refused");
+    assert!(err.contains("twice.toml:") && err.contains("published_keys[0].key_id"), "{err}");
+    let without =
+        dir.write("without.toml", &agent("published_keys = [{ key_id = \"key-2\", key_file = \"next.pem\" }]", false));
+    let err = a2a_server::app::check_config(&without).await.expect_err("refused");
+    assert!(err.contains("agent.key_file"), "{err}");
+}
