@@ -99,8 +99,10 @@
 //!
 //! ## Round trips
 //!
-//! Per execution of the warm path, when one process serves it: EXECUTE 1 (the negotiation is cached); CONFIRM 1
-//! (the record EXECUTE created here is `seen`, so no read; the transaction accepts, queues and claims); the worker 1
+//! Per execution of the warm path, when one process serves it: EXECUTE 1 (the negotiation is cached; two requests
+//! sent together, the creation and the sender's share of LIM-5, which [`RedisStore::round_trips`] counts as two);
+//! CONFIRM 1 (the record EXECUTE created here is `seen`, so no read; the transaction accepts, queues and claims); the
+//! worker 1
 //! (a handler done within 10 ms records its start and its end in one transaction, [`Transition::Ran`], which also
 //! releases the work and publishes; a longer one runs the start script first, one more); RESULT with long-poll 0 (a
 //! terminal record is final, ST-2, so the process that wrote or read one serves later reads from memory; a long-poll
