@@ -531,3 +531,50 @@ async fn handshakes_at_10_per_s(t: &Arc<TestAgent>) -> (Vec<Duration>, Vec<Strin
     }
     (took, failed)
 }
+
+/// LIM-5 on Redis, as configured (`[limits] max_received_per_sender` with `[store] redis_url`): EXECUTE past the
+/// sender's share is `429 quota_exceeded` naming it, with `Retry-After`, counted on `/metrics`; CONFIRM makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_execute_past_max_received_per_sender_from_the_configuration_is_429() {
+    let dir = crate::common::TempDir::new("recvshare");
+    let path = dir.write(
+        "agent.toml",
+        &format!(
+            r#"
+[agent]
+did = "did:web:localhost%3A8080"
+
+[limits]
+max_received_per_sender = 2
+
+[store]
+redis_url = "{}"
+key_prefix = "{}"
+
+[[capabilities]]
+name = "submit_report"
+description = "Files a report (echo)"
+auth_requirement = "none"
+input_schema = {{ type = "object", properties = {{ title = {{ type = "string", minLength = 1 }}, timestamp = {{ type = "string", format = "date-time" }} }}, required = ["title", "timestamp"] }}
+handler = {{ kind = "echo" }}
+"#,
+            crate::redis_support::shared_server().url(),
+            unique_prefix("recvshare")
+        ),
+    );
+    let (agent, _) = crate::config::build(&path).expect("builds");
+    let t = TestAgent::start_built(agent).await;
+    let neg = t.negotiated("submit_report", report_schema()).await;
+    let first = t.executed(&neg, report()).await;
+    t.executed(&neg, report()).await;
+    let refused = t.execute(&neg, report()).await;
+    assert_eq!((refused.status, refused.code()), (StatusCode::TOO_MANY_REQUESTS, "quota_exceeded"), "{}", refused.body);
+    assert!(refused.header("retry-after").is_some_and(|v| v.parse::<u64>().is_ok_and(|s| s >= 1)));
+    let d = &refused.body["error"]["details"];
+    assert_eq!((d["quota"].as_str(), d["limit"].as_u64()), (Some("max_received_per_sender"), Some(2)), "{d}");
+    let m = t.http.get(t.url("/metrics")).send().await.expect("metrics").text().await.expect("text");
+    let refusals = metric(&m, "a2a_quota_total{quota=\"max_received_per_sender\",outcome=\"refused\"}");
+    assert_eq!(refusals, Some(1.0), "{m}");
+    assert_eq!(t.confirm(&first).await.status, StatusCode::ACCEPTED);
+    assert_eq!(t.execute(&neg, report()).await.status, StatusCode::CREATED, "CONFIRM made room");
+}
