@@ -1071,8 +1071,11 @@ impl RedisStore {
     /// sender's key is in another slot than the execution's shard).
     async fn leave_share(&self, rec: &ExecutionRecord, what: &str) -> Result<(), StoreError> {
         let (key, id) = (self.sender_key(&rec.sender, "r"), rec.id.clone());
-        self.run(what, move |mut c| async move { redis::cmd("ZREM").arg(&key).arg(&id).query_async::<()>(&mut c).await })
-            .await
+        self.run(
+            what,
+            move |mut c| async move { redis::cmd("ZREM").arg(&key).arg(&id).query_async::<()>(&mut c).await },
+        )
+        .await
     }
 
     /// Runs `tx`, a transaction that takes `rec` out of `received`; on a cluster (where the sender's share is in

@@ -180,7 +180,12 @@ impl EventLog for MemoryEventLog {
     }
 
     async fn last_id(&self, execution_id: &str) -> Result<u64, StoreError> {
-        Ok(self.lock().by_id.get(execution_id).filter(|l| l.retain_until_ms > now_ms()).map_or(0, |l| l.events.len() as u64))
+        Ok(self
+            .lock()
+            .by_id
+            .get(execution_id)
+            .filter(|l| l.retain_until_ms > now_ms())
+            .map_or(0, |l| l.events.len() as u64))
     }
 
     async fn wait(&self, execution_id: &str, after: u64, timeout: Duration) {
