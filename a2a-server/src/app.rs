@@ -628,7 +628,11 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
         };
         let redis_cfg = redis.clone();
         let store = RedisStore::connect(redis, scope).map_err(|e| format!("{}: {e}", at(&[Key("store")])))?;
-        store.set_sender_quotas(cfg.limits.max_negotiations_per_sender, cfg.limits.max_nonces_per_sender);
+        store.set_sender_quotas(
+            cfg.limits.max_negotiations_per_sender,
+            cfg.limits.max_nonces_per_sender,
+            cfg.limits.max_received_per_sender,
+        );
         if cfg.streaming.enabled {
             let limits = crate::streaming::EventLimits {
                 max_events: cfg.streaming.max_events,

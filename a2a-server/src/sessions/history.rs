@@ -89,7 +89,12 @@ impl Sessions {
         if !readable || !self.visible(requester, &rec).await {
             return Err(unknown(key));
         }
-        let messages = self.store.messages(&address.to_string()).await.map_err(store_error)?;
+        // One more than the page: whether older messages were left out (`truncated`).
+        let messages = self
+            .store
+            .recent_messages(&address.to_string(), q.limit.saturating_add(1), q.include_tools)
+            .await
+            .map_err(store_error)?;
         Ok(bound(address.to_string(), messages, q))
     }
 }

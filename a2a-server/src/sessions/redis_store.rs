@@ -8,17 +8,26 @@
 //! | `…:sessions` | hash address → JSON | sessions (stale ones hidden after 24 h, removed after 48 h) | — |
 //! | `…:run:<id>` | string | a run | its retention after its deadline / `done` |
 //! | `…:answer:<run>/<step>/<turn>` | string (SET NX) | an inbox owner's answer | the delivery's deadline + 60 s |
-//! | `…:inbox:<address>` | hash run id → JSON | deliveries waiting in an inbox (expired ones skipped) | 24 h after the last |
+//! | `…:inbox:<address>` | hash run id → JSON | deliveries waiting in an inbox | 24 h after the last |
+//! | `…:inboxo:<address>`, `…:inboxu:<address>` | sorted sets of run ids | the inbox in its order (priority, then age), and by expiry | as the inbox |
 //! | `…:tr:<address>`, `…:trseq:<address>` | list, counter | a transcript (newest kept) | 24 h after the last message |
+//! | `…:trc:<address>` | list | the transcript without `tool` messages (newest kept) | as the transcript |
 //! | `…:events`, `…:eventseq` | sorted set by id, counter | the event buffer | 24 h after the last event |
 //! | `…:edges` | hash `from␉to␉token` → until | wait edges (POL-6) | until their wait ends |
+//!
+//! Reads of a page read only the page (LIM-6): history reads the newest `limit + 1` of the transcript, or of its
+//! copy without `tool` messages (`LRANGE` from the end), and an inbox read first drops its expired deliveries (each
+//! once, by `inboxu`) then reads the first `max` of `inboxo` and their deliveries (`HMGET`), in one script. Transcripts
+//! and inboxes written by versions before this one have neither the copy nor the sorted sets, and read as empty until
+//! they expire (24 h).
 //!
 //! Writes publish on the channel `<prefix>:sessions:changed`; every process subscribes and bumps its change signal,
 //! so a waiter here is woken by a write there without polling.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use a2a_core::sessions::{HistoryMessage, RunReply};
+use a2a_core::sessions::{HistoryMessage, Role, RunReply};
 use redis::{Cmd, Pipeline, Script};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -40,18 +49,52 @@ pub struct RedisSessionStore {
     tag: String,
     channel: String,
     tx: watch::Sender<u64>,
+    /// Transcript messages and inbox deliveries the reads got from Redis so far.
+    read: AtomicU64,
     _subscriber: tokio_util::sync::DropGuard,
 }
 
+/// Appends a message. KEYS: the transcript, its counter, its copy without `tool` messages. ARGV: the message (JSON),
+/// the messages kept, the expiry, the time (RFC 3339), the channel, '1' when it goes to the copy too.
 const APPEND: &str = r"
 local seq = redis.call('INCR', KEYS[2])
-redis.call('RPUSH', KEYS[1], seq .. '\n' .. ARGV[4] .. '\n' .. ARGV[1])
+local line = seq .. '\n' .. ARGV[4] .. '\n' .. ARGV[1]
+redis.call('RPUSH', KEYS[1], line)
 redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
+if ARGV[6] == '1' then
+  redis.call('RPUSH', KEYS[3], line)
+  redis.call('LTRIM', KEYS[3], -tonumber(ARGV[2]), -1)
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+end
 redis.call('PUBLISH', ARGV[5], 'transcript')
 return seq
 ";
+
+/// The first deliveries of an inbox. KEYS: the deliveries (hash), their order, their expiry (sorted sets). ARGV: now,
+/// the index of the last one. Drops the expired deliveries first (each once; 500 per step), then answers the first of the order.
+const INBOX: &str = r"
+while true do
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[1], 'LIMIT', 0, 500)
+  if #gone == 0 then break end
+  redis.call('HDEL', KEYS[1], unpack(gone))
+  redis.call('ZREM', KEYS[2], unpack(gone))
+  redis.call('ZREM', KEYS[3], unpack(gone))
+end
+local ids = redis.call('ZRANGE', KEYS[2], 0, ARGV[2])
+if #ids == 0 then return {} end
+return redis.call('HMGET', KEYS[1], unpack(ids))
+";
+
+/// Deliveries one inbox read answers at most.
+const INBOX_PAGE: usize = 1000;
+
+/// Where a delivery sorts in its inbox: higher priority first, then oldest first (SND-12), as one exact score
+/// (`(255 - priority) * 2^45 + queued_ms` stays below 2^53).
+fn inbox_score(item: &InboxItem) -> u64 {
+    (255 - u64::from(item.priority)) * (1u64 << 45) + item.queued_ms.min((1u64 << 45) - 1)
+}
 
 const PUBLISH: &str = r"
 local id = redis.call('INCR', KEYS[2])
@@ -100,12 +143,24 @@ impl RedisSessionStore {
             tag: format!("{{{prefix}:sessions}}"),
             channel,
             tx,
+            read: AtomicU64::new(0),
             _subscriber: stop.drop_guard(),
         })
     }
 
+    /// Transcript messages and inbox deliveries the reads got from Redis so far (LIM-6: a read of a page gets the
+    /// page, whatever the length of the transcript or inbox).
+    pub fn entries_read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+
     fn key(&self, part: &str) -> String {
         format!("{}:{part}", self.tag)
+    }
+
+    /// An inbox's keys: its deliveries, their order, their expiry.
+    fn inbox_keys(&self, session: &str) -> [String; 3] {
+        ["inbox", "inboxo", "inboxu"].map(|k| self.key(&format!("{k}:{session}")))
     }
 
     fn bump(&self) {
@@ -197,27 +252,55 @@ impl SessionStore for RedisSessionStore {
     }
 
     async fn push_inbox(&self, session: &str, item: &InboxItem) -> Result<(), StoreError> {
-        let key = self.key(&format!("inbox:{session}"));
+        let [key, order, until] = self.inbox_keys(session);
+        let keep = KEEP_MS.max(item.until_ms.saturating_sub(now_ms()));
+        let id = &item.delivery.run_id;
         let mut p = redis::pipe();
-        p.cmd("HSET").arg(&key).arg(&item.delivery.run_id).arg(json(item)?).ignore();
-        p.cmd("PEXPIRE").arg(&key).arg(KEEP_MS.max(item.until_ms.saturating_sub(now_ms()))).ignore();
+        p.atomic();
+        p.cmd("HSET").arg(&key).arg(id).arg(json(item)?).ignore();
+        p.cmd("ZADD").arg(&order).arg(inbox_score(item)).arg(id).ignore();
+        p.cmd("ZADD").arg(&until).arg(item.until_ms).arg(id).ignore();
+        for k in [&key, &order, &until] {
+            p.cmd("PEXPIRE").arg(k).arg(keep).ignore();
+        }
         self.write("push_inbox", p).await
     }
 
     async fn inbox(&self, session: &str, max: usize) -> Result<Vec<InboxItem>, StoreError> {
-        let all: Vec<(String, String)> =
-            self.redis.command("inbox", Cmd::hgetall(self.key(&format!("inbox:{session}")))).await?;
+        if max == 0 {
+            return Ok(Vec::new());
+        }
         let now = now_ms();
+        let script = Script::new(INBOX);
+        let mut inv = script.prepare_invoke();
+        for k in self.inbox_keys(session) {
+            inv.key(k);
+        }
+        // The page is unpacked on the script's stack: at most INBOX_PAGE ids (SES-5's batch is at most 32).
+        inv.arg(now).arg(max.min(INBOX_PAGE) - 1);
+        let page: Vec<Option<String>> = self.redis.invoke("inbox", inv).await?;
+        self.read.fetch_add(page.len() as u64, Ordering::Relaxed);
         let mut items: Vec<InboxItem> =
-            all.iter().filter_map(|(_, v)| parse::<InboxItem>(v)).filter(|i| i.until_ms > now).collect();
+            page.iter().flatten().filter_map(|v| parse::<InboxItem>(v)).filter(|i| i.until_ms > now).collect();
+        // Equal scores are in the order of their run ids; the store's order is the same everywhere.
         sort_inbox(&mut items);
-        items.truncate(max);
         Ok(items)
     }
 
+    async fn inbox_item(&self, session: &str, run_id: &str) -> Result<Option<InboxItem>, StoreError> {
+        let [key, ..] = self.inbox_keys(session);
+        let v: Option<String> = self.redis.command("inbox_item", Cmd::hget(key, run_id)).await?;
+        let now = now_ms();
+        Ok(v.as_deref().and_then(parse::<InboxItem>).filter(|i| i.until_ms > now))
+    }
+
     async fn remove_inbox(&self, session: &str, run_id: &str) -> Result<(), StoreError> {
+        let [key, order, until] = self.inbox_keys(session);
         let mut p = redis::pipe();
-        p.cmd("HDEL").arg(self.key(&format!("inbox:{session}"))).arg(run_id).ignore();
+        p.atomic();
+        p.cmd("HDEL").arg(&key).arg(run_id).ignore();
+        p.cmd("ZREM").arg(&order).arg(run_id).ignore();
+        p.cmd("ZREM").arg(&until).arg(run_id).ignore();
         self.write("remove_inbox", p).await
     }
 
@@ -226,20 +309,33 @@ impl SessionStore for RedisSessionStore {
         let mut inv = script.prepare_invoke();
         inv.key(self.key(&format!("tr:{session}")))
             .key(self.key(&format!("trseq:{session}")))
+            .key(self.key(&format!("trc:{session}")))
             .arg(json(msg)?)
             .arg(keep.max(1))
             .arg(KEEP_MS)
             .arg(rfc3339(now_ms()))
-            .arg(&self.channel);
+            .arg(&self.channel)
+            .arg(if msg.role == Role::Tool { "0" } else { "1" });
         let seq: u64 = self.redis.invoke("append_message", inv).await?;
         self.bump();
         Ok(seq)
     }
 
-    async fn messages(&self, session: &str) -> Result<Vec<HistoryMessage>, StoreError> {
-        let all: Vec<String> =
-            self.redis.command("messages", Cmd::lrange(self.key(&format!("tr:{session}")), 0, -1)).await?;
-        Ok(all
+    async fn recent_messages(
+        &self,
+        session: &str,
+        max: usize,
+        include_tools: bool,
+    ) -> Result<Vec<HistoryMessage>, StoreError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let list = if include_tools { "tr" } else { "trc" };
+        let from = -isize::try_from(max).unwrap_or(isize::MAX);
+        let page: Vec<String> =
+            self.redis.command("messages", Cmd::lrange(self.key(&format!("{list}:{session}")), from, -1)).await?;
+        self.read.fetch_add(page.len() as u64, Ordering::Relaxed);
+        Ok(page
             .iter()
             .filter_map(|line| {
                 let mut parts = line.splitn(3, '\n');
@@ -254,6 +350,7 @@ impl SessionStore for RedisSessionStore {
     async fn delete_messages(&self, session: &str) -> Result<(), StoreError> {
         let mut p = redis::pipe();
         p.cmd("DEL").arg(self.key(&format!("tr:{session}"))).ignore();
+        p.cmd("DEL").arg(self.key(&format!("trc:{session}"))).ignore();
         self.write("delete_messages", p).await
     }
 

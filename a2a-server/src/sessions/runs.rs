@@ -645,8 +645,7 @@ impl Sessions {
         let session = self.lookup(&rec.run.target).await?.ok_or_else(not_found)?;
         let address = session.session.address.to_string();
         // A ping-pong turn or announce step of the run may be waiting instead of round one.
-        let waiting = self.store.inbox(&address, usize::MAX).await.map_err(store_error)?;
-        let item = waiting.into_iter().find(|i| i.delivery.run_id == run_id);
+        let item = self.store.inbox_item(&address, run_id).await.map_err(store_error)?;
         let (Some(item), true) = (item, session.session.owner.as_deref() == Some(owner)) else {
             return Err(not_found());
         };

@@ -158,15 +158,24 @@ pub trait SessionStore: Send + Sync + 'static {
 
     /// Queues a delivery in a session's inbox.
     async fn push_inbox(&self, session: &str, item: &InboxItem) -> Result<(), StoreError>;
-    /// The deliveries waiting, higher priority first, then oldest first; expired ones are dropped.
+    /// The first `max` deliveries waiting, higher priority first, then oldest first; expired ones are dropped
+    /// (LIM-6: a shared store reads only the page, never the whole inbox).
     async fn inbox(&self, session: &str, max: usize) -> Result<Vec<InboxItem>, StoreError>;
+    /// The delivery of run `run_id` waiting in a session's inbox, unless expired.
+    async fn inbox_item(&self, session: &str, run_id: &str) -> Result<Option<InboxItem>, StoreError>;
     /// Removes a delivery from an inbox.
     async fn remove_inbox(&self, session: &str, run_id: &str) -> Result<(), StoreError>;
 
     /// Appends a message to a transcript, keeping the newest `keep`; returns its sequence number.
     async fn append_message(&self, session: &str, msg: &StoredMessage, keep: usize) -> Result<u64, StoreError>;
-    /// A transcript, oldest first.
-    async fn messages(&self, session: &str) -> Result<Vec<HistoryMessage>, StoreError>;
+    /// The newest `max` messages of a transcript (without `tool` messages unless `include_tools`), oldest first
+    /// (LIM-6: a shared store reads only those, never the whole transcript).
+    async fn recent_messages(
+        &self,
+        session: &str,
+        max: usize,
+        include_tools: bool,
+    ) -> Result<Vec<HistoryMessage>, StoreError>;
     /// Deletes a transcript.
     async fn delete_messages(&self, session: &str) -> Result<(), StoreError>;
 
@@ -335,6 +344,13 @@ impl SessionStore for MemorySessionStore {
         }))
     }
 
+    async fn inbox_item(&self, session: &str, run_id: &str) -> Result<Option<InboxItem>, StoreError> {
+        let now = now_ms();
+        Ok(self.read(|i| {
+            i.inboxes.get(session)?.iter().find(|d| d.delivery.run_id == run_id && d.until_ms > now).cloned()
+        }))
+    }
+
     async fn remove_inbox(&self, session: &str, run_id: &str) -> Result<(), StoreError> {
         self.write(|i| {
             if let Some(items) = i.inboxes.get_mut(session) {
@@ -357,8 +373,19 @@ impl SessionStore for MemorySessionStore {
         }))
     }
 
-    async fn messages(&self, session: &str) -> Result<Vec<HistoryMessage>, StoreError> {
-        Ok(self.read(|i| i.transcripts.get(session).map(|(_, l)| l.iter().cloned().collect()).unwrap_or_default()))
+    async fn recent_messages(
+        &self,
+        session: &str,
+        max: usize,
+        include_tools: bool,
+    ) -> Result<Vec<HistoryMessage>, StoreError> {
+        Ok(self.read(|i| {
+            let Some((_, list)) = i.transcripts.get(session) else { return Vec::new() };
+            let mut out: Vec<HistoryMessage> =
+                list.iter().rev().filter(|m| include_tools || m.role != Role::Tool).take(max).cloned().collect();
+            out.reverse();
+            out
+        }))
     }
 
     async fn delete_messages(&self, session: &str) -> Result<(), StoreError> {

@@ -16,6 +16,7 @@
 //! | `<prefix>:<ns>:n:<id>` | string | a negotiation (JSON) | at its expiry |
 //! | `{<prefix>:<ns>:s:<sha256(sender)>}:n` | sorted set | a sender's negotiation ids by expiry (LIM-4) | with its last negotiation |
 //! | `{<prefix>:<ns>:s:<sha256(issuer)>}:j` | sorted set | a signer's replay nonces, `sha256(issuer, jti)` by expiry (LIM-5) | with its last nonce |
+//! | `{<prefix>:<ns>:s:<sha256(sender)>}:r` | sorted set | a sender's executions waiting for CONFIRM, by `confirm_by` (LIM-5) | when the last window closes |
 //! | channel `{…:k}:done` | pub/sub | ids of the shard's executions that became terminal (wakes long-polls) | — |
 //!
 //! The execution's hash ([`layout`]): `c` the fields fixed at creation (JSON, written once by EXECUTE); `a` the
@@ -98,8 +99,10 @@
 //!
 //! ## Round trips
 //!
-//! Per execution of the warm path, when one process serves it: EXECUTE 1 (the negotiation is cached); CONFIRM 1
-//! (the record EXECUTE created here is `seen`, so no read; the transaction accepts, queues and claims); the worker 1
+//! Per execution of the warm path, when one process serves it: EXECUTE 1 (the negotiation is cached; two requests
+//! sent together, the creation and the sender's share of LIM-5, which [`RedisStore::round_trips`] counts as two);
+//! CONFIRM 1 (the record EXECUTE created here is `seen`, so no read; the transaction accepts, queues and claims); the
+//! worker 1
 //! (a handler done within 10 ms records its start and its end in one transaction, [`Transition::Ran`], which also
 //! releases the work and publishes; a longer one runs the start script first, one more); RESULT with long-poll 0 (a
 //! terminal record is final, ST-2, so the process that wrote or read one serves later reads from memory; a long-poll
@@ -124,6 +127,15 @@
 //! has its own negotiation closest to expiry removed (`ZPOPMIN` and `DEL`); a signer at `max_nonces_per_sender` is
 //! refused (a nonce is never forgotten before it expires). On a single Redis the negotiation's own key is written in
 //! the same script (one round trip, as before); on a cluster the script and the write are two, in that order.
+//!
+//! EXECUTE runs the same script as a signed request on the sender's executions waiting for CONFIRM (member the
+//! execution id, score its `confirm_by`; one past `max_received_per_sender` is refused), sent beside the creation so
+//! that it costs no round trip of latency (two requests on the one connection): a creation the script refused is
+//! undone (`ZREM`, `DEL`), and an id the script admitted whose creation did not happen (an `Idempotency-Key` already
+//! used, the shard's bound) is removed again. CONFIRM and a cancel of a `received` execution remove it (`ZREM`, in
+//! their transaction on a single Redis; on a cluster right after it, the sender's key being in another slot), and a
+//! window that elapsed drops it from the count (`ZREMRANGEBYSCORE`), so a sender whose CONFIRMs were lost is never
+//! held out for longer than its confirm windows.
 //! Nonces stored by earlier versions (`<prefix>:<ns>:j:<digest>` strings) are not consulted: processes of this
 //! version must not serve beside older ones for the 330 s a nonce lives.
 //!
@@ -490,9 +502,10 @@ if KEYS[2] then redis.call('SET', KEYS[2], ARGV[5], 'PXAT', ARGV[2]) end
 return replaced
 ";
 
-/// A replay nonce under LIM-5. KEYS: the signer's nonces (sorted set: digest -> until). ARGV: digest, until, now,
-/// the signer's quota. Reply: 1 remembered, 0 a replay, -1 refused (the signer holds its quota).
-const NONCE_LUA: &str = r"
+/// A member of a sender's share under LIM-5: a replay nonce (KEYS: the signer's nonces, digest -> until) or an
+/// execution waiting for CONFIRM (KEYS: the sender's, execution id -> confirm by). ARGV: member, until, now, the
+/// sender's quota. Reply: 1 remembered, 0 already held (a replay), -1 refused (the sender holds its quota).
+const SHARE_LUA: &str = r"
 local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if s and tonumber(s) > tonumber(ARGV[3]) then return 0 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
@@ -662,10 +675,11 @@ pub struct RedisStore {
     create: Script,
     start: Script,
     negotiate: Script,
-    nonce: Script,
-    /// `max_negotiations_per_sender` and `max_nonces_per_sender` (LIM-4, LIM-5).
+    share: Script,
+    /// `max_negotiations_per_sender`, `max_nonces_per_sender` and `max_received_per_sender` (LIM-4, LIM-5).
     quota_negotiations: AtomicU64,
     quota_nonces: AtomicU64,
+    quota_received: AtomicU64,
     /// Tokens of this process's CONFIRMs (marks the work each queues as its execution's own): a random prefix and a
     /// counter.
     token_prefix: String,
@@ -756,9 +770,10 @@ impl RedisStore {
             create: Script::new(CREATE_LUA),
             start: Script::new(START_LUA),
             negotiate: Script::new(NEGOTIATE_LUA),
-            nonce: Script::new(NONCE_LUA),
+            share: Script::new(SHARE_LUA),
             quota_negotiations: AtomicU64::new(crate::Limits::default().max_negotiations_per_sender as u64),
             quota_nonces: AtomicU64::new(crate::Limits::default().max_nonces_per_sender as u64),
+            quota_received: AtomicU64::new(crate::Limits::default().max_received_per_sender as u64),
             token_prefix,
             tokens: AtomicU64::new(0),
             waiters,
@@ -773,14 +788,17 @@ impl RedisStore {
     }
 
     /// Sets the per-sender bounds this store keeps (LIM-4, LIM-5): negotiations kept per sender (past it a sender's
-    /// new negotiation replaces its own closest to expiry) and replay nonces kept per signer (past it a signed request
-    /// is refused). Defaults: those of [`crate::Limits`].
-    pub fn set_sender_quotas(&self, negotiations: usize, nonces: usize) {
+    /// new negotiation replaces its own closest to expiry), replay nonces kept per signer (past it a signed request
+    /// is refused) and executions waiting for CONFIRM per sender (past it EXECUTE is refused). Defaults: those of
+    /// [`crate::Limits`].
+    pub fn set_sender_quotas(&self, negotiations: usize, nonces: usize, received: usize) {
         self.quota_negotiations.store(negotiations.max(1) as u64, Ordering::Relaxed);
         self.quota_nonces.store(nonces.max(1) as u64, Ordering::Relaxed);
+        self.quota_received.store(received.max(1) as u64, Ordering::Relaxed);
     }
 
-    /// The key of one of a sender's sorted sets (`n` negotiations, `j` nonces), in the sender's own hash tag.
+    /// The key of one of a sender's sorted sets (`n` negotiations, `j` nonces, `r` executions waiting for CONFIRM),
+    /// in the sender's own hash tag.
     fn sender_key(&self, sender: &str, what: &str) -> String {
         format!("{{{}:{}:s:{}}}:{what}", self.cfg.key_prefix, self.ns, &sha_hex(&[sender])[..32])
     }
@@ -990,6 +1008,112 @@ impl RedisStore {
         Ok(Created::Full)
     }
 
+    /// The creation in the execution's shard: with an `Idempotency-Key` the creation script, without one
+    /// [`RedisStore::create_plain`].
+    async fn create_in_shard(
+        &self,
+        rec: &ExecutionRecord,
+        idempotency: Option<&IdempotencyClaim>,
+        key: String,
+        received: String,
+        fixed: String,
+        per_shard: usize,
+    ) -> Result<Created, StoreError> {
+        let shard = self.shard_of(&rec.id);
+        Ok(match idempotency {
+            Some(c) => {
+                if self.claim_shard(c) != shard {
+                    return Err(StoreError("the execution id does not fit its idempotency claim's shard".into()));
+                }
+                let mut inv = self.create.prepare_invoke();
+                inv.key(&key)
+                    .key(&received)
+                    .key(self.idem_key(shard, &c.sender, &c.key))
+                    .arg(fixed)
+                    .arg(rec.retain_until_ms)
+                    .arg(rec.confirm_by_ms)
+                    .arg(now_ms())
+                    .arg(per_shard)
+                    .arg(&rec.id)
+                    .arg(&c.fingerprint)
+                    .arg(format!("{}:x:", self.tag(shard)));
+                let reply: Vec<Value> =
+                    self.run("create", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
+                match reply.first().and_then(bytes) {
+                    Some(b"new") => Created::New,
+                    Some(b"existing") => match reply.get(1).map(|v| self.decode(v)).transpose()?.flatten() {
+                        Some(s) => Created::Existing(Box::new(s.rec)),
+                        None => return Err(StoreError("redis create: the existing execution is gone".into())),
+                    },
+                    Some(b"conflict") => Created::Conflict,
+                    Some(b"full") => Created::Full,
+                    _ => return Err(StoreError(format!("redis create: unexpected reply {reply:?}"))),
+                }
+            }
+            None => self.create_plain(rec, key, received, fixed, per_shard).await?,
+        })
+    }
+
+    /// LIM-5: counts the new execution into its sender's executions waiting for CONFIRM (the share script on the
+    /// sender's own key); `false` when the sender holds `max_received_per_sender` of them already.
+    async fn join_share(&self, rec: &ExecutionRecord) -> Result<bool, StoreError> {
+        let mut inv = self.share.prepare_invoke();
+        inv.key(self.sender_key(&rec.sender, "r"))
+            .arg(&rec.id)
+            .arg(rec.confirm_by_ms.max(1))
+            .arg(now_ms())
+            .arg(self.quota_received.load(Ordering::Relaxed));
+        let r: i64 = self.run("join share", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
+        Ok(r >= 0)
+    }
+
+    /// Removes an execution from its sender's executions waiting for CONFIRM (LIM-5), as its own request (the
+    /// sender's key is in another slot than the execution's shard).
+    async fn leave_share(&self, rec: &ExecutionRecord, what: &str) -> Result<(), StoreError> {
+        let (key, id) = (self.sender_key(&rec.sender, "r"), rec.id.clone());
+        self.run(
+            what,
+            move |mut c| async move { redis::cmd("ZREM").arg(&key).arg(&id).query_async::<()>(&mut c).await },
+        )
+        .await
+    }
+
+    /// Runs `tx`, a transaction that takes `rec` out of `received`; on a cluster (where the sender's share is in
+    /// another slot, so that the transaction cannot hold it) with `leave`, the share's `ZREM` is sent beside it.
+    async fn leaving_share<T>(
+        &self,
+        rec: &ExecutionRecord,
+        leave: bool,
+        tx: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        if !(leave && self.cfg.cluster) {
+            return tx.await;
+        }
+        let (out, left) = tokio::join!(tx, self.leave_share(rec, "leave share"));
+        let out = out?;
+        left?;
+        Ok(out)
+    }
+
+    /// Undoes a creation that must not stand (refused by the sender's share): the execution, its place in the
+    /// shard's `received` and its `Idempotency-Key`.
+    async fn undo_create(
+        &self,
+        rec: &ExecutionRecord,
+        idempotency: Option<&IdempotencyClaim>,
+        key: String,
+        received: String,
+    ) -> Result<(), StoreError> {
+        let mut p = redis::pipe();
+        p.atomic();
+        p.cmd("ZREM").arg(&received).arg(&rec.id).ignore();
+        p.cmd("DEL").arg(&key).ignore();
+        if let Some(c) = idempotency {
+            p.cmd("DEL").arg(self.idem_key(self.shard_of(&rec.id), &c.sender, &c.key)).ignore();
+        }
+        self.run("undo create", move |mut c| async move { p.query_async::<()>(&mut c).await }).await
+    }
+
     /// The outcome of a write that a guard refused: the record as stored.
     async fn refused(&self, id: &str) -> Result<TransitionOutcome, StoreError> {
         Ok(match self.read(id).await? {
@@ -1082,6 +1206,9 @@ impl RedisStore {
         p.cmd("HEXISTS").arg(&key).arg(layout::FIXED);
         p.cmd("PEXPIREAT").arg(&key).arg(next.retain_until_ms);
         p.cmd("ZREM").arg(self.received_key(shard)).arg(&next.id);
+        if !self.cfg.cluster {
+            p.cmd("ZREM").arg(self.sender_key(&next.sender, "r")).arg(&next.id);
+        }
         if let Some(k) = &next.idempotency_key {
             p.cmd("PEXPIREAT").arg(self.idem_key(shard, &next.sender, k)).arg(next.retain_until_ms);
         }
@@ -1107,7 +1234,8 @@ impl RedisStore {
                 .arg(&stream)
                 .arg(">");
         }
-        let mut reply: Vec<Value> = self.run("accept", move |mut c| async move { p.query_async(&mut c).await }).await?;
+        let tx = self.run("accept", move |mut c| async move { p.query_async(&mut c).await });
+        let mut reply: Vec<Value> = self.leaving_share(&next, true, tx).await?;
         let applied = int_at(&reply, 0)? == 1;
         let exists = int_at(&reply, 1)? == 1;
         let added = match reply.get(at).and_then(bytes).and_then(|b| std::str::from_utf8(b).ok()) {
@@ -1223,6 +1351,9 @@ impl RedisStore {
         if from == ExecutionStatus::Received {
             p.cmd("HSETNX").arg(&key).arg(layout::ACCEPT).arg(layout::CLOSED);
             p.cmd("ZREM").arg(self.received_key(shard)).arg(&next.id);
+            if !self.cfg.cluster {
+                p.cmd("ZREM").arg(self.sender_key(&next.sender, "r")).arg(&next.id);
+            }
         }
         if let Some(item) = release {
             let stream = self.stream_key(self.shard_of(&item.execution_id), &item.capability);
@@ -1232,7 +1363,8 @@ impl RedisStore {
         p.cmd("PUBLISH").arg(self.channel(shard)).arg(&next.id);
         // This process's own pub/sub message is held until the record is known here as final (see `Waiters`).
         let mut guard = self.waiters.begin_write(&next.id);
-        let reply: Vec<Value> = self.run("finish", move |mut c| async move { p.query_async(&mut c).await }).await?;
+        let tx = self.run("finish", move |mut c| async move { p.query_async(&mut c).await });
+        let reply: Vec<Value> = self.leaving_share(&next, from == ExecutionStatus::Received, tx).await?;
         if int_at(&reply, 0)? != 1 || int_at(&reply, 1)? == 0 {
             self.local.forget(&next.id);
         }
@@ -1639,43 +1771,37 @@ impl Store for RedisStore {
         let fixed = layout::fixed_value(&rec)?;
         let key = self.exec_key(&rec.id);
         let received = self.received_key(shard);
-        let created = match &idempotency {
-            Some(c) => {
-                if self.claim_shard(c) != shard {
-                    return Err(StoreError("the execution id does not fit its idempotency claim's shard".into()));
-                }
-                let mut inv = self.create.prepare_invoke();
-                inv.key(&key)
-                    .key(&received)
-                    .key(self.idem_key(shard, &c.sender, &c.key))
-                    .arg(fixed)
-                    .arg(rec.retain_until_ms)
-                    .arg(rec.confirm_by_ms)
-                    .arg(now_ms())
-                    .arg(per_shard)
-                    .arg(&rec.id)
-                    .arg(&c.fingerprint)
-                    .arg(format!("{}:x:", self.tag(shard)));
-                let reply: Vec<Value> =
-                    self.run("create", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
-                match reply.first().and_then(bytes) {
-                    Some(b"new") => Created::New,
-                    Some(b"existing") => match reply.get(1).map(|v| self.decode(v)).transpose()?.flatten() {
-                        Some(s) => Created::Existing(Box::new(s.rec)),
-                        None => return Err(StoreError("redis create: the existing execution is gone".into())),
-                    },
-                    Some(b"conflict") => Created::Conflict,
-                    Some(b"full") => Created::Full,
-                    _ => return Err(StoreError(format!("redis create: unexpected reply {reply:?}"))),
-                }
+        let (created, share) = tokio::join!(
+            self.create_in_shard(&rec, idempotency.as_ref(), key.clone(), received.clone(), fixed, per_shard),
+            self.join_share(&rec)
+        );
+        let admitted = match (&created, share) {
+            (Ok(Created::New), Ok(admitted)) => admitted,
+            (Ok(Created::New), Err(e)) => {
+                // The creation without its place in the sender's share is undone.
+                self.undo_create(&rec, idempotency.as_ref(), key, received).await?;
+                return Err(e);
             }
-            None => self.create_plain(&rec, key, received, fixed, per_shard).await?,
+            (_, share) => {
+                // Not created (or failed): the id the share admitted goes again.
+                if matches!(share, Ok(true)) {
+                    self.leave_share(&rec, "leave share").await?;
+                }
+                return created;
+            }
         };
-        if created == Created::New {
-            let weight = layout::weight(&rec);
-            self.local.put(Arc::new(rec), Known::Created, weight);
+        if !admitted {
+            self.undo_create(&rec, idempotency.as_ref(), key, received).await?;
+            let limit = self.quota_received.load(Ordering::Relaxed);
+            return Ok(Created::Refused(QuotaExceeded {
+                quota: "max_received_per_sender",
+                limit,
+                retry_after_ms: 1000,
+            }));
         }
-        Ok(created)
+        let weight = layout::weight(&rec);
+        self.local.put(Arc::new(rec), Known::Created, weight);
+        Ok(Created::New)
     }
 
     async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
@@ -1765,7 +1891,7 @@ impl Store for RedisStore {
 
     async fn admit_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<Nonce, StoreError> {
         let quota = self.quota_nonces.load(Ordering::Relaxed);
-        let mut inv = self.nonce.prepare_invoke();
+        let mut inv = self.share.prepare_invoke();
         inv.key(self.sender_key(issuer, "j"))
             .arg(sha_hex(&[issuer, jti]))
             .arg(until_ms.max(1))

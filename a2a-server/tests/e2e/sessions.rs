@@ -1238,14 +1238,22 @@ impl SessionStore for HeldFirstPut {
     async fn inbox(&self, session: &str, max: usize) -> Result<Vec<InboxItem>, StoreError> {
         self.inner.inbox(session, max).await
     }
+    async fn inbox_item(&self, session: &str, run_id: &str) -> Result<Option<InboxItem>, StoreError> {
+        self.inner.inbox_item(session, run_id).await
+    }
     async fn remove_inbox(&self, session: &str, run_id: &str) -> Result<(), StoreError> {
         self.inner.remove_inbox(session, run_id).await
     }
     async fn append_message(&self, session: &str, msg: &StoredMessage, keep: usize) -> Result<u64, StoreError> {
         self.inner.append_message(session, msg, keep).await
     }
-    async fn messages(&self, session: &str) -> Result<Vec<HistoryMessage>, StoreError> {
-        self.inner.messages(session).await
+    async fn recent_messages(
+        &self,
+        session: &str,
+        max: usize,
+        include_tools: bool,
+    ) -> Result<Vec<HistoryMessage>, StoreError> {
+        self.inner.recent_messages(session, max, include_tools).await
     }
     async fn delete_messages(&self, session: &str) -> Result<(), StoreError> {
         self.inner.delete_messages(session).await

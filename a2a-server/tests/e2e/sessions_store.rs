@@ -164,11 +164,11 @@ async fn suite(a: Arc<dyn SessionStore>, b: Arc<dyn SessionStore>) {
         let seq = a.append_message(&addr, &m, 3).await.expect("append");
         assert_eq!(seq, i + 1);
     }
-    let ms = b.messages(&addr).await.expect("messages");
+    let ms = b.recent_messages(&addr, 10, true).await.expect("messages");
     assert_eq!(ms.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
     assert_eq!(ms[2].text, "m4");
     b.delete_messages(&addr).await.expect("delete");
-    assert!(a.messages(&addr).await.expect("messages").is_empty());
+    assert!(a.recent_messages(&addr, 10, false).await.expect("messages").is_empty());
 
     // Events: increasing ids, buffer bound, gap.
     let mut ids = Vec::new();
@@ -193,6 +193,100 @@ async fn suite(a: Arc<dyn SessionStore>, b: Arc<dyn SessionStore>) {
     assert_eq!(waits_on(&edges, "z#c", "x#a"), None);
     a.remove_wait_edge("x#a", "y#b", "t1").await.expect("remove");
     assert_eq!(b.wait_edges().await.expect("edges").len(), 1);
+}
+
+/// LIM-6: a long transcript and a long inbox read by pages give the right slices, on every store; on Redis a read
+/// gets only its page from Redis, whatever the length (`entries_read`).
+async fn long_sessions_read_by_pages(a: Arc<dyn SessionStore>, redis: Option<Arc<RedisSessionStore>>) {
+    let read = || redis.as_ref().map_or(0, |r| r.entries_read());
+    let addr = format!("{AGENT}#long");
+    let tool = |i: u64| i % 3 == 2;
+    let mut reads = Vec::new();
+    let mut appended = 0u64;
+    for len in [300u64, 3_000] {
+        while appended < len {
+            let role = if tool(appended) { Role::Tool } else { Role::User };
+            let m = StoredMessage { role, text: format!("m{appended}"), run_id: None, provenance: None };
+            a.append_message(&addr, &m, 5_000).await.expect("append");
+            appended += 1;
+        }
+        for (max, tools) in [(11usize, true), (11, false), (51, false)] {
+            let before = read();
+            let page = a.recent_messages(&addr, max, tools).await.expect("page");
+            reads.push(read() - before);
+            let want: Vec<String> = (0..len)
+                .rev()
+                .filter(|i| tools || !tool(*i))
+                .take(max)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .map(|i| format!("m{i}"))
+                .collect();
+            assert_eq!(page.iter().map(|m| m.text.clone()).collect::<Vec<_>>(), want, "{len} messages, page {max}");
+            assert!(page.windows(2).all(|w| w[0].seq < w[1].seq));
+            assert_eq!(page.last().map(|m| m.seq), Some(want_seq(len, tools)));
+        }
+    }
+    // Inbox: 2,000 deliveries, a page of 32 in order; expired ones never answered.
+    let inbox = format!("{AGENT}#longinbox");
+    let now = now_ms();
+    for i in 0..2_000u64 {
+        let id = format!("r{i:04}");
+        let delivery = Delivery {
+            run_id: id.clone(),
+            session: inbox.clone(),
+            step: Step::Message,
+            text: "t".into(),
+            instruction: None,
+            provenance: Provenance::new("did:web:caller.example.com", None, SourceTool::SessionsSend, 1, &id),
+            turn: None,
+            context: vec![],
+            attachments: vec![],
+            metadata: Default::default(),
+            max_tokens: None,
+            original: None,
+            round_one: None,
+            last: None,
+        };
+        let until = if i % 10 == 0 { now - 1 } else { now + 600_000 };
+        let item = InboxItem { delivery, priority: (i % 4) as u8, queued_ms: now - i, until_ms: until };
+        a.push_inbox(&inbox, &item).await.expect("push");
+    }
+    let first = a.inbox(&inbox, 32).await.expect("inbox");
+    let before = read();
+    let page = a.inbox(&inbox, 32).await.expect("inbox");
+    let inbox_read = read() - before;
+    assert_eq!(page, first);
+    // Priority 3 first (i % 4 == 3; none of them expired), oldest first (the highest i).
+    let want: Vec<String> =
+        (0..2_000u64).rev().filter(|i| i % 4 == 3 && i % 10 != 0).take(32).map(|i| format!("r{i:04}")).collect();
+    assert_eq!(page.iter().map(|d| d.delivery.run_id.clone()).collect::<Vec<_>>(), want);
+    assert!(a.inbox_item(&inbox, "r0010").await.expect("item").is_none(), "expired");
+    assert_eq!(a.inbox_item(&inbox, "r0011").await.expect("item").map(|d| d.priority), Some(3));
+    if redis.is_some() {
+        assert_eq!(&reads[..3], &reads[3..], "a page read gets as much with 300 as with 3,000 messages held");
+        assert_eq!(reads[..3], [11, 11, 51], "a page read gets its page only");
+        assert_eq!(inbox_read, 32, "an inbox read gets its page only");
+    }
+}
+
+/// The seq of the newest message kept of `len` (every third, from the third, a tool message).
+fn want_seq(len: u64, tools: bool) -> u64 {
+    (0..len).rev().find(|i| tools || i % 3 != 2).map_or(0, |i| i + 1)
+}
+
+#[tokio::test]
+async fn long_sessions_read_by_pages_memory() {
+    long_sessions_read_by_pages(memory_pair().0, None).await;
+}
+
+#[tokio::test]
+async fn long_sessions_read_by_pages_redis() {
+    let cfg = RedisConfig::new(shared_server().url()).with_key_prefix(unique_prefix("longsess"));
+    let scope = AgentScope { did: AGENT.into(), retention: Duration::from_secs(60), max_received: 1000 };
+    let store = RedisSessionStore::new(RedisStore::connect(cfg.clone(), scope).expect("connect"), &cfg);
+    long_sessions_read_by_pages(store.clone(), Some(store)).await;
 }
 
 #[tokio::test]
