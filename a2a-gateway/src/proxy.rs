@@ -239,6 +239,10 @@ pub(crate) fn strip_hop_by_hop(hm: &mut HeaderMap) {
 /// not serve natively): the admin endpoints, or the request path after converting the request to its form.
 pub(crate) async fn handle_http(gw: Arc<Inner>, req: Request<Body>) -> Response<Body> {
     let (parts, body) = req.into_parts();
+    // OPS-2, OPS-3: the probes, open, before the admin surface and the protocol (not counted, not rate limited).
+    if a2a_server::health::is_probe(parts.uri.path()) {
+        return a2a_server::health::answer(&parts.method, parts.uri.path(), crate::readiness(&gw)).await;
+    }
     if let Some(r) = crate::admin::handle(&gw, &parts).await {
         return r;
     }

@@ -133,6 +133,19 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "the suite speaks HTTP through a client library that does not send malformed heads; a2a-server's tests/e2e/hardening.rs sends them over raw sockets",
     ),
     ("OPS-1", "the operator surface is not part of the protocol a caller sees; a2a-server's tests cover it"),
+    (
+        "OPS-2",
+        "readiness follows the agent's store, which the suite cannot stop; a2a-server tests/e2e/operations.rs and a2a-gateway tests/it/operations.rs kill a real Redis under the probes",
+    ),
+    ("OPS-3", "the probes are outside the protocol a caller sees; a2a-server tests/e2e/operations.rs covers them"),
+    (
+        "OPS-4",
+        "reloading is an operator's signal to the process, which the suite cannot send; the operations tests of a2a-server and a2a-gateway send SIGHUP to real processes",
+    ),
+    (
+        "OPS-5",
+        "log files are on the agent's disk, out of the suite's reach; a2a-gateway tests/it/operations.rs rotates the audit file",
+    ),
     ("SES-6", "staleness follows 24 hours without refresh; the suite keeps runs short and does not wait"),
     ("SES-9", "what a session handler is given is internal to the agent (a2a-server's tests cover it)"),
     ("SND-3", "observable only through a wait longer than max_wait_ms (600 s here); the suite keeps runs short"),
