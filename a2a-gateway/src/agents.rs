@@ -118,7 +118,8 @@ pub struct Agent {
     pub metrics: crate::metrics::LabelMetrics,
     /// Whether it is in rotation for new negotiations (configured, or currently in the registry).
     listed: AtomicBool,
-    from_config: bool,
+    /// Whether `[[agents]]` names it (changes when a reload adds or removes it, OPS-4).
+    from_config: AtomicBool,
     in_flight: AtomicUsize,
     health: Mutex<Health>,
     /// Its DISCOVER answer while its cache entry is fresh, held here so that a hit reads no cache (most requests).
@@ -267,7 +268,7 @@ impl Agents {
             label,
             endpoint,
             listed: AtomicBool::new(listed),
-            from_config,
+            from_config: AtomicBool::new(from_config),
             in_flight: AtomicUsize::new(0),
             health: Mutex::new(Health::default()),
         });
@@ -284,7 +285,10 @@ impl Agents {
         let map = self.by_url.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut changed = false;
         for a in map.values() {
-            if !a.from_config && !current.contains(&a.endpoint.url) && a.listed.swap(false, Ordering::Relaxed) {
+            if !a.from_config.load(Ordering::Relaxed)
+                && !current.contains(&a.endpoint.url)
+                && a.listed.swap(false, Ordering::Relaxed)
+            {
                 tracing::info!(agent = %a.label, endpoint = %a.endpoint.url, "agent left the registry");
                 changed = true;
             }
@@ -293,6 +297,38 @@ impl Agents {
         if changed {
             self.relist();
         }
+    }
+
+    /// Makes `endpoints` the configured agents (a reloaded `[[agents]]`, OPS-4): new ones are added in rotation,
+    /// configured ones no longer named leave it (their routes still lead to them, so that work in flight there
+    /// finishes). Refused, with nothing changed, when the new agents would exceed `limits.max_agents`.
+    pub fn configure(&self, endpoints: Vec<Endpoint>) -> Result<(), String> {
+        let wanted: std::collections::HashSet<String> = endpoints.iter().map(|e| e.url.clone()).collect();
+        {
+            let map = self.by_url.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let new = wanted.iter().filter(|u| !map.contains_key(*u)).count();
+            if map.len() + new > self.max {
+                return Err(format!(
+                    "{} agents known and {new} new ones: more than limits.max_agents ({})",
+                    map.len(),
+                    self.max
+                ));
+            }
+            for a in map.values() {
+                if a.from_config.load(Ordering::Relaxed) && !wanted.contains(&a.endpoint.url) {
+                    a.from_config.store(false, Ordering::Relaxed);
+                    a.listed.store(false, Ordering::Relaxed);
+                    tracing::info!(agent = %a.label, endpoint = %a.endpoint.url, "agent no longer configured");
+                }
+            }
+        }
+        for ep in endpoints {
+            if let Some(a) = self.add(ep, true, true) {
+                a.from_config.store(true, Ordering::Relaxed);
+            }
+        }
+        self.relist();
+        Ok(())
     }
 
     fn relist(&self) {

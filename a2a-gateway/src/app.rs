@@ -29,9 +29,88 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: no new connections, finishing requests in flight");
 }
 
-/// `a2a-gateway --config FILE [--listen ADDR]`.
+/// The settings of the gateway's configuration that only a restart changes (OPS-4): a reload logs a change to one of
+/// them as needing a restart and keeps the running value. The listener and its threads, the identity and key, the
+/// shared store, the registry reader, the audit sinks, balancing and the DISCOVER cache (the agents' health and
+/// answers live there), and the limits of what is kept across reloads (agents, routes, agent connections, the
+/// process-wide budgets).
+pub const RESTART_ONLY: &[&str] = &[
+    "gateway.did",
+    "gateway.listen",
+    "gateway.workers",
+    "gateway.key_file",
+    "gateway.key_id",
+    "store",
+    "registry",
+    "audit",
+    "balancing",
+    "discover_cache",
+    "limits.max_agents",
+    "limits.max_routes",
+    "limits.max_connections",
+    "limits.max_buffered_body_bytes",
+    "limits.connect_timeout_ms",
+    "limits.agent_timeout_ms",
+    "limits.pool_max_idle_per_agent",
+    "limits.pool_idle_timeout_ms",
+    "limits.result_retention_ms",
+    "limits.shutdown_grace_ms",
+];
+
+/// The configuration file in force and the text it was built from (with the running values of [`RESTART_ONLY`]).
+struct Running {
+    path: std::path::PathBuf,
+    text: String,
+}
+
+impl Running {
+    /// `SIGHUP` (OPS-4): reads the file again and swaps it in, or refuses it; then reopens the audit file (OPS-5).
+    async fn reload(&mut self, gateway: &Gateway) {
+        tracing::info!(config = %self.path.display(), "SIGHUP: reloading the configuration");
+        match self.try_reload(gateway) {
+            Ok(()) => tracing::info!(config = %self.path.display(), "configuration reloaded"),
+            Err(e) => tracing::warn!("reload refused: {e}; the running configuration is kept"),
+        }
+        reopen(gateway, "SIGHUP").await;
+    }
+
+    fn try_reload(&mut self, gateway: &Gateway) -> Result<(), String> {
+        let text = std::fs::read_to_string(&self.path)
+            .map_err(|e| format!("{}: cannot read the configuration: {e}", self.path.display()))?;
+        // Checked as written first, so that errors point into the file.
+        let cfg = Config::parse(&text, &self.path).map_err(|e| e.to_string())?;
+        let changed = a2a_server::reload::changed_keys(&self.text, &text, RESTART_ONLY);
+        let (cfg, text) = if changed.is_empty() {
+            (cfg, text)
+        } else {
+            for k in &changed {
+                tracing::warn!(setting = k, "reload: {k} changed, which needs a restart; the running value is kept");
+            }
+            let kept = a2a_server::reload::keep_running(&self.text, &text, &changed)?;
+            (Config::parse(&kept, &self.path).map_err(|e| e.to_string())?, kept)
+        };
+        let base = self.path.parent().unwrap_or(Path::new("."));
+        gateway.reload(&cfg, base).map_err(|e| format!("{}: {e}", self.path.display()))?;
+        self.text = text;
+        Ok(())
+    }
+}
+
+/// Reopens the audit file (OPS-5), logging what happened.
+async fn reopen(gateway: &Gateway, signal: &str) {
+    match gateway.reopen_logs().await {
+        Ok(true) => tracing::info!(signal, "audit file reopened"),
+        Ok(false) => tracing::debug!(signal, "no audit file to reopen"),
+        Err(e) => tracing::error!(signal, error = %e, "cannot reopen the audit file; records go to the old one"),
+    }
+}
+
+/// `a2a-gateway --config FILE [--listen ADDR]`. `SIGHUP` reloads the file (OPS-4) and reopens the audit file,
+/// `SIGUSR1` reopens the audit file (OPS-5).
 pub async fn run(path: &Path, listen: Option<&str>) -> Result<(), String> {
-    let cfg = Config::load(path).map_err(|e| e.to_string())?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read the configuration: {e}", path.display()))?;
+    let cfg = Config::parse(&text, path).map_err(|e| e.to_string())?;
     let base = path.parent().unwrap_or(Path::new("."));
     let gateway = Gateway::from_config(&cfg, base, Options::default())?;
     let listen = listen.or(cfg.gateway.listen.as_deref()).unwrap_or("127.0.0.1:8443");
@@ -46,9 +125,23 @@ pub async fn run(path: &Path, listen: Option<&str>) -> Result<(), String> {
         gateway.did(),
         cfg.agents.len()
     );
+    // OPS-4, OPS-5: from here on SIGHUP and SIGUSR1 no longer end the process.
+    let mut signals = a2a_server::reload::Signals::new();
+    let mut running = Running { path: path.to_owned(), text };
+    let reloader = gateway.clone();
+    let signal_task = tokio::spawn(async move {
+        loop {
+            match signals.next().await {
+                a2a_server::reload::Signal::Reload => running.reload(&reloader).await,
+                a2a_server::reload::Signal::Reopen => reopen(&reloader, "SIGUSR1").await,
+            }
+        }
+    });
     tracing::info!(did = %gateway.did(), %addr, workers = cfg.gateway.workers, "gateway listening");
     let listener = listener.into_std().map_err(|e| e.to_string())?;
-    gateway.serve_workers(listener, cfg.gateway.workers, shutdown_signal()).await.map_err(|e| e.to_string())
+    let served = gateway.serve_workers(listener, cfg.gateway.workers, shutdown_signal()).await;
+    signal_task.abort();
+    served.map_err(|e| e.to_string())
 }
 
 /// `a2a-gateway check --config FILE`: reads and checks a configuration as `run` would (the DID, the agents' URLs,

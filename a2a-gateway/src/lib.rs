@@ -129,10 +129,42 @@ pub(crate) struct Inner {
     /// `true` once the capability registry was read the first time (at once when there is none).
     registry_read: tokio::sync::watch::Receiver<bool>,
     /// Request body bytes held at once, over every connection (GW-23, `limits.max_buffered_body_bytes`).
-    pub(crate) body_budget: h1::server::BodyBudget,
+    pub(crate) body_budget: Arc<h1::server::BodyBudget>,
     /// Caller connections open at once (GW-23, `limits.max_connections`), shared by every worker.
-    pub(crate) connections: h1::server::ConnectionCap,
+    pub(crate) connections: Arc<h1::server::ConnectionCap>,
+    /// The Redis store, when there is one (its `PING` is part of readiness, OPS-2).
+    pub(crate) redis: Option<Arc<RedisStore>>,
+    /// What the next reload keeps (OPS-4).
+    kept: Kept,
 }
+
+/// What a reloaded configuration keeps of the running gateway (OPS-4): its identity, the agents and their health,
+/// routes, replay memory, registry, audit log, metrics, the agent connections and the process-wide budgets. The
+/// settings these are made from are [`app::RESTART_ONLY`].
+#[derive(Clone)]
+struct Kept {
+    did: String,
+    did_document: Option<(String, bytes::Bytes)>,
+    agents: Arc<Agents>,
+    routes: Arc<dyn Routes>,
+    replay: Arc<dyn Store>,
+    registry: Option<Arc<dyn Registry>>,
+    redis: Option<Arc<RedisStore>>,
+    audit: Option<Arc<dyn a2a_server::store::audit::AuditLog>>,
+    metrics: Arc<Metrics>,
+    upstream: Upstream,
+    identity: Identity,
+    resolver: Arc<dyn DidResolver>,
+    instance: String,
+    registry_read: tokio::sync::watch::Receiver<bool>,
+    body_budget: Arc<h1::server::BodyBudget>,
+    connections: Arc<h1::server::ConnectionCap>,
+    /// The audit log's file, reopened on `SIGHUP` and `SIGUSR1` (OPS-5).
+    audit_file: Option<std::path::PathBuf>,
+}
+
+/// The A2A 1.x bridge's router of one configuration in force.
+type BridgeOf = (Arc<Inner>, axum::Router);
 
 /// Routes, replay memory, registry and the Redis store (when there is one).
 type SharedState = (Arc<dyn Routes>, Arc<dyn Store>, Option<Arc<dyn Registry>>, Option<Arc<RedisStore>>);
@@ -140,7 +172,10 @@ type SharedState = (Arc<dyn Routes>, Arc<dyn Store>, Option<Arc<dyn Registry>>, 
 /// A running gateway (its background tasks stop when it is dropped).
 #[derive(Clone)]
 pub struct Gateway {
-    inner: Arc<Inner>,
+    /// The configuration in force, swapped whole by [`Gateway::reload`] (OPS-4).
+    current: Arc<arc_swap::ArcSwap<Inner>>,
+    /// What every configuration shares.
+    kept: Arc<Kept>,
     _tasks: Arc<tokio_util::sync::DropGuard>,
 }
 
@@ -231,56 +266,33 @@ impl Gateway {
         let audit = crate::audit::open(
             AuditSinks {
                 file: cfg.audit.file.as_ref().map(|f| base.join(f)),
-                redis: redis_store.filter(|_| cfg.audit.redis_stream).map(|s| (s, cfg.audit.stream_max_len)),
+                redis: redis_store.clone().filter(|_| cfg.audit.redis_stream).map(|s| (s, cfg.audit.stream_max_len)),
             },
             cfg.audit.queue,
         )?;
-        let token = match (&cfg.admin.token_env, &cfg.admin.token_file) {
-            (Some(var), _) => Some((
-                std::env::var(var).map_err(|_| format!("admin.token_env: environment variable {var} is not set"))?,
-                format!("admin.token_env: {var}"),
-            )),
-            (None, Some(f)) => {
-                let f = base.join(f);
-                let text = std::fs::read_to_string(&f).map_err(|e| format!("admin.token_file {}: {e}", f.display()))?;
-                Some((text.lines().next().unwrap_or("").to_owned(), format!("admin.token_file {}", f.display())))
-            }
-            (None, None) => None,
-        };
-        let admin_token = match token {
-            None => None,
-            Some((t, what)) => {
-                if t.trim().is_empty() {
-                    return Err(format!("{what} is empty"));
-                }
-                Some(<sha2::Sha256 as sha2::Digest>::digest(t.trim().as_bytes()).into())
-            }
-        };
         let identity = Identity { did: did.to_string(), key, key_id: cfg.gateway.key_id.clone() };
         let reads_registry = cfg.registry.enabled && registry.is_some();
         let (registry_read_tx, registry_read) = tokio::sync::watch::channel(!reads_registry);
-        let inner = Arc::new(Inner {
+        let kept = Kept {
             did: did.to_string(),
-            did_bytes: bytes::Bytes::from(did.to_string()),
-            name: cfg.gateway.name.clone(),
+            did_document,
             agents: agents.clone(),
             routes,
-            edge: Edge::new(cfg.edge.clone(), identity, resolver, replay, metrics.clone()),
+            replay,
+            registry: registry.clone(),
+            redis: redis_store,
             audit,
             metrics,
             upstream,
-            versions: Versions::new(&cfg.translations)?,
-            limits: cfg.limits.clone(),
-            registry: registry.clone(),
-            did_document,
-            admin_token,
+            identity,
+            resolver,
             instance: crate::metrics::instance_id(),
-            bridge: cfg.gateway.bridge,
-            default_skill: cfg.bridge.default_skill.clone(),
             registry_read,
-            body_budget: h1::server::BodyBudget::new(cfg.limits.max_buffered_body_bytes),
-            connections: h1::server::ConnectionCap::new(cfg.limits.connection_cap()),
-        });
+            body_budget: Arc::new(h1::server::BodyBudget::new(cfg.limits.max_buffered_body_bytes)),
+            connections: Arc::new(h1::server::ConnectionCap::new(cfg.limits.connection_cap())),
+            audit_file: cfg.audit.file.as_ref().map(|f| base.join(f)),
+        };
+        let inner = Arc::new(assemble(cfg, base, kept.clone())?);
         let stop = tokio_util::sync::CancellationToken::new();
         if let Some(registry) = registry.filter(|_| cfg.registry.enabled) {
             tokio::spawn(read_registry(
@@ -291,29 +303,167 @@ impl Gateway {
                 registry_read_tx,
             ));
         }
-        Ok(Gateway { inner, _tasks: Arc::new(stop.drop_guard()) })
+        Ok(Gateway {
+            current: Arc::new(arc_swap::ArcSwap::new(inner)),
+            kept: Arc::new(kept),
+            _tasks: Arc::new(stop.drop_guard()),
+        })
+    }
+
+    /// Swaps in the configuration `cfg` describes (OPS-4): agents, edge policy and rate limits, limits, the admin
+    /// token, translations. What [`app::RESTART_ONLY`] lists keeps its running value (the caller logs a change to
+    /// it). Requests in flight finish under the configuration they started with; connections stay open. An error
+    /// leaves the running configuration in force.
+    pub fn reload(&self, cfg: &Config, base: &Path) -> Result<(), String> {
+        cfg.validate()?;
+        let running = self.current.load_full();
+        let next = assemble(cfg, base, running.kept.clone())?;
+        let urls = cfg
+            .agents
+            .iter()
+            .enumerate()
+            .map(|(i, a)| Endpoint::parse(&a.url).map_err(|e| format!("agents[{i}].url: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.kept.agents.configure(urls)?;
+        self.current.store(Arc::new(next));
+        Ok(())
+    }
+
+    /// Reopens the audit log's file (OPS-5), after it was moved away by log rotation: records go to a new file at the
+    /// configured path. `Ok(false)` when no audit file is configured.
+    pub async fn reopen_logs(&self) -> Result<bool, String> {
+        match (&self.kept.audit_file, &self.kept.audit) {
+            (Some(_), Some(log)) => log.reopen().await.map(|()| true).map_err(|e| e.to_string()),
+            _ => Ok(false),
+        }
+    }
+
+    /// Readiness (OPS-2), decided here for the gateway: its Redis store answers `PING` (when it has one), the
+    /// capability registry was read once (when it reads one), and at least one agent is in rotation and not ejected.
+    pub async fn readiness(&self) -> Result<(), a2a_server::health::NotReady> {
+        readiness(&self.current.load_full()).await
+    }
+}
+
+/// Readiness of the gateway in force (OPS-2); see [`Gateway::readiness`].
+pub(crate) async fn readiness(gw: &Inner) -> Result<(), a2a_server::health::NotReady> {
+    use a2a_server::health::{NO_AGENT, NO_HEALTHY_AGENT, NotReady, REGISTRY_NOT_READ, store_ready};
+    if let Some(redis) = &gw.redis {
+        store_ready(redis.as_ref()).await?;
+    }
+    if !*gw.kept.registry_read.borrow() {
+        return Err(NotReady { reason: REGISTRY_NOT_READ, detail: "the capability registry was not read yet".into() });
+    }
+    let listed = gw.agents.listed();
+    if listed.is_empty() {
+        return Err(NotReady {
+            reason: NO_AGENT,
+            detail: "no agent is configured ([[agents]]) or registered in the capability registry".into(),
+        });
+    }
+    let now = std::time::Instant::now();
+    if !listed.iter().any(|a| a.healthy(now)) {
+        return Err(NotReady {
+            reason: NO_HEALTHY_AGENT,
+            detail: format!("all {} agents are ejected by outlier detection", listed.len()),
+        });
+    }
+    Ok(())
+}
+
+/// The request path's state for configuration `cfg` over what the running gateway keeps.
+fn assemble(cfg: &Config, base: &Path, kept: Kept) -> Result<Inner, String> {
+    let token = match (&cfg.admin.token_env, &cfg.admin.token_file) {
+        (Some(var), _) => Some((
+            std::env::var(var).map_err(|_| format!("admin.token_env: environment variable {var} is not set"))?,
+            format!("admin.token_env: {var}"),
+        )),
+        (None, Some(f)) => {
+            let f = base.join(f);
+            let text = std::fs::read_to_string(&f).map_err(|e| format!("admin.token_file {}: {e}", f.display()))?;
+            Some((text.lines().next().unwrap_or("").to_owned(), format!("admin.token_file {}", f.display())))
+        }
+        (None, None) => None,
+    };
+    let admin_token = match token {
+        None => None,
+        Some((t, what)) => {
+            if t.trim().is_empty() {
+                return Err(format!("{what} is empty"));
+            }
+            Some(<sha2::Sha256 as sha2::Digest>::digest(t.trim().as_bytes()).into())
+        }
+    };
+    let edge = Edge::new(
+        cfg.edge.clone(),
+        kept.identity.clone(),
+        kept.resolver.clone(),
+        kept.replay.clone(),
+        kept.metrics.clone(),
+    );
+    Ok(Inner {
+        did: kept.did.clone(),
+        did_bytes: bytes::Bytes::from(kept.did.clone()),
+        name: cfg.gateway.name.clone(),
+        agents: kept.agents.clone(),
+        routes: kept.routes.clone(),
+        edge,
+        audit: kept.audit.clone(),
+        metrics: kept.metrics.clone(),
+        upstream: kept.upstream.clone(),
+        versions: Versions::new(&cfg.translations)?,
+        limits: cfg.limits.clone(),
+        registry: kept.registry.clone(),
+        did_document: kept.did_document.clone(),
+        admin_token,
+        instance: kept.instance.clone(),
+        bridge: cfg.gateway.bridge,
+        default_skill: cfg.bridge.default_skill.clone(),
+        registry_read: kept.registry_read.clone(),
+        body_budget: kept.body_budget.clone(),
+        connections: kept.connections.clone(),
+        redis: kept.redis.clone(),
+        kept,
+    })
+}
+
+impl Gateway {
+    /// The configuration in force.
+    fn inner(&self) -> Arc<Inner> {
+        self.current.load_full()
     }
 
     /// The gateway as an axum router (every path is the gateway's: mount it at the root).
     pub fn router(&self) -> axum::Router {
-        let inner = self.inner.clone();
-        // The A2A 1.x card and endpoints (spec §20.10) first, when served; every other path is the proxy's.
-        let router = if inner.bridge { crate::bridge::router(inner.clone()) } else { axum::Router::new() };
-        router.fallback(move |req: Request<Body>| {
-            let inner = inner.clone();
-            async move { proxy::handle_http(inner, req).await }
-        })
+        axum::Router::new().fallback_service(self.http_service())
     }
 
     /// The gateway's HTTP service, for what its own HTTP/1.1 does not serve natively (HTTP/2, the A2A 1.x bridge's
     /// paths when served, the admin paths): the bridge's paths go to its router, every other request to the proxy.
+    /// Each request is served by the configuration in force when it arrives (OPS-4).
     fn http_service(&self) -> HttpService {
-        let inner = self.inner.clone();
-        // (The whole router, so that a bridge path it does not match still ends at the proxy, as in `router`.)
-        let bridge = inner.bridge.then(|| self.router());
+        let current = self.current.clone();
+        // The bridge's router of the configuration in force, made again after a reload.
+        let bridge_cache: Arc<std::sync::Mutex<Option<BridgeOf>>> = Arc::default();
         h1::server::boxed(tower::service_fn(move |req: Request<Body>| {
-            let inner = inner.clone();
-            let bridge = bridge.as_ref().filter(|_| crate::bridge::serves(req.uri().path())).cloned();
+            let inner = current.load_full();
+            let bridge = (inner.bridge && crate::bridge::serves(req.uri().path())).then(|| {
+                let mut cache = bridge_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                match cache.as_ref() {
+                    Some((of, r)) if Arc::ptr_eq(of, &inner) => r.clone(),
+                    _ => {
+                        // The A2A 1.x card and endpoints (spec §20.10); a bridge path it does not match still ends
+                        // at the proxy.
+                        let fallback = inner.clone();
+                        let r = crate::bridge::router(inner.clone()).fallback(move |req: Request<Body>| {
+                            let inner = fallback.clone();
+                            async move { proxy::handle_http(inner, req).await }
+                        });
+                        *cache = Some((inner.clone(), r.clone()));
+                        r
+                    }
+                }
+            });
             async move {
                 Ok::<_, Infallible>(match bridge {
                     Some(b) => tower::ServiceExt::oneshot(b, req).await?,
@@ -326,11 +476,12 @@ impl Gateway {
     /// The connection-level limits handed to [`a2a_server::serve::serve`].
     pub fn serve_limits(&self) -> a2a_server::Limits {
         let mut l = a2a_server::Limits::default();
-        l.max_body_bytes = self.inner.limits.max_body_bytes;
-        l.max_header_bytes = self.inner.limits.max_header_bytes;
-        l.max_headers = self.inner.limits.max_headers;
-        l.header_read_timeout_ms = self.inner.limits.header_read_timeout_ms;
-        l.body_read_timeout_ms = self.inner.limits.body_read_timeout_ms;
+        let inner = self.inner();
+        l.max_body_bytes = inner.limits.max_body_bytes;
+        l.max_header_bytes = inner.limits.max_header_bytes;
+        l.max_headers = inner.limits.max_headers;
+        l.header_read_timeout_ms = inner.limits.header_read_timeout_ms;
+        l.body_read_timeout_ms = inner.limits.body_read_timeout_ms;
         l
     }
 
@@ -341,8 +492,8 @@ impl Gateway {
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> std::io::Result<()> {
-        let grace = Duration::from_millis(self.inner.limits.shutdown_grace_ms);
-        let served = h1::server::Served { gw: self.inner.clone(), http: self.http_service() };
+        let grace = Duration::from_millis(self.inner().limits.shutdown_grace_ms);
+        let served = h1::server::Served { current: self.current.clone(), http: self.http_service() };
         h1::server::serve(listener, served, shutdown, grace).await
     }
 
@@ -415,34 +566,34 @@ impl Gateway {
     /// gateway that says it serves already routes to the agents that registered themselves. At once without a
     /// registry.
     pub async fn ready(&self) {
-        let mut read = self.inner.registry_read.clone();
+        let mut read = self.inner().registry_read.clone();
         // An error only when the reader is gone (the gateway is being dropped): nothing more to wait for.
         let _ = read.wait_for(|done| *done).await;
     }
 
     /// The gateway's DID.
     pub fn did(&self) -> &str {
-        &self.inner.did
+        &self.kept.did
     }
 
     /// The gateway's DID document (path, JSON bytes), when it has a key.
     pub fn did_document(&self) -> Option<&(String, bytes::Bytes)> {
-        self.inner.did_document.as_ref()
+        self.kept.did_document.as_ref()
     }
 
     /// The metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.inner.metrics
+        &self.kept.metrics
     }
 
     /// The agents.
     pub fn agents(&self) -> &Arc<Agents> {
-        &self.inner.agents
+        &self.kept.agents
     }
 
     /// The audit log, when one is configured.
     pub fn audit(&self) -> Option<&Arc<dyn a2a_server::store::audit::AuditLog>> {
-        self.inner.audit.as_ref()
+        self.kept.audit.as_ref()
     }
 }
 

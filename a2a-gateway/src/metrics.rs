@@ -46,7 +46,7 @@ impl Step {
     /// How many steps there are.
     pub const COUNT: usize = 10;
 
-    /// The name of the step's span (OPS-8): `a2a.gateway.` and the label value.
+    /// The name of the step's span (OPS-6): `a2a.gateway.` and the label value.
     pub fn span_name(self) -> &'static str {
         match self {
             Step::Discover => "a2a.gateway.discover",
@@ -196,7 +196,7 @@ impl Metrics {
         });
         registry.register(
             "capability_request_duration_seconds",
-            "Time to answer the forwarded steps that name a capability (OPS-8), by capability (one an agent declared) \
+            "Time to answer the forwarded steps that name a capability (OPS-6), by capability (one an agent declared) \
              and step",
             capability_latency.clone(),
         );

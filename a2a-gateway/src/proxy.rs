@@ -240,6 +240,10 @@ pub(crate) fn strip_hop_by_hop(hm: &mut HeaderMap) {
 /// not serve natively): the admin endpoints, or the request path after converting the request to its form.
 pub(crate) async fn handle_http(gw: Arc<Inner>, req: Request<Body>) -> Response<Body> {
     let (parts, body) = req.into_parts();
+    // OPS-2, OPS-3: the probes, open, before the admin surface and the protocol (not counted, not rate limited).
+    if a2a_server::health::is_probe(parts.uri.path()) {
+        return a2a_server::health::answer(&parts.method, parts.uri.path(), crate::readiness(&gw)).await;
+    }
     if let Some(r) = crate::admin::handle(&gw, &parts).await {
         return r;
     }
@@ -254,7 +258,7 @@ pub(crate) async fn handle_http(gw: Arc<Inner>, req: Request<Body>) -> Response<
 pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
     let started = Instant::now();
     let Incoming { mut head, body } = req;
-    // OPS-8: one span per request, a child of the caller's trace; the agent gets the span's own context as its
+    // OPS-6: one span per request, a child of the caller's trace; the agent gets the span's own context as its
     // `traceparent` (not covered by signatures, INT-4), so that its spans are children of the gateway's.
     let classified = classify(&head.method, head.path(), &head.headers);
     let named = *classified.as_ref().unwrap_or(&Step::Other);

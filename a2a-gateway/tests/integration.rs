@@ -17,6 +17,8 @@ mod h1_diff;
 mod h1_fuzz;
 #[path = "it/h1_props.rs"]
 mod h1_props;
+#[path = "it/operations.rs"]
+mod operations;
 // The redis-server harness of a2a-server's tests, used as is.
 #[path = "it/otel.rs"]
 mod otel;

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 
 use crate::config::Config;
-use crate::registry::{MemoryRegistry, RedisRegistry, RegistryEntry};
+use crate::registry::{MemoryRegistry, RedisRegistry};
 use crate::store::RedisStore;
 use crate::store::redis::AgentScope;
 use crate::{Agent, AgentBuilder, ApiKey, CorsPolicy, OAuth2, demo, serve};
@@ -28,7 +28,7 @@ pub enum LogFormat {
 }
 
 /// Installs the tracing subscriber (`RUST_LOG` filters, default `info`) and, when the standard `OTEL_*` variables
-/// ask for it, the OpenTelemetry exporter of `service`'s request spans (OPS-8). Keep the returned guard until the
+/// ask for it, the OpenTelemetry exporter of `service`'s request spans (OPS-6). Keep the returned guard until the
 /// process ends: dropping it sends the spans not yet sent.
 pub fn init_tracing(format: LogFormat, service: &'static str) -> crate::telemetry::Telemetry {
     use tracing_subscriber::Layer as _;
@@ -196,14 +196,7 @@ async fn shutdown_signal() {
 async fn run(agent: Agent, listener: TcpListener, app: Router) -> Result<(), String> {
     let limits = agent.engine().limits.clone();
     let grace = Duration::from_millis(limits.shutdown_grace_ms);
-    let sessions = agent.sessions().cloned();
-    let shutdown = async move {
-        shutdown_signal().await;
-        // ANN-4: the sessions' event streams end now, so that they do not hold up the drain.
-        if let Some(s) = sessions {
-            s.close_streams();
-        }
-    };
+    let shutdown = shutdown(agent.sessions().cloned());
     serve::serve(listener, app, &limits, shutdown, grace).await.map_err(|e| e.to_string())?;
     if !agent.drain(grace).await {
         tracing::warn!("executions were still running after the grace period; they were told to stop");
@@ -273,6 +266,8 @@ pub async fn run_demo(listen: Option<&str>, trusted_gateways: &[String]) -> Resu
     let listener = bind(listen.unwrap_or("127.0.0.1:8080")).await?;
     let (base, port) = base_url(&listener)?;
     let (agent, mut app) = demo_app_trusting(port, trusted_gateways.to_vec())?;
+    // OPS-4: SIGHUP does not end the demo (it has no file to re-read); listened to before the banner says it serves.
+    let mut signals = crate::reload::Signals::new();
     // OPS-1: the demo shows its metrics only on a loopback listener.
     if listener.local_addr().map(|a| a.ip().is_loopback()).unwrap_or(false) {
         app = app.merge(admin_router(&agent, None));
@@ -287,14 +282,43 @@ pub async fn run_demo(listen: Option<&str>, trusted_gateways: &[String]) -> Resu
         println!("{}", demo::REDIS_URL_IGNORED);
         tracing::warn!("{}", demo::REDIS_URL_IGNORED);
     }
+    app = app.merge(probe_router(agent.engine().store().clone()));
+    tokio::spawn(async move {
+        loop {
+            match signals.next().await {
+                crate::reload::Signal::Reload => tracing::info!(
+                    "SIGHUP: the demo agent has no configuration file to re-read; nothing reloaded (OPS-4)"
+                ),
+                crate::reload::Signal::Reopen => {
+                    tracing::info!("SIGUSR1: the demo agent writes no log file; nothing to reopen (OPS-5)")
+                }
+            }
+        }
+    });
     tracing::info!(did = %did, endpoint = %format!("{base}/a2a"), "demo agent listening");
     run(agent, listener, app).await
 }
 
 /// `a2a-server --config FILE [--trusted-gateway DID]...`: the gateways given are trusted in addition to the file's
-/// `auth.trusted_gateways`.
+/// `auth.trusted_gateways`. `SIGHUP` reloads the file in place (OPS-4, see [`crate::live`]).
 pub async fn run_config(path: &Path, listen: Option<&str>, trusted_gateways: &[String]) -> Result<(), String> {
-    let (mut cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
+    crate::live::run(path, listen, trusted_gateways).await
+}
+
+/// Reads a configuration file as `a2a-server --config` does: logs its warnings and adds the command line's
+/// `--trusted-gateway` DIDs to `auth.trusted_gateways`.
+pub(crate) fn load_config(path: &Path, trusted_gateways: &[String]) -> Result<(Config, String), String> {
+    let (cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
+    prepare_config(cfg, text, path, trusted_gateways)
+}
+
+/// [`load_config`] for a text already read (`path` names it in messages).
+pub(crate) fn prepare_config(
+    mut cfg: Config,
+    text: String,
+    path: &Path,
+    trusted_gateways: &[String],
+) -> Result<(Config, String), String> {
     for w in cfg.warnings(&text, path) {
         tracing::warn!("{w}");
     }
@@ -304,12 +328,20 @@ pub async fn run_config(path: &Path, listen: Option<&str>, trusted_gateways: &[S
             cfg.auth.trusted_gateways.push(g.clone());
         }
     }
-    let (agent, did_doc) = build_from_config(&cfg, &text, path)?;
-    let listen = listen.or(cfg.agent.listen.as_deref()).unwrap_or("127.0.0.1:8080");
-    let listener = bind(listen).await?;
-    let (base, _) = base_url(&listener)?;
-    let mut app = app_router(&agent, did_doc);
-    if let Some(bridge) = bridge_from_config(&cfg, &text, path, &agent)? {
+    Ok((cfg, text))
+}
+
+/// The routers of an agent built from a configuration: what the callers' listener serves (the agent, its DID
+/// document, the A2A 1.x bridge, `/metrics` behind the admin token) and what the admin listener serves (OPS-1).
+pub(crate) fn config_routers(
+    agent: &Agent,
+    did_doc: Option<(String, Value)>,
+    cfg: &Config,
+    text: &str,
+    path: &Path,
+) -> Result<(Router, Router), String> {
+    let mut app = app_router(agent, did_doc);
+    if let Some(bridge) = bridge_from_config(cfg, text, path, agent)? {
         app = app.merge(bridge);
     }
     // OPS-1: /metrics only where `[admin]` says.
@@ -321,69 +353,45 @@ pub async fn run_config(path: &Path, listen: Option<&str>, trusted_gateways: &[S
         },
     };
     if token.is_some() {
-        app = app.merge(admin_router(&agent, token.clone()));
+        app = app.merge(admin_router(agent, token.clone()));
     }
-    let admin_stop = tokio_util::sync::CancellationToken::new();
-    if let Some(admin_listen) = &cfg.admin.listen {
-        let admin_listener = bind(admin_listen).await?;
-        let admin_app = admin_router(&agent, token.clone()).fallback(not_found);
-        let limits = agent.engine().limits.clone();
-        let stop = admin_stop.clone();
-        tracing::info!(address = %admin_listen, "serving /metrics on the admin listener");
-        tokio::spawn(async move {
-            let _ = serve::serve(admin_listener, admin_app, &limits, stop.cancelled_owned(), Duration::ZERO).await;
-        });
-    }
-    let _admin_stop = admin_stop.drop_guard();
-    let endpoint = cfg.agent.endpoint.clone().unwrap_or_else(|| format!("{base}/a2a"));
-    tracing::info!(did = %agent.did(), endpoint = %endpoint, "agent listening");
-    let engine = agent.engine().clone();
-    if let Err(e) = engine.store.ping().await {
-        tracing::warn!(error = %e, "the state store does not answer yet; requests that need it get 503 until it does");
-    }
-    // With a shared store, announce this process's capabilities in the shared registry, refreshed by a heartbeat.
-    let heartbeat = tokio_util::sync::CancellationToken::new();
-    let beat = if cfg.store.redis(|k| std::env::var(k).ok()).is_some() {
-        let entries = engine
-            .caps
-            .iter()
-            .map(|c| RegistryEntry {
-                agent: agent.did().to_owned(),
-                endpoint: Some(endpoint.clone()),
-                capability: c.decl.clone(),
-                updated_at_ms: 0,
-                expires_at_ms: None,
-            })
-            .collect();
-        Some(
-            crate::registry::start_heartbeat(
-                engine.registry.clone(),
-                entries,
-                cfg.store.registry_ttl(),
-                heartbeat.clone(),
-            )
-            .await,
-        )
-    } else {
-        None
-    };
-    if let Some(sessions) = agent.sessions() {
-        if sessions.endpoint().is_none() {
-            sessions.set_endpoint(endpoint.clone());
+    let admin = admin_router(agent, token).fallback(not_found);
+    Ok((app, admin))
+}
+
+/// Binds the listener of `listen` (the error says how to choose another address).
+pub(crate) async fn bind_listener(listen: &str) -> Result<TcpListener, String> {
+    bind(listen).await
+}
+
+/// `http://host:port` of a listener, and its port.
+pub(crate) fn listener_base(listener: &TcpListener) -> Result<(String, u16), String> {
+    base_url(listener)
+}
+
+/// The probes `/healthz` and `/readyz` (OPS-2) of an agent whose state lives in `store`: ready when the store
+/// answers its `PING` (an in-memory store always does). Outside the agent's routes: not counted, not rate limited
+/// (OPS-3).
+pub fn probe_router(store: Arc<dyn crate::store::Store>) -> Router {
+    use crate::health;
+    let probe = move |req: axum::extract::Request| {
+        let store = store.clone();
+        async move {
+            let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+            health::answer(&method, &path, async move { health::store_ready(store.as_ref()).await }).await
         }
-        sessions.refresh_hosted().await;
-    }
-    println!("a2a-server: {} serving {base}/a2a", agent.did());
-    let sessions = agent.sessions().cloned();
-    let result = run(agent, listener, app).await;
+    };
+    Router::new()
+        .route(health::HEALTHZ, axum::routing::any(probe.clone()))
+        .route(health::READYZ, axum::routing::any(probe))
+}
+
+/// Waits for the shutdown signal, then ends the sessions' event streams (ANN-4) so that they do not hold up the drain.
+pub(crate) async fn shutdown(sessions: Option<Arc<crate::sessions::Sessions>>) {
+    shutdown_signal().await;
     if let Some(s) = sessions {
-        s.shutdown().await;
+        s.close_streams();
     }
-    heartbeat.cancel();
-    if let Some(b) = beat {
-        let _ = tokio::time::timeout(Duration::from_secs(2), b).await;
-    }
-    result
 }
 
 /// The sessions of a `[sessions]` section (§17): hosted sessions with their `command`, `http` or `openai` handlers,
@@ -522,6 +530,24 @@ pub fn bridge_from_config(cfg: &Config, text: &str, path: &Path, agent: &Agent) 
 /// Builds the agent a configuration describes; also returns its DID document (path, JSON) when a key is configured.
 /// Errors name the file, the line and column, and the field (`agent.toml:12:1: auth.api_keys[0].key_env: ...`).
 pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent, Option<(String, Value)>), String> {
+    build_agent(cfg, text, path, None).map(|(agent, doc, _)| (agent, doc))
+}
+
+/// What a configuration reloaded in place keeps of the running agent (OPS-4): its state store (an in-memory store
+/// holds the executions in flight), its Redis connection, its event log and its sessions.
+#[derive(Clone)]
+pub(crate) struct Kept {
+    pub(crate) store: Arc<dyn crate::store::Store>,
+    redis: Option<(Arc<RedisStore>, crate::store::redis::RedisConfig)>,
+    event_log: Option<Arc<dyn crate::streaming::EventLog>>,
+    pub(crate) sessions: Option<Arc<crate::sessions::Sessions>>,
+}
+
+/// An agent built from a configuration: the agent, its DID document (path, JSON) and what a reload keeps of it.
+pub(crate) type Built = (Agent, Option<(String, Value)>, Kept);
+
+/// [`build_from_config`], keeping what `keep` holds instead of making it anew; also returns what the next reload keeps.
+pub(crate) fn build_agent(cfg: &Config, text: &str, path: &Path, keep: Option<&Kept>) -> Result<Built, String> {
     use crate::config::Step::{Index, Key};
     let at = |steps: &[crate::config::Step<'_>]| crate::config::position(path, text, steps);
     let did = Did::parse(&cfg.agent.did).map_err(|e| format!("{}: agent.did: {e}", at(&[Key("agent"), Key("did")])))?;
@@ -626,13 +652,19 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
             retention: Duration::from_millis(cfg.limits.result_retention_ms),
             max_received: cfg.limits.max_received_executions,
         };
-        let redis_cfg = redis.clone();
-        let store = RedisStore::connect(redis, scope).map_err(|e| format!("{}: {e}", at(&[Key("store")])))?;
-        store.set_sender_quotas(
-            cfg.limits.max_negotiations_per_sender,
-            cfg.limits.max_nonces_per_sender,
-            cfg.limits.max_received_per_sender,
-        );
+        let (store, redis_cfg) = match keep.and_then(|k| k.redis.clone()) {
+            Some(kept) => kept,
+            None => {
+                let redis_cfg = redis.clone();
+                let store = RedisStore::connect(redis, scope).map_err(|e| format!("{}: {e}", at(&[Key("store")])))?;
+                store.set_sender_quotas(
+                    cfg.limits.max_negotiations_per_sender,
+                    cfg.limits.max_nonces_per_sender,
+                    cfg.limits.max_received_per_sender,
+                );
+                (store, redis_cfg)
+            }
+        };
         if cfg.streaming.enabled {
             let limits = crate::streaming::EventLimits {
                 max_events: cfg.streaming.max_events,
@@ -643,12 +675,22 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
         }
         shared = Some((store.clone(), redis_cfg));
         builder = builder.store(store.clone()).registry(Arc::new(RedisRegistry::new(store, cfg.registry.clone())));
-    } else if !cfg.registry.is_empty() {
-        builder = builder.registry(Arc::new(MemoryRegistry::new(cfg.registry.clone())));
+    } else {
+        if !cfg.registry.is_empty() {
+            builder = builder.registry(Arc::new(MemoryRegistry::new(cfg.registry.clone())));
+        }
+        if let Some(k) = keep {
+            builder = builder.store(k.store.clone());
+            if let Some(log) = k.event_log.clone().filter(|_| cfg.streaming.enabled) {
+                builder = builder.event_log(log);
+            }
+        }
     }
     // The key is checked before the agent is built, so that a bad key is reported as such.
     let key = load_key(cfg, text, path)?;
-    if let Some(sc) = cfg.sessions.as_ref().filter(|s| s.enabled) {
+    if let Some(running) = keep.and_then(|k| k.sessions.clone()) {
+        builder = builder.running_sessions(running);
+    } else if let Some(sc) = cfg.sessions.as_ref().filter(|s| s.enabled) {
         builder = builder.sessions(sessions_from_config(cfg, sc, shared.as_ref(), key.as_ref(), &at)?);
     }
     let agent = builder.build().map_err(|e| {
@@ -693,5 +735,11 @@ pub fn build_from_config(cfg: &Config, text: &str, path: &Path) -> Result<(Agent
             Some((document_path(&did), serde_json::to_value(&doc).map_err(|e| e.to_string())?))
         }
     };
-    Ok((agent, doc))
+    let kept = Kept {
+        store: agent.engine().store().clone(),
+        redis: shared,
+        event_log: agent.engine().streaming().map(|s| s.log().clone()),
+        sessions: agent.sessions().cloned(),
+    };
+    Ok((agent, doc, kept))
 }

@@ -51,9 +51,12 @@ pub mod engine;
 pub mod handler;
 pub mod handlers;
 pub mod head_guard;
+pub mod health;
 pub mod limits;
+mod live;
 pub mod metrics;
 pub mod registry;
+pub mod reload;
 mod response_signing;
 pub use response_signing::{RESPONSE_SIGNATURE_LIFETIME_S, response_signature, response_signature_of};
 mod router;
@@ -140,7 +143,13 @@ pub struct AgentBuilder {
     cors: CorsPolicy,
     response_signer: Option<response_signing::ResponseSigner>,
     streaming: Option<(streaming::StreamConfig, Option<Arc<dyn streaming::EventLog>>)>,
-    sessions: Option<sessions::SessionsBuilder>,
+    sessions: Option<SessionsSource>,
+}
+
+/// Where an agent's sessions come from: built with the agent, or already running (kept across a reload, OPS-4).
+enum SessionsSource {
+    Build(Box<sessions::SessionsBuilder>),
+    Running(Arc<sessions::Sessions>),
 }
 
 /// Executions whose events the default in-memory event log keeps at most (the ones kept shortest go first).
@@ -186,7 +195,14 @@ impl AgentBuilder {
     /// Serves sessions and agent-to-agent conversations (§17) with these sessions and settings; `sessions` is then
     /// listed in `features`.
     pub fn sessions(mut self, sessions: sessions::SessionsBuilder) -> Self {
-        self.sessions = Some(sessions);
+        self.sessions = Some(SessionsSource::Build(Box::new(sessions)));
+        self
+    }
+
+    /// Serves these sessions, already running (another agent's, [`Agent::sessions`]): a configuration reloaded in
+    /// place keeps its sessions and their conversations (OPS-4); `sessions` is then listed in `features`.
+    pub fn running_sessions(mut self, sessions: Arc<sessions::Sessions>) -> Self {
+        self.sessions = Some(SessionsSource::Running(sessions));
         self
     }
 
@@ -357,10 +373,11 @@ impl AgentBuilder {
         }
         let sessions = match self.sessions {
             None => None,
-            Some(b) => {
+            Some(SessionsSource::Build(b)) => {
                 let signer = self.response_signer.as_ref().map(|s| (s.key_id.clone(), s.key.clone()));
-                Some(b.build(&self.did, signer).map_err(|reason| BuildError::Sessions { reason })?)
+                Some((*b).build(&self.did, signer).map_err(|reason| BuildError::Sessions { reason })?)
             }
+            Some(SessionsSource::Running(s)) => Some(s),
         };
         if sessions.is_some() {
             features.push("sessions");

@@ -36,7 +36,7 @@ pub enum Step {
 }
 
 impl Step {
-    /// The name of the step's span (OPS-8): `a2a.` and the label value.
+    /// The name of the step's span (OPS-6): `a2a.` and the label value.
     pub fn span_name(self) -> &'static str {
         match self {
             Step::Discover => "a2a.discover",
@@ -150,7 +150,7 @@ impl Metrics {
         });
         registry.register(
             "capability_request_duration_seconds",
-            "Time to answer the steps that name a capability (OPS-8), by capability (a declared name, else other) and \
+            "Time to answer the steps that name a capability (OPS-6), by capability (a declared name, else other) and \
              step",
             capability_latency.clone(),
         );

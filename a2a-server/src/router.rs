@@ -176,7 +176,7 @@ async fn a2a_layer(State(state): State<Arc<AppState>>, req: Request, next: Next)
             trace_id = tracing::field::Empty,
         )
     };
-    // OPS-8: the request's span continues the caller's trace; what this agent passes on (to its handlers, in
+    // OPS-6: the request's span continues the caller's trace; what this agent passes on (to its handlers, in
     // `caller`) is the span's own context, put in place of the caller's `traceparent`.
     let trace = crate::telemetry::join(&span, req.headers().get("traceparent").and_then(|v| v.to_str().ok()));
     span.record("trace_id", trace.trace_id.as_str());
@@ -465,7 +465,7 @@ pub(crate) fn caller(headers: &HeaderMap) -> Result<Caller, A2aError> {
                 .to_owned(),
         ),
     };
-    // The request layer has put this agent's own context in `traceparent` (OPS-8): it is passed on as it is.
+    // The request layer has put this agent's own context in `traceparent` (OPS-6): it is passed on as it is.
     let incoming = header_str(headers, "traceparent").ok().flatten();
     let traceparent = Some(match incoming.and_then(crate::trace_context::TraceParent::parse) {
         Some(ours) => ours.header(),

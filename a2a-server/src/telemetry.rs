@@ -1,4 +1,4 @@
-//! OpenTelemetry traces (OPS-8): one span per protocol step (`a2a.<step>` at an agent, `a2a.gateway.<step>` at a
+//! OpenTelemetry traces (OPS-6): one span per protocol step (`a2a.<step>` at an agent, `a2a.gateway.<step>` at a
 //! gateway), a child of the caller's `traceparent`, exported over OTLP/HTTP (protobuf) when the standard variables
 //! ask for it (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT`; off by default, and off with
 //! `OTEL_SDK_DISABLED=true`). The batch processor, its delays and the exporter's headers and timeout read the other

@@ -142,7 +142,20 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     ),
     ("OPS-1", "the operator surface is not part of the protocol a caller sees; a2a-server's tests cover it"),
     (
-        "OPS-8",
+        "OPS-2",
+        "readiness follows the agent's store, which the suite cannot stop; a2a-server tests/e2e/operations.rs and a2a-gateway tests/it/operations.rs kill a real Redis under the probes",
+    ),
+    ("OPS-3", "the probes are outside the protocol a caller sees; a2a-server tests/e2e/operations.rs covers them"),
+    (
+        "OPS-4",
+        "reloading is an operator's signal to the process, which the suite cannot send; the operations tests of a2a-server and a2a-gateway send SIGHUP to real processes",
+    ),
+    (
+        "OPS-5",
+        "log files are on the agent's disk, out of the suite's reach; a2a-gateway tests/it/operations.rs rotates the audit file",
+    ),
+    (
+        "OPS-6",
         "span export is the operator's; a2a-gateway's test otel::one_handshake_through_the_gateway_is_one_trace_with_a_span_per_step_at_each_hop receives the spans",
     ),
     ("SES-6", "staleness follows 24 hours without refresh; the suite keeps runs short and does not wait"),

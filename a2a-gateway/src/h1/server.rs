@@ -106,7 +106,8 @@ pub(crate) struct Incoming {
 /// What the connections need from the gateway.
 #[derive(Clone)]
 pub(crate) struct Served {
-    pub(crate) gw: Arc<Inner>,
+    /// The configuration in force (OPS-4): each request is served by the one in force when its head is read.
+    pub(crate) current: Arc<arc_swap::ArcSwap<Inner>>,
     /// The HTTP service for everything the proxy does not serve natively (HTTP/2, the bridge, admin paths).
     pub(crate) http: crate::HttpService,
 }
@@ -156,8 +157,9 @@ pub(crate) async fn serve(
     let tick = tokio::spawn(allocator_tick());
     loop {
         // GW-23: a connection is accepted only with a permit; at the cap, new connections wait in the backlog.
+        let connections = served.current.load().connections.clone();
         let permit = tokio::select! {
-            p = served.gw.connections.acquire() => p,
+            p = connections.acquire() => p,
             () = shutdown.as_mut() => break,
         };
         let Some((stream, peer)) = a2a_server::serve::accept(&listener, shutdown.as_mut()).await else { break };
@@ -546,7 +548,7 @@ fn native(path: &str) -> bool {
 }
 
 async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, stop: CancellationToken) {
-    let limits = ConnLimits::of(&served.gw);
+    let limits = ConnLimits::of(&served.current.load());
     let mut buf = BytesMut::with_capacity(8 * 1024);
     // Made on the first answer: a connection that never gets one (a stalled caller) costs nothing here (GW-23).
     let mut out: Vec<u8> = Vec::new();
@@ -577,6 +579,8 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
             }
         };
         first = false;
+        // The configuration in force for this request (OPS-4).
+        let gw = served.current.load_full();
         let framing = match request_framing(&head.headers, head.version) {
             Ok(f) => f,
             Err(e) => {
@@ -622,7 +626,7 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
             if waiting && stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
                 return;
             }
-            match read_body(&mut stream, &mut buf, framing, limits, &served.gw.body_budget).await {
+            match read_body(&mut stream, &mut buf, framing, limits, &gw.body_budget).await {
                 Ok((b, ok, charge)) => {
                     keep &= ok;
                     held = Some(charge);
@@ -635,7 +639,7 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
                         format!(
                             "the gateway holds its limit of request bodies ({} bytes, \
                              limits.max_buffered_body_bytes); retry after the Retry-After delay",
-                            served.gw.limits.max_buffered_body_bytes
+                            gw.limits.max_buffered_body_bytes
                         ),
                     );
                     let mut reply = Reply::error(&err);
@@ -654,7 +658,7 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, served: Served, sto
         let version = head.version;
         let head_req = head.method == http::Method::HEAD;
         let reply = if native(head.path()) {
-            crate::proxy::handle(served.gw.clone(), Incoming { head, body }).await
+            crate::proxy::handle(gw.clone(), Incoming { head, body }).await
         } else {
             // Boxed: the rarer path, whose state would otherwise weigh on every request's future.
             Box::pin(via_http(&served, head, body, peer)).await
@@ -708,7 +712,7 @@ async fn via_http(served: &Served, head: RequestHead, body: Result<Bytes, BodyEr
 
 /// Serves an HTTP/2 connection (its preface already read) with hyper and the gateway's HTTP service.
 async fn serve_h2(stream: TcpStream, prefix: Bytes, peer: SocketAddr, served: Served, stop: CancellationToken) {
-    let limits = ConnLimits::of(&served.gw);
+    let limits = ConnLimits::of(&served.current.load());
     let io = hyper_util::rt::TokioIo::new(a2a_server::serve::Prefixed::new(prefix.to_vec(), stream));
     let svc = served.http.clone();
     let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {

@@ -1,4 +1,4 @@
-//! OpenTelemetry traces (OPS-8) received by a real OTLP/HTTP endpoint that decodes the protobuf export requests, from
+//! OpenTelemetry traces (OPS-6) received by a real OTLP/HTTP endpoint that decodes the protobuf export requests, from
 //! real `a2a-gateway` and `a2a-server --demo` processes: one handshake is one trace, with one span per step at the
 //! gateway (`a2a.gateway.<step>`) and one at the agent (`a2a.<step>`), each agent span a child of the gateway's, and
 //! the trace id in the gateway's audit records and in the agent's log lines of the request.

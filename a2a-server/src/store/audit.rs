@@ -59,7 +59,7 @@ pub struct AuditRecord {
     /// RESULTs, whose status changes as they run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution_status: Option<String>,
-    /// The W3C trace id of the request (its `traceparent`'s, or the one this process started; OPS-8), to find its
+    /// The W3C trace id of the request (its `traceparent`'s, or the one this process started; OPS-6), to find its
     /// spans and log lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
@@ -108,6 +108,12 @@ pub trait AuditLog: Send + Sync + 'static {
     fn dropped(&self) -> u64 {
         0
     }
+
+    /// Reopens the log's file, if it writes one (OPS-5): after log rotation moved it away, records written from now
+    /// on go to a new file at the configured path. Records handed over before are written to the old one.
+    async fn reopen(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// The newest `max_len` records, in memory.
@@ -151,8 +157,8 @@ impl FileAudit {
     /// Appends to `path` (created if missing), with at most `queue` records waiting. Starts the writer (must be called
     /// inside a Tokio runtime). Fails when the file cannot be opened for appending.
     pub fn new(path: std::path::PathBuf, queue: usize) -> Result<Arc<Self>, StoreError> {
-        let open = || std::fs::OpenOptions::new().create(true).append(true).open(&path);
-        let file = open().map_err(|e| StoreError(format!("audit file {}: {e}", path.display())))?;
+        let file = open_append(&path).map_err(|e| StoreError(format!("audit file {}: {e}", path.display())))?;
+        let reopen_path = path.clone();
         let (tx, mut rx) = mpsc::channel::<Msg>(queue.max(1));
         let dropped = Arc::new(AtomicU64::new(0));
         let lost = dropped.clone();
@@ -174,6 +180,18 @@ impl FileAudit {
                         Msg::Flush(f) => {
                             let _ = out.flush();
                             let _ = f.send(());
+                        }
+                        Msg::Reopen(f) => {
+                            let _ = out.flush();
+                            let reopened = open_append(&reopen_path);
+                            let answer = match reopened {
+                                Ok(file) => {
+                                    out = std::io::BufWriter::new(file);
+                                    Ok(())
+                                }
+                                Err(e) => Err(format!("audit file {shown}: {e}")),
+                            };
+                            let _ = f.send(answer);
                         }
                     }
                 }
@@ -228,6 +246,17 @@ impl AuditLog for FileAudit {
     fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
+
+    async fn reopen(&self) -> Result<(), StoreError> {
+        let (done, answer) = oneshot::channel();
+        self.tx.send(Msg::Reopen(done)).await.map_err(|_| StoreError("audit writer stopped".into()))?;
+        answer.await.map_err(|_| StoreError("audit writer stopped".into()))?.map_err(StoreError)
+    }
+}
+
+/// Opens `path` for appending, created if missing.
+fn open_append(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new().create(true).append(true).open(path)
 }
 
 /// Writes every record to each log; queries the first (list the shared one first).
@@ -258,6 +287,13 @@ impl AuditLog for Fanout {
     fn dropped(&self) -> u64 {
         self.0.iter().map(|l| l.dropped()).sum()
     }
+
+    async fn reopen(&self) -> Result<(), StoreError> {
+        for log in &self.0 {
+            log.reopen().await?;
+        }
+        Ok(())
+    }
 }
 
 /// Hands a record to a writer; counts it as dropped when the writer's queue is full.
@@ -277,6 +313,8 @@ async fn flush_writer(tx: &mpsc::Sender<Msg>) -> Result<(), StoreError> {
 enum Msg {
     Record(Box<AuditRecord>),
     Flush(oneshot::Sender<()>),
+    /// Reopen the file (OPS-5); the answer says whether it could be.
+    Reopen(oneshot::Sender<Result<(), String>>),
 }
 
 /// The audit stream on Redis, shared by every process.
@@ -322,6 +360,10 @@ async fn writer(
         let push = |m: Msg, batch: &mut Vec<AuditRecord>, flushes: &mut Vec<oneshot::Sender<()>>| match m {
             Msg::Record(r) => batch.push(*r),
             Msg::Flush(f) => flushes.push(f),
+            // A stream has no file to reopen.
+            Msg::Reopen(f) => {
+                let _ = f.send(Ok(()));
+            }
         };
         push(first, &mut batch, &mut flushes);
         let linger = tokio::time::sleep(RedisAudit::LINGER);

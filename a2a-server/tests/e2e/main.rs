@@ -22,6 +22,7 @@ mod limits;
 mod log_format;
 mod malformed_json;
 mod multiprocess;
+mod operations;
 mod packaging;
 mod protocol;
 mod readme;
