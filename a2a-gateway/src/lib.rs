@@ -126,7 +126,7 @@ pub(crate) struct Inner {
     /// `true` once the capability registry was read the first time (at once when there is none).
     registry_read: tokio::sync::watch::Receiver<bool>,
     /// Request body bytes held at once, over every connection (GW-23, `limits.max_buffered_body_bytes`).
-    pub(crate) body_budget: h1::server::BodyBudget,
+    pub(crate) body_budget: std::sync::Arc<a2a_server::body::BodyBudget>,
     /// Caller connections open at once (GW-23, `limits.max_connections`), shared by every worker.
     pub(crate) connections: h1::server::ConnectionCap,
 }
@@ -274,7 +274,7 @@ impl Gateway {
             instance: crate::metrics::instance_id(),
             bridge: cfg.gateway.bridge,
             registry_read,
-            body_budget: h1::server::BodyBudget::new(cfg.limits.max_buffered_body_bytes),
+            body_budget: a2a_server::body::BodyBudget::new(cfg.limits.max_buffered_body_bytes),
             connections: h1::server::ConnectionCap::new(cfg.limits.connection_cap()),
         });
         let stop = tokio_util::sync::CancellationToken::new();
