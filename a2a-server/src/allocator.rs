@@ -5,7 +5,10 @@
 //! idle after a burst (the connections of a stalled-body attack closing) would keep them: the agent was measured at
 //! 5.3 times its idle RSS ten seconds after such an attack (docs/BENCHMARKS.md). So each serving thread calls the
 //! allocator once a second: [`tick_here`], from [`ticker`] (a task on each serving runtime) and, on the multi-thread
-//! runtime of [`runtime`], from every worker as it parks.
+//! runtime of [`runtime`], from every worker as it parks. On the gateway's single-threaded workers this brings RSS
+//! back to its idle level; on the agent's multi-thread runtime it halves what is kept (2.6 times idle), since blocks
+//! freed by another thread than the one that allocated them wait for a collection this does not make
+//! (docs/BENCHMARKS.md, "a2a-server under a stalled-body attack").
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
