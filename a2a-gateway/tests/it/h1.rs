@@ -684,23 +684,34 @@ fn h2_negotiate(base: &str) -> (http::Request<H2Body>, tokio::sync::mpsc::Unboun
     (req, tx)
 }
 
+/// A NEGOTIATE over HTTP/2 (a connection of its own) that sends 25,000 bytes of its body and stalls until the sender
+/// is dropped; the task ends with the answer's status.
+async fn stall(
+    base: &str,
+) -> (tokio::sync::mpsc::UnboundedSender<bytes::Bytes>, tokio::task::JoinHandle<Result<u16, hyper::Error>>) {
+    let mut send = h2(base).await;
+    let (req, tx) = h2_negotiate(base);
+    tx.send(bytes::Bytes::from(vec![b' '; 25_000])).expect("feed");
+    (tx, tokio::spawn(async move { send.send_request(req).await.map(|r| r.status().as_u16()) }))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_bodies_count_in_the_process_budget_are_refused_503_past_it_and_given_back() {
+    // The stalled bodies must outlive the test's polling however loaded the machine: a long body read time.
     let (_w, _agent, gw) =
-        setup("[limits]\nmax_body_bytes = 32768\nmax_buffered_body_bytes = 65536\nbody_read_timeout_ms = 20000\n")
+        setup("[limits]\nmax_body_bytes = 32768\nmax_buffered_body_bytes = 65536\nbody_read_timeout_ms = 120000\n")
             .await;
     // GW-23 over HTTP/2: two callers send 25,000 bytes of a body and stall (each on its own connection).
-    let mut stalled = Vec::new();
-    for _ in 0..2 {
-        let mut send = h2(&gw.base).await;
-        let (req, tx) = h2_negotiate(&gw.base);
-        tx.send(bytes::Bytes::from(vec![b' '; 25_000])).expect("feed");
-        let answer = tokio::spawn(async move { send.send_request(req).await.map(|r| r.status().as_u16()) });
-        stalled.push((tx, answer));
-    }
+    let mut stalled = vec![stall(&gw.base).await, stall(&gw.base).await];
     // A third body of 25,000 bytes is refused once the two are held (polled: the stalled bytes arrive when they do).
+    // A stalled body that arrived after a probe's was the one refused: it is sent again.
     let until = Instant::now() + Duration::from_secs(30);
     let refused = loop {
+        for s in &mut stalled {
+            if s.1.is_finished() {
+                *s = stall(&gw.base).await;
+            }
+        }
         let mut send = h2(&gw.base).await;
         let (req, tx) = h2_negotiate(&gw.base);
         tx.send(bytes::Bytes::from(vec![b' '; 25_000])).expect("feed");

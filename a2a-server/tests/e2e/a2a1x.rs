@@ -479,19 +479,30 @@ async fn a_full_body_budget_is_answered_503_overloaded_with_retry_after() {
     let mut limits = Limits::default();
     limits.max_body_bytes = 64 * 1024;
     limits.max_buffered_body_bytes = 4096;
+    // The stalled body must outlive the test's polling however loaded the machine.
+    limits.body_read_timeout_ms = 120_000;
     let a = start(BridgeLimits::default(), limits).await;
     let addr = a.base.trim_start_matches("http://").to_owned();
-    let mut stalled = tokio::net::TcpStream::connect(&addr).await.expect("connect");
-    let head = format!(
-        "POST /a2a1x/message:send HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 16384\r\n\r\n"
-    );
-    stalled.write_all(head.as_bytes()).await.expect("head");
-    stalled.write_all(&[b' '; 3072]).await.expect("3 KiB");
+    let stall = |addr: String| async move {
+        let mut c = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+        let head = format!(
+            "POST /a2a1x/message:send HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 16384\r\n\r\n"
+        );
+        c.write_all(head.as_bytes()).await.expect("head");
+        c.write_all(&[b' '; 3072]).await.expect("3 KiB");
+        c
+    };
+    let mut stalled = stall(addr.clone()).await;
     let mut big = message("query_ledger", json!({}));
     big["pad"] = json!("x".repeat(2048));
     // Polled: the stalled bytes are held once the agent has read them.
     let until = std::time::Instant::now() + Duration::from_secs(30);
     let refused = loop {
+        // A stalled body that arrived after a probe's was the one refused (answered): it is sent again.
+        let mut seen = [0u8; 64];
+        if !matches!(stalled.try_read(&mut seen), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
+            stalled = stall(addr.clone()).await;
+        }
         let resp = a.http.post(format!("{}/a2a1x/message:send", a.base)).json(&big).send().await.expect("test value");
         if resp.status() == 503 {
             break resp;
