@@ -232,9 +232,9 @@ pub struct LimitsSection {
     pub result_retention_ms: u64,
     /// Time given to requests in flight on shutdown, in milliseconds.
     pub shutdown_grace_ms: u64,
-    /// Bytes of request bodies the gateway holds at once, over every connection (GW-23): a body that would take the
-    /// total past it is refused `503 overloaded` with `Retry-After` and its connection closed. Body buffers grow as
-    /// bytes arrive, never to the length a caller declares.
+    /// Bytes of request bodies the gateway holds at once, over every connection, HTTP/1.1 and HTTP/2 alike (GW-23): a
+    /// body that would take the total past it is refused `503 overloaded` with `Retry-After` (an HTTP/1.1 connection
+    /// is then closed). Body buffers grow as bytes arrive, never to the length a caller declares.
     pub max_buffered_body_bytes: usize,
     /// Caller connections open at once (GW-23); `0` (the default): half the process's soft limit of open files
     /// (each proxied request may hold an agent connection too), at most 65,536. At the cap the gateway stops

@@ -129,7 +129,7 @@ pub(crate) struct Inner {
     /// `true` once the capability registry was read the first time (at once when there is none).
     registry_read: tokio::sync::watch::Receiver<bool>,
     /// Request body bytes held at once, over every connection (GW-23, `limits.max_buffered_body_bytes`).
-    pub(crate) body_budget: Arc<h1::server::BodyBudget>,
+    pub(crate) body_budget: Arc<a2a_server::body::BodyBudget>,
     /// Caller connections open at once (GW-23, `limits.max_connections`), shared by every worker.
     pub(crate) connections: Arc<h1::server::ConnectionCap>,
     /// The Redis store, when there is one (its `PING` is part of readiness, OPS-2).
@@ -157,7 +157,7 @@ struct Kept {
     resolver: Arc<dyn DidResolver>,
     instance: String,
     registry_read: tokio::sync::watch::Receiver<bool>,
-    body_budget: Arc<h1::server::BodyBudget>,
+    body_budget: Arc<a2a_server::body::BodyBudget>,
     connections: Arc<h1::server::ConnectionCap>,
     /// The audit log's file, reopened on `SIGHUP` and `SIGUSR1` (OPS-5).
     audit_file: Option<std::path::PathBuf>,
@@ -288,7 +288,7 @@ impl Gateway {
             resolver,
             instance: crate::metrics::instance_id(),
             registry_read,
-            body_budget: Arc::new(h1::server::BodyBudget::new(cfg.limits.max_buffered_body_bytes)),
+            body_budget: a2a_server::body::BodyBudget::new(cfg.limits.max_buffered_body_bytes),
             connections: Arc::new(h1::server::ConnectionCap::new(cfg.limits.connection_cap())),
             audit_file: cfg.audit.file.as_ref().map(|f| base.join(f)),
         };

@@ -73,7 +73,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Check) => return check(&config),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match a2a_server::allocator::runtime() {
         Ok(r) => r,
         Err(e) => {
             a2a_server::app::fatal(cli.log_format, "a2a-gateway", &format!("cannot start the runtime: {e}"));

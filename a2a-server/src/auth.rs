@@ -188,17 +188,7 @@ impl Auth {
                 return Err(e.into());
             }
         }
-        if self.require_did_auth_cross_domain && !caller.verified && !self.is_internal(&caller.sender) {
-            return Err(A2aError::with_message(
-                ErrorCode::DID_AUTH_REQUIRED,
-                format!(
-                    "{} is outside this agent's internal domains ({}); sign the request (A2A-Signature, did_auth)",
-                    caller.sender,
-                    self.internal_domains.join(", ")
-                ),
-            )
-            .into());
-        }
+        self.cross_domain(caller)?;
         match requirement {
             AuthRequirement::None => Ok(()),
             AuthRequirement::ApiKey => self.check_api_key(parts.headers, &caller.sender),
@@ -214,6 +204,31 @@ impl Auth {
                 .into())
             }
         }
+    }
+
+    /// AUTH-7: a cross-domain caller must be verified, when the agent is configured so.
+    fn cross_domain(&self, caller: &Caller) -> Result<(), A2aError> {
+        if self.require_did_auth_cross_domain && !caller.verified && !self.is_internal(&caller.sender) {
+            return Err(A2aError::with_message(
+                ErrorCode::DID_AUTH_REQUIRED,
+                format!(
+                    "{} is outside this agent's internal domains ({}); sign the request (A2A-Signature, did_auth)",
+                    caller.sender,
+                    self.internal_domains.join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// AUTH-10: what can be refused of a step naming an id before the id is looked up, because it does not depend on
+    /// it: an unsigned cross-domain caller under AUTH-7 (so that a client learns to sign, whatever the id). A signed
+    /// request is checked with the capability's requirement, after the lookup ([`Auth::check`]).
+    pub(crate) fn before_lookup(&self, parts: &SignedParts<'_>, caller: &Caller) -> Result<(), ApiError> {
+        if caller.via_gateway.is_none() && parts.headers.contains_key(a2a_core::headers::A2A_SIGNATURE) {
+            return Ok(());
+        }
+        Ok(self.cross_domain(caller)?)
     }
 
     fn is_internal(&self, sender: &str) -> bool {
@@ -362,5 +377,18 @@ impl Auth {
         }
         caller.verified = true;
         Ok(())
+    }
+}
+
+/// AUTH-10 (AUTH-1): a refusal of the credentials (`401`, `403`) of a step naming a negotiation or an execution that
+/// exists, answered exactly as an id that does not exist (`unknown`: the engine's own answer to it), so that no
+/// refusal tells a stranger which ids are real. Other answers (`429`, `5xx`: the agent's state, reached only with a
+/// verified signature) pass.
+pub(crate) fn as_unknown(e: ApiError, unknown: impl FnOnce() -> A2aError) -> ApiError {
+    if matches!(e.err.code.http_status(), 401 | 403) {
+        tracing::debug!(code = %e.err.code, "a refused step naming an existing id answered as an unknown id (AUTH-10)");
+        unknown().into()
+    } else {
+        e
     }
 }

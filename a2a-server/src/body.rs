@@ -78,6 +78,11 @@ impl BodyBudget {
         self.used.load(Ordering::Relaxed)
     }
 
+    /// A charge of nothing yet, for one body.
+    pub fn charge(&self) -> BodyCharge<'_> {
+        BodyCharge { budget: self, bytes: 0 }
+    }
+
     fn try_take(&self, n: usize) -> bool {
         self.used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| u.checked_add(n).filter(|t| *t <= self.capacity))
@@ -85,14 +90,16 @@ impl BodyBudget {
     }
 }
 
-/// What one reader took from a budget, given back when dropped (on every way out, including a dropped future).
-struct Taken<'a> {
+/// What one body took from a [`BodyBudget`], given back when dropped (on every way out, including a dropped future).
+#[derive(Debug)]
+pub struct BodyCharge<'a> {
     budget: &'a BodyBudget,
     bytes: usize,
 }
 
-impl Taken<'_> {
-    fn take(&mut self, n: usize) -> bool {
+impl BodyCharge<'_> {
+    /// Takes `n` bytes more; `false` (nothing taken) when that would take the budget past its capacity.
+    pub fn take(&mut self, n: usize) -> bool {
         if self.budget.try_take(n) {
             self.bytes += n;
             true
@@ -100,9 +107,15 @@ impl Taken<'_> {
             false
         }
     }
+
+    /// Counts the body as `total` bytes held (takes what is missing); `false` (nothing more taken) when that would
+    /// take the budget past its capacity.
+    pub fn hold(&mut self, total: usize) -> bool {
+        total <= self.bytes || self.take(total - self.bytes)
+    }
 }
 
-impl Drop for Taken<'_> {
+impl Drop for BodyCharge<'_> {
     fn drop(&mut self) {
         self.budget.used.fetch_sub(self.bytes, Ordering::AcqRel);
     }
@@ -118,7 +131,7 @@ impl std::fmt::Display for BodyError {
             BodyError::Unreadable(e) => write!(f, "the request body could not be read: {e}"),
             BodyError::Overloaded { budget } => write!(
                 f,
-                "the agent is receiving {budget} bytes of request bodies, its limit (limits.max_buffered_body_bytes); \
+                "this server is receiving {budget} bytes of request bodies, its limit (limits.max_buffered_body_bytes); \
                  retry after the Retry-After delay"
             ),
         }
@@ -172,6 +185,22 @@ where
     B: hyper::body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
+    read_held(headers, body, limit, timeout, budget).await.map(|(bytes, _)| bytes)
+}
+
+/// [`read_within`], the body's charge kept: the bytes stay counted in `budget` until the caller drops the charge
+/// (when it is done with the body: the gateway, once it has answered, GW-23).
+pub async fn read_held<'b, B>(
+    headers: &HeaderMap,
+    body: B,
+    limit: usize,
+    timeout: Duration,
+    budget: &'b BodyBudget,
+) -> Result<(Bytes, BodyCharge<'b>), BodyError>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<u64>().ok());
     let mut body = body;
@@ -182,7 +211,7 @@ where
         return Err(BodyError::TooLarge { limit });
     }
     let read = async {
-        let mut taken = Taken { budget, bytes: 0 };
+        let mut taken = budget.charge();
         // Grown as bytes arrive (LIM-7): a declared length is a claim, not bytes received.
         let mut buf = BytesMut::new();
         let mut first: Option<Bytes> = None;
@@ -208,7 +237,7 @@ where
                 }
             }
         }
-        Ok(first.unwrap_or_else(|| buf.freeze()))
+        Ok((first.unwrap_or_else(|| buf.freeze()), taken))
     };
     match tokio::time::timeout(timeout, read).await {
         Ok(r) => r,
@@ -238,6 +267,23 @@ mod tests {
     use super::*;
     use futures_util::StreamExt;
     use http_body_util::{Full, StreamBody};
+
+    #[test]
+    fn a_body_budget_counts_what_is_held_and_refuses_past_its_limit() {
+        let budget = BodyBudget::new(100);
+        let mut a = budget.charge();
+        assert!(a.hold(60));
+        assert!(a.hold(40), "holding less than before takes nothing more");
+        let mut b = budget.charge();
+        assert!(!b.hold(41), "60 + 41 is past 100");
+        assert_eq!(budget.used(), 60, "a refused hold takes nothing");
+        assert!(b.hold(40));
+        assert_eq!(budget.used(), 100);
+        drop(a);
+        assert_eq!(budget.used(), 40);
+        drop(b);
+        assert_eq!(budget.used(), 0);
+    }
 
     fn headers(len: Option<usize>) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -416,15 +416,7 @@ impl Engine {
         caller: &Caller,
         id: &str,
     ) -> Result<(NegotiationRecord, Arc<Capability>), A2aError> {
-        let unknown = || {
-            A2aError::with_message(
-                ErrorCode::UNKNOWN_NEGOTIATION,
-                format!(
-                    "no negotiation {id:?} for sender {} (unknown, expired or not yours); NEGOTIATE again",
-                    caller.sender
-                ),
-            )
-        };
+        let unknown = || unknown_negotiation(caller, id);
         let neg = self.store.get_negotiation(id).await.map_err(store_err)?.ok_or_else(unknown)?;
         if neg.sender != caller.sender {
             return Err(unknown());
@@ -562,12 +554,7 @@ impl Engine {
     }
 
     async fn find_execution(&self, caller: &Caller, id: &str, read: Read) -> Result<ExecutionRecord, A2aError> {
-        let unknown = || {
-            A2aError::with_message(
-                ErrorCode::UNKNOWN_EXECUTION,
-                format!("no execution {id:?} for sender {} (unknown, expired or not yours)", caller.sender),
-            )
-        };
+        let unknown = || unknown_execution(caller, id);
         let rec = match read {
             Read::Current => self.store.get_execution(id).await,
             Read::ForUpdate => self.store.get_execution_for_update(id).await,
@@ -1278,4 +1265,21 @@ pub fn result_response(r: &ExecutionRecord) -> ResultResponse {
             None
         },
     }
+}
+
+/// The answer to a step naming a negotiation `id` the caller cannot use: whether it does not exist, has expired, is
+/// another sender's, or the request's credentials were refused (AUTH-10), the same answer.
+pub(crate) fn unknown_negotiation(caller: &Caller, id: &str) -> A2aError {
+    A2aError::with_message(
+        ErrorCode::UNKNOWN_NEGOTIATION,
+        format!("no negotiation {id:?} for sender {} (unknown, expired or not yours); NEGOTIATE again", caller.sender),
+    )
+}
+
+/// [`unknown_negotiation`] for an execution `id`.
+pub(crate) fn unknown_execution(caller: &Caller, id: &str) -> A2aError {
+    A2aError::with_message(
+        ErrorCode::UNKNOWN_EXECUTION,
+        format!("no execution {id:?} for sender {} (unknown, expired or not yours)", caller.sender),
+    )
 }

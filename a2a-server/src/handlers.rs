@@ -126,11 +126,13 @@ fn tail(bytes: &[u8]) -> String {
     format!("...{}", &s[start..])
 }
 
-/// Kills a program's whole process group when dropped: whatever it left running dies with the execution.
-struct GroupGuard(Option<u32>);
+/// Kills a program's whole process group when dropped (or asked): whatever it left running dies with the execution
+/// or the delivery.
+pub(crate) struct GroupGuard(pub(crate) Option<u32>);
 
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
+impl GroupGuard {
+    /// Kills the group now.
+    pub(crate) fn kill(&self) {
         #[cfg(unix)]
         if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()).and_then(rustix::process::Pid::from_raw) {
             // ESRCH (nothing left) is the usual case and not an error.
@@ -139,40 +141,65 @@ impl Drop for GroupGuard {
     }
 }
 
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The command that starts a handler's `program`, for capability handlers (HDL-5) and session handlers (HDL-1)
+/// alike: under `supervisor` when there is one (`a2a-supervise`, which ends it within 100 ms of the agent's death,
+/// HDL-4), with an environment of only the `env_allow` variables of the agent's, piped standard streams, killed when
+/// dropped, in a process group of its own (so that a timeout or a cancel stops what it started too, `sh -c 'sleep
+/// 100 &'`; [`GroupGuard`]). The caller adds the program's arguments and its own variables.
+pub(crate) fn program_command(
+    program: &str,
+    supervisor: Option<&std::path::Path>,
+    env_allow: &[String],
+) -> tokio::process::Command {
+    let mut cmd = match supervisor {
+        Some(sup) => {
+            let mut c = tokio::process::Command::new(sup);
+            c.arg(program).env_clear().env("A2A_SUPERVISOR_PARENT", std::process::id().to_string());
+            c
+        }
+        None => {
+            let mut c = tokio::process::Command::new(program);
+            c.env_clear();
+            c
+        }
+    };
+    for name in env_allow {
+        if let Some(v) = std::env::var_os(name) {
+            cmd.env(name, v);
+        }
+    }
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    #[cfg(unix)]
+    cmd.process_group(0);
+    cmd
+}
+
+/// Why the supervisor could not start the program (it exits 127 and says so on stderr), when that is what `status`
+/// and `stderr` tell; `None` for the program's own exit.
+pub(crate) fn supervisor_refusal(status: std::process::ExitStatus, stderr: &[u8]) -> Option<String> {
+    if status.code() != Some(127) {
+        return None;
+    }
+    String::from_utf8_lossy(stderr).lines().find_map(|l| l.strip_prefix("a2a-supervise: ")).map(str::to_owned)
+}
+
 impl CommandHandler {
     async fn run(&self, ctx: ExecutionContext, payload: Value) -> Result<Value, HandlerError> {
-        let mut cmd = match &self.supervisor {
-            Some(sup) => {
-                let mut c = tokio::process::Command::new(sup);
-                c.arg(&self.program);
-                c
-            }
-            None => tokio::process::Command::new(&self.program),
-        };
         // HDL-5: only the allow-listed variables of the agent's environment.
-        cmd.env_clear();
-        if self.supervisor.is_some() {
-            cmd.env("A2A_SUPERVISOR_PARENT", std::process::id().to_string());
-        }
-        for name in &self.env_allow {
-            if let Some(v) = std::env::var_os(name) {
-                cmd.env(name, v);
-            }
-        }
+        let mut cmd = program_command(&self.program, self.supervisor.as_deref(), &self.env_allow);
         cmd.args(&self.args)
             .envs(&self.env)
             .env("A2A_EXECUTION_ID", &ctx.execution_id)
             .env("A2A_NEGOTIATION_ID", &ctx.negotiation_id)
             .env("A2A_SENDER_ID", &ctx.sender)
             .env("A2A_CAPABILITY", &ctx.capability)
-            .env("A2A_DEADLINE_MS", ctx.remaining().as_millis().to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        // Its own process group, so that a timeout or CANCEL stops what it started too (`sh -c 'sleep 100 &'`).
-        #[cfg(unix)]
-        cmd.process_group(0);
+            .env("A2A_DEADLINE_MS", ctx.remaining().as_millis().to_string());
         if let Some(tp) = &ctx.traceparent {
             cmd.env("TRACEPARENT", tp);
         }
@@ -231,11 +258,10 @@ impl CommandHandler {
         let (stderr, _) = err.unwrap_or_default();
         let (stdout, truncated) =
             out.map_err(|e| HandlerError::new(format!("cannot read the output of `{}`: {e}", self.program)))?;
-        if self.supervisor.is_some() && status.code() == Some(127) {
-            let said = String::from_utf8_lossy(&stderr);
-            if let Some(why) = said.lines().find_map(|l| l.strip_prefix("a2a-supervise: ")) {
-                return Err(HandlerError::new(why.to_owned()));
-            }
+        if self.supervisor.is_some()
+            && let Some(why) = supervisor_refusal(status, &stderr)
+        {
+            return Err(HandlerError::new(why));
         }
         if !stderr.is_empty() {
             // HDL-5: stderr is the operator's (it names paths and internals), not the caller's.

@@ -40,6 +40,7 @@
 pub use mimalloc::MiMalloc as ShippedAllocator;
 
 pub mod a2a1x;
+pub mod allocator;
 pub mod app;
 pub mod auth;
 pub mod body;

@@ -65,7 +65,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let _telemetry = a2a_server::app::init_tracing(cli.log_format, "a2a-server");
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match a2a_server::allocator::runtime() {
         Ok(r) => r,
         Err(e) => {
             a2a_server::app::fatal(cli.log_format, "a2a-server", &format!("cannot start the runtime: {e}"));

@@ -625,6 +625,7 @@ async fn execute(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: 
     } else {
         (None, Some(body))
     };
+    state.auth.before_lookup(&signed_parts("POST", &uri, &headers, b""), &caller)?;
     let (neg, cap) = state.engine.negotiation_for(&caller, neg_id).await?;
     let bytes = match (early, body) {
         (Some(b), _) => b,
@@ -639,7 +640,8 @@ async fn execute(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: 
             &signed_parts("POST", &uri, &headers, &bytes),
             &mut caller,
         )
-        .await?;
+        .await
+        .map_err(|e| crate::auth::as_unknown(e, || crate::engine::unknown_negotiation(&caller, neg_id)))?;
     let payload: serde_json::Value = parse_json(&bytes)?;
     let (resp, created) = state.engine.execute(&caller, &neg, &cap, idem, payload).await?;
     let mut r = json_response(if created { StatusCode::CREATED } else { StatusCode::OK }, &resp);
@@ -680,7 +682,8 @@ enum ReadFor {
     Wait,
 }
 
-/// Finds the caller's execution and authenticates the caller for its capability.
+/// Finds the caller's execution and authenticates the caller for its capability; a refusal of the credentials is
+/// answered as an unknown id (AUTH-10).
 async fn authorized_execution(
     state: &AppState,
     caller: &mut Caller,
@@ -689,6 +692,7 @@ async fn authorized_execution(
     body_coverage: bool,
     read: ReadFor,
 ) -> Result<crate::store::ExecutionRecord, ApiError> {
+    state.auth.before_lookup(parts, caller)?;
     let rec = match read {
         ReadFor::Answer => state.engine.execution_for(caller, id).await?,
         ReadFor::Update => state.engine.execution_for_update(caller, id).await?,
@@ -698,11 +702,12 @@ async fn authorized_execution(
         .engine
         .capability(&rec.capability)
         .map_or(a2a_core::capability::AuthRequirement::None, |c| c.decl.auth_requirement);
-    if body_coverage {
-        state.auth.check_with_body_coverage(&state.engine, requirement, parts, caller).await?;
+    let checked = if body_coverage {
+        state.auth.check_with_body_coverage(&state.engine, requirement, parts, caller).await
     } else {
-        state.auth.check(&state.engine, requirement, parts, caller).await?;
-    }
+        state.auth.check(&state.engine, requirement, parts, caller).await
+    };
+    checked.map_err(|e| crate::auth::as_unknown(e, || crate::engine::unknown_execution(caller, id)))?;
     Ok(rec)
 }
 

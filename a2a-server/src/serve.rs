@@ -207,6 +207,8 @@ where
     let max_connections = connection_limit(limits.max_connections);
     let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // LIM-7: memory freed after a burst goes back to the system even when the serving threads then idle.
+    let tick = tokio::spawn(crate::allocator::ticker());
     tokio::pin!(shutdown);
     loop {
         // LIM-8: at the limit, stop accepting; new connections wait in the listen backlog until one closes.
@@ -248,6 +250,7 @@ where
         });
     }
     drop(listener);
+    tick.abort();
     if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
         tracing::warn!("some connections were still open after the grace period");
     }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_core::error::{A2aError, ErrorCode};
-use a2a_server::body::{BodyError, DRAIN_MAX_BYTES, DRAIN_MAX_TIME};
+use a2a_server::body::{BodyBudget, BodyCharge, BodyError, DRAIN_MAX_BYTES, DRAIN_MAX_TIME};
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
 use http::Request;
@@ -152,9 +152,8 @@ pub(crate) async fn serve(
     let stop = CancellationToken::new();
     let tracker = tokio_util::task::TaskTracker::new();
     tokio::pin!(shutdown);
-    // GW-23: memory freed after a burst goes back to the system even when the thread then idles (see
-    // `allocator_tick`).
-    let tick = tokio::spawn(allocator_tick());
+    // GW-23: memory freed after a burst goes back to the system even when the thread then idles.
+    let tick = tokio::spawn(a2a_server::allocator::ticker());
     loop {
         // GW-23: a connection is accepted only with a permit; at the cap, new connections wait in the backlog.
         let connections = served.current.load().connections.clone();
@@ -178,19 +177,6 @@ pub(crate) async fn serve(
         tracing::warn!("some connections were still open after the grace period");
     }
     Ok(())
-}
-
-/// Runs the allocator on this thread once a second. mimalloc gives the pages a burst freed back to the system only
-/// after a delay, and only when the thread that freed them calls it again: a serving thread that goes idle after a
-/// burst (the connections of a slow-body attack closing) would keep them, measured at twice its idle RSS. One
-/// allocation of a large block a second lets it purge (docs/BENCHMARKS.md, "a2a-gateway under a slow-body attack").
-async fn allocator_tick() {
-    let mut every = tokio::time::interval(Duration::from_secs(1));
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        every.tick().await;
-        drop(std::hint::black_box(Vec::<u8>::with_capacity(1024 * 1024)));
-    }
 }
 
 /// Why reading a head stopped.
@@ -290,60 +276,6 @@ fn too_large_head(limits: ConnLimits) -> A2aError {
     )
 }
 
-/// The process-wide budget of request body bytes held at once (GW-23, `limits.max_buffered_body_bytes`).
-pub(crate) struct BodyBudget {
-    used: std::sync::atomic::AtomicUsize,
-    limit: usize,
-}
-
-impl BodyBudget {
-    pub(crate) fn new(limit: usize) -> Self {
-        BodyBudget { used: std::sync::atomic::AtomicUsize::new(0), limit }
-    }
-
-    /// A charge of nothing yet, for one body.
-    fn charge(&self) -> Charge<'_> {
-        Charge { budget: self, held: 0 }
-    }
-
-    /// Bytes held now.
-    #[cfg(test)]
-    pub(crate) fn used(&self) -> usize {
-        self.used.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-/// Bytes of one body counted in the [`BodyBudget`], given back when dropped.
-pub(crate) struct Charge<'a> {
-    budget: &'a BodyBudget,
-    held: usize,
-}
-
-impl Charge<'_> {
-    /// Counts the body as `total` bytes held; `false` (nothing more counted) when that would take the process past
-    /// its budget.
-    fn hold(&mut self, total: usize) -> bool {
-        use std::sync::atomic::Ordering;
-        if total <= self.held {
-            return true;
-        }
-        let more = total - self.held;
-        let before = self.budget.used.fetch_add(more, Ordering::AcqRel);
-        if before + more > self.budget.limit {
-            self.budget.used.fetch_sub(more, Ordering::AcqRel);
-            return false;
-        }
-        self.held = total;
-        true
-    }
-}
-
-impl Drop for Charge<'_> {
-    fn drop(&mut self) {
-        self.budget.used.fetch_sub(self.held, std::sync::atomic::Ordering::AcqRel);
-    }
-}
-
 /// The cap on caller connections open at once (GW-23, `limits.max_connections`).
 pub(crate) struct ConnectionCap {
     permits: Arc<tokio::sync::Semaphore>,
@@ -421,7 +353,7 @@ async fn read_body<'b>(
     framing: Framing,
     limits: ConnLimits,
     budget: &'b BodyBudget,
-) -> Result<(Result<Bytes, BodyError>, bool, Charge<'b>), ()> {
+) -> Result<(Result<Bytes, BodyError>, bool, BodyCharge<'b>), ()> {
     let mut charge = budget.charge();
     let (body, ok) = match framing {
         Framing::Empty | Framing::Close => (Ok(Bytes::new()), true),
@@ -940,23 +872,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_body_budget_counts_what_is_held_and_refuses_past_its_limit() {
-        let budget = BodyBudget::new(100);
-        let mut a = budget.charge();
-        assert!(a.hold(60));
-        assert!(a.hold(40), "holding less than before takes nothing more");
-        let mut b = budget.charge();
-        assert!(!b.hold(41), "60 + 41 is past 100");
-        assert_eq!(budget.used(), 60, "a refused hold takes nothing");
-        assert!(b.hold(40));
-        assert_eq!(budget.used(), 100);
-        drop(a);
-        assert_eq!(budget.used(), 40);
-        drop(b);
-        assert_eq!(budget.used(), 0);
-    }
 
     #[tokio::test]
     async fn a_caller_that_stops_reading_is_given_up_after_the_write_timeout() {

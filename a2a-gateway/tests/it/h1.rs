@@ -647,6 +647,103 @@ async fn bodies_past_the_process_budget_are_refused_503_and_the_budget_comes_bac
     assert_ne!(a.status, 503, "{:?}", a.json());
 }
 
+/// An HTTP/2 connection (prior knowledge) to `base`.
+async fn h2(base: &str) -> hyper::client::conn::http2::SendRequest<H2Body> {
+    let stream = TcpStream::connect(base.trim_start_matches("http://")).await.expect("connect");
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    send
+}
+
+/// A request body sent as the test feeds it (ended when the sender is dropped).
+type H2Body = http_body_util::StreamBody<
+    futures_util::stream::BoxStream<'static, Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>>,
+>;
+
+/// A NEGOTIATE over HTTP/2 whose body is what is sent on the returned sender.
+fn h2_negotiate(base: &str) -> (http::Request<H2Body>, tokio::sync::mpsc::UnboundedSender<bytes::Bytes>) {
+    use futures_util::StreamExt;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<bytes::Bytes>();
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok(hyper::body::Frame::data(b)), rx))
+    })
+    .boxed();
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("{base}/a2a/negotiate"))
+        .header("a2a-version", "0.3")
+        .header("a2a-sender-id", CLIENT)
+        .header("content-type", "application/json")
+        .body(http_body_util::StreamBody::new(frames))
+        .expect("request");
+    (req, tx)
+}
+
+/// A NEGOTIATE over HTTP/2 (a connection of its own) that sends 25,000 bytes of its body and stalls until the sender
+/// is dropped; the task ends with the answer's status.
+async fn stall(
+    base: &str,
+) -> (tokio::sync::mpsc::UnboundedSender<bytes::Bytes>, tokio::task::JoinHandle<Result<u16, hyper::Error>>) {
+    let mut send = h2(base).await;
+    let (req, tx) = h2_negotiate(base);
+    tx.send(bytes::Bytes::from(vec![b' '; 25_000])).expect("feed");
+    (tx, tokio::spawn(async move { send.send_request(req).await.map(|r| r.status().as_u16()) }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_bodies_count_in_the_process_budget_are_refused_503_past_it_and_given_back() {
+    // The stalled bodies must outlive the test's polling however loaded the machine: a long body read time.
+    let (_w, _agent, gw) =
+        setup("[limits]\nmax_body_bytes = 32768\nmax_buffered_body_bytes = 65536\nbody_read_timeout_ms = 120000\n")
+            .await;
+    // GW-23 over HTTP/2: two callers send 25,000 bytes of a body and stall (each on its own connection).
+    let mut stalled = vec![stall(&gw.base).await, stall(&gw.base).await];
+    // A third body of 25,000 bytes is refused once the two are held (polled: the stalled bytes arrive when they do).
+    // A stalled body that arrived after a probe's was the one refused: it is sent again.
+    let until = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        for s in &mut stalled {
+            if s.1.is_finished() {
+                *s = stall(&gw.base).await;
+            }
+        }
+        let mut send = h2(&gw.base).await;
+        let (req, tx) = h2_negotiate(&gw.base);
+        tx.send(bytes::Bytes::from(vec![b' '; 25_000])).expect("feed");
+        drop(tx);
+        let r = send.send_request(req).await.expect("answer");
+        if r.status() == 503 {
+            break r;
+        }
+        assert!(Instant::now() < until, "HTTP/2 bodies are not counted in the budget: {} past it", r.status());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(refused.headers().get("retry-after").map(|v| v.as_bytes()), Some(&b"1"[..]), "{refused:?}");
+    use http_body_util::BodyExt;
+    let body = refused.into_body().collect().await.expect("body").to_bytes();
+    let v: Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(v["error"]["code"], "overloaded", "{v}");
+    // The stalled bodies end (answered, whatever the answer): their share comes back, and a large body fits again.
+    for (tx, answer) in stalled {
+        drop(tx);
+        let status = tokio::time::timeout(Duration::from_secs(30), answer).await.expect("answered").expect("task");
+        assert_ne!(status.expect("answer"), 503);
+    }
+    let mut send = h2(&gw.base).await;
+    let (req, tx) = h2_negotiate(&gw.base);
+    let mut big = serde_json::from_str::<Value>(&negotiate_body()).expect("json");
+    big["pad"] = json!("x".repeat(30_000));
+    tx.send(bytes::Bytes::from(big.to_string())).expect("feed");
+    drop(tx);
+    let r = send.send_request(req).await.expect("answer");
+    assert_ne!(r.status(), 503, "the stalled bodies' share did not come back");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_cap_wait_until_one_closes() {
     let (_w, _agent, gw) = setup("[limits]\nmax_connections = 3\n").await;

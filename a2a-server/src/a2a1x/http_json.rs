@@ -36,7 +36,12 @@ fn answer(status: StatusCode, v: &Value) -> Response {
 }
 
 fn error(e: &BridgeError) -> Response {
-    answer(StatusCode::from_u16(e.http_status).unwrap_or(StatusCode::BAD_REQUEST), &e.http_body())
+    let mut resp = answer(StatusCode::from_u16(e.http_status).unwrap_or(StatusCode::BAD_REQUEST), &e.http_body());
+    // LIM-7, CONF-5: every `503` (a full body budget, the streams all taken) and `429` says when to come back.
+    if matches!(e.http_status, 429 | 503) {
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    resp
 }
 
 fn reply(outcome: Result<Value, BridgeError>) -> Response {

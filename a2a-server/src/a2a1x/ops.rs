@@ -312,12 +312,19 @@ impl Inner {
         Ok(self.app.engine.execution_for(caller, id).await?)
     }
 
-    /// The caller's execution `id`, after checking the request's credentials against its capability (BR-13).
+    /// The caller's execution `id`, after checking the request's credentials against its capability (BR-13); a
+    /// refusal of the credentials is answered as an unknown task (AUTH-10).
     pub(crate) async fn authorized(&self, ctx: &mut Ctx<'_>, id: &str) -> Result<(), BridgeError> {
         let rec = self.record(&ctx.caller, id).await?;
         let requirement =
             self.app.engine.capability(&rec.capability).map_or(AuthRequirement::None, |c| c.decl.auth_requirement);
-        self.authorize(ctx, requirement).await
+        let parts = SignedParts { method: ctx.method, target: ctx.target, headers: ctx.headers, body: ctx.body };
+        match self.app.auth.check(&self.app.engine, requirement, &parts, &mut ctx.caller).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(BridgeError::from(
+                *crate::auth::as_unknown(e, || crate::engine::unknown_execution(&ctx.caller, id)).err,
+            )),
+        }
     }
 
     /// `GetTask` (BR-13).

@@ -360,6 +360,7 @@ async fn a_dropped_stream_loses_nothing_and_the_stream_limit_holds() {
     // The only slot is taken.
     let resp = a.http.post(&url).json(&message("run_slow_task", json!({"ms": 1}))).send().await.expect("test value");
     assert_eq!(resp.status(), 503);
+    assert_eq!(resp.headers().get("retry-after").map(|v| v.as_bytes()), Some(&b"1"[..]));
     let body: Value = resp.json().await.expect("test value");
     assert_eq!(body["error"]["details"][0]["metadata"]["code"], "overloaded");
     // Drop the stream; the task runs on and a resubscription sees it finish.
@@ -468,4 +469,49 @@ fn a_default_skill_that_is_not_on_the_card_is_refused_at_build() {
     }
     let opts = BridgeOptions { default_skill: Some("submit_report".into()), ..BridgeOptions::default() };
     assert!(Bridge::new(&agent, opts).is_ok());
+}
+
+#[tokio::test]
+async fn a_full_body_budget_is_answered_503_overloaded_with_retry_after() {
+    // LIM-7 on the bridge's HTTP+JSON binding: a body stalled after 3 KiB holds the budget of 4 KiB; a second body
+    // that would take it past is refused 503 `overloaded` with `Retry-After`.
+    use tokio::io::AsyncWriteExt;
+    let mut limits = Limits::default();
+    limits.max_body_bytes = 64 * 1024;
+    limits.max_buffered_body_bytes = 4096;
+    // The stalled body must outlive the test's polling however loaded the machine.
+    limits.body_read_timeout_ms = 120_000;
+    let a = start(BridgeLimits::default(), limits).await;
+    let addr = a.base.trim_start_matches("http://").to_owned();
+    let stall = |addr: String| async move {
+        let mut c = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+        let head = format!(
+            "POST /a2a1x/message:send HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 16384\r\n\r\n"
+        );
+        c.write_all(head.as_bytes()).await.expect("head");
+        c.write_all(&[b' '; 3072]).await.expect("3 KiB");
+        c
+    };
+    let mut stalled = stall(addr.clone()).await;
+    let mut big = message("query_ledger", json!({}));
+    big["pad"] = json!("x".repeat(2048));
+    // Polled: the stalled bytes are held once the agent has read them.
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        // A stalled body that arrived after a probe's was the one refused (answered): it is sent again.
+        let mut seen = [0u8; 64];
+        if !matches!(stalled.try_read(&mut seen), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
+            stalled = stall(addr.clone()).await;
+        }
+        let resp = a.http.post(format!("{}/a2a1x/message:send", a.base)).json(&big).send().await.expect("test value");
+        if resp.status() == 503 {
+            break resp;
+        }
+        assert!(std::time::Instant::now() < until, "never refused: {}", resp.status());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(refused.headers().get("retry-after").map(|v| v.as_bytes()), Some(&b"1"[..]), "{refused:?}");
+    let body: Value = refused.json().await.expect("test value");
+    assert_eq!(body["error"]["details"][0]["metadata"]["code"], "overloaded", "{body}");
+    drop(stalled);
 }

@@ -289,8 +289,109 @@ async fn api_key_capability_needs_a_valid_key_bound_to_the_sender() {
     assert_eq!(good.status, StatusCode::OK, "{}", good.body);
     // The key is needed on every step about the capability, not only NEGOTIATE.
     let neg = good.body["negotiation_id"].as_str().expect("id");
+    // Without it, a step naming the negotiation is answered as one naming an unknown id (AUTH-10).
     let e = f.t.send(f.t.req(Method::POST, "/a2a/execute").header("A2A-Negotiation-ID", neg).json(&json!({}))).await;
-    assert_eq!(e.code(), "auth_required");
+    assert_eq!((e.status, e.code()), (StatusCode::NOT_FOUND, "unknown_negotiation"), "{}", e.body);
+    let e =
+        f.t.send(
+            f.t.req(Method::POST, "/a2a/execute")
+                .header("A2A-Negotiation-ID", neg)
+                .header("A2A-Api-Key", "k-good")
+                .json(&json!({})),
+        )
+        .await;
+    assert_eq!(e.status, StatusCode::CREATED, "{}", e.body);
+}
+
+/// An id like `real` that the agent never gave out (its last character changed).
+fn made_up(real: &str) -> String {
+    let mut s = real.to_owned();
+    let last = s.pop().expect("not empty");
+    s.push(if last == 'a' { 'q' } else { 'a' });
+    s
+}
+
+/// What a caller can compare of an answer: status, body with `id` written as `as_id`, and the header names (without
+/// `date`, which differs from one answer to the next).
+fn seen(a: &Answer, id: &str, as_id: &str) -> (StatusCode, String, Vec<String>) {
+    let mut names: Vec<String> = a.headers.keys().map(|k| k.as_str().to_owned()).filter(|k| k != "date").collect();
+    names.sort();
+    (a.status, a.body.to_string().replace(id, as_id), names)
+}
+
+#[tokio::test]
+async fn refused_steps_on_real_ids_are_answered_exactly_as_made_up_ids() {
+    // AUTH-10: the owner of a did_auth and of an api_key capability's negotiation and execution; strangers that
+    // claim the owner's DID without its key (or API key), and another DID, learn nothing from the agent's answers
+    // about which ids are real.
+    let f = fixture(&SigningKey::generate().expect("key")).await;
+    let n = f.negotiate_signed(Spoil::None).await;
+    assert_eq!(n.status, StatusCode::OK, "{}", n.body);
+    let neg = n.body["negotiation_id"].as_str().expect("id").to_owned();
+    let e = f
+        .signed(Method::POST, "/a2a/execute", Some(json!({"x": 1})), &[("a2a-negotiation-id", &neg)], Spoil::None)
+        .await;
+    assert_eq!(e.status, StatusCode::CREATED, "{}", e.body);
+    let signed_exe = e.body["execution_id"].as_str().expect("id").to_owned();
+    let n = f.negotiate_signed(Spoil::None).await;
+    let signed_neg = n.body["negotiation_id"].as_str().expect("id").to_owned();
+    let keyed = |rb: reqwest::RequestBuilder| rb.header("A2A-Api-Key", "k-good");
+    let body = json!({"target_capability": "process_payment", "proposed_schema": {"type": "object"}});
+    let n = f.t.send(keyed(f.t.req(Method::POST, "/a2a/negotiate")).json(&body)).await;
+    let keyed_neg = n.body["negotiation_id"].as_str().expect("id").to_owned();
+    let e = f
+        .t
+        .send(keyed(f.t.req(Method::POST, "/a2a/execute")).header("A2A-Negotiation-ID", &keyed_neg).json(&json!({})))
+        .await;
+    assert_eq!(e.status, StatusCode::CREATED, "{}", e.body);
+    let keyed_exe = e.body["execution_id"].as_str().expect("id").to_owned();
+    let n = f.t.send(keyed(f.t.req(Method::POST, "/a2a/negotiate")).json(&body)).await;
+    let keyed_neg = n.body["negotiation_id"].as_str().expect("id").to_owned();
+
+    let seg = |id: &str| a2a_core::execution_id::ExecutionId::parse(id).expect("id").to_path_segment();
+    for (cap, neg, exe) in [("sign_document", &signed_neg, &signed_exe), ("process_payment", &keyed_neg, &keyed_exe)] {
+        for who in [SENDER, "did:web:attacker.example.com"] {
+            // A step's method, path, negotiation header, body; with the real ids and with made-up ones.
+            let probe = |neg: &str, exe: &str| {
+                [
+                    (Method::POST, "/a2a/execute".to_owned(), Some(neg.to_owned()), Some(json!({"x": 1}))),
+                    (Method::GET, format!("/a2a/result/{}", seg(exe)), None, None),
+                    (Method::GET, format!("/a2a/result/{}?wait_ms=50", seg(exe)), None, None),
+                    (Method::POST, "/a2a/confirm".to_owned(), None, Some(json!({"execution_id": exe}))),
+                    (Method::POST, "/a2a/cancel".to_owned(), None, Some(json!({"execution_id": exe}))),
+                ]
+            };
+            let (fake_neg, fake_exe) = (made_up(neg), made_up(exe));
+            let send = |(method, path, neg, body): (Method, String, Option<String>, Option<Value>)| {
+                let mut rb = f.t.http.request(method, f.t.url(&path)).header("A2A-Version", "0.3");
+                rb = rb.header("A2A-Sender-ID", who);
+                if let Some(n) = neg {
+                    rb = rb.header("A2A-Negotiation-ID", n);
+                }
+                if let Some(b) = body {
+                    rb = rb.json(&b);
+                }
+                f.t.send(rb)
+            };
+            for (real, fake) in probe(neg, exe).into_iter().zip(probe(&fake_neg, &fake_exe)) {
+                let what = format!("{cap}: {} {} by {who}", real.0, real.1);
+                let (real_id, fake_id) = if real.2.is_some() { (neg, &fake_neg) } else { (exe, &fake_exe) };
+                let a = send(real).await;
+                let b = send(fake).await;
+                assert_eq!(b.status, StatusCode::NOT_FOUND, "{what}, made up: {}", b.body);
+                assert_eq!(
+                    seen(&a, real_id, fake_id),
+                    seen(&b, fake_id, fake_id),
+                    "{what}: the real id is told apart from a made-up one"
+                );
+            }
+        }
+    }
+    // The owner's execution is untouched (the strangers' CANCELs were refused) and still answers the owner.
+    let r = f.signed(Method::GET, &format!("/a2a/result/{}", seg(&signed_exe)), None, &[], Spoil::HeaderOnly).await;
+    assert_eq!((r.status, r.body["status"].as_str()), (StatusCode::OK, Some("received")), "{}", r.body);
+    let r = f.t.send(keyed(f.t.req(Method::GET, &format!("/a2a/result/{}", seg(&keyed_exe))))).await;
+    assert_eq!((r.status, r.body["status"].as_str()), (StatusCode::OK, Some("received")), "{}", r.body);
 }
 
 #[tokio::test]

@@ -163,3 +163,49 @@ async fn a_command_handlers_program_dies_with_its_agent_killed_with_sigkill() {
     server.kill();
     assert_ends(pid, "the handler's program after kill -9 of its agent").await;
 }
+
+#[tokio::test]
+async fn a_session_command_handlers_program_dies_with_its_agent_killed_with_sigkill() {
+    // HDL-4: a session's reply program runs under the same supervisor as a capability's.
+    let dir = TempDir::new("hdl4-session-kill");
+    let sleeper = dir.write("sleeper.sh", "echo $$ > \"$1.tmp\" && mv \"$1.tmp\" \"$1\"\nexec sleep 60\n");
+    let pid_file = dir.path("session-sleeper.pid");
+    let config = dir.write(
+        "agent.toml",
+        &format!(
+            r#"
+[agent]
+did = "did:web:agent.example.com"
+
+[sessions]
+auth_requirement = "none"
+visibility = "all"
+allow = ["{SENDER}#*", "did:web:agent.example.com#*"]
+
+[[sessions.session]]
+session_key = "desk"
+summary = "A desk whose program sleeps."
+handler = {{ type = "command", argv = ["sh", "{}", "{}"], timeout_ms = 60000 }}
+"#,
+            sleeper.display(),
+            pid_file.display()
+        ),
+    );
+    let mut server = ServerProcess::start(&config);
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
+    let sent = http
+        .post(format!("{}/a2a/sessions/send", server.base))
+        .header("A2A-Version", "0.3")
+        .header("A2A-Sender-ID", SENDER)
+        .json(&json!({"target": "desk", "from": "caller", "text": "hello?", "max_turns": 0}))
+        .send()
+        .await
+        .expect("send");
+    let status = sent.status();
+    let body: Value = sent.json().await.unwrap_or(Value::Null);
+    assert!(status.is_success(), "{status}: {body}");
+    let pid = pid_from(&pid_file).await;
+    assert!(running(pid), "the session's program runs");
+    server.kill();
+    assert_ends(pid, "the session handler's program after kill -9 of its agent").await;
+}

@@ -1,7 +1,8 @@
 //! The `command` session handler (SES-9, HDL-1, HDL-3): a program per delivery — e.g. a wrapper around an existing CLI agent.
 //!
 //! The program is started from an argv array (no shell), in its own process group, with a cleared environment
-//! (only the allow-listed variables of the agent's, the configured ones and the `A2A_*` ones below). It reads the
+//! (only the allow-listed variables of the agent's, the configured ones and the `A2A_*` ones below), under
+//! `a2a-supervise` as a capability's program is, so that it dies with the agent (HDL-4). It reads the
 //! delivery as JSON on stdin (or, with `stdin = "prompt"`, the plain-text prompt of POL-3) and writes
 //! `{"reply": "..."}`, `{"error": "..."}` or plain text — the whole of stdout, trimmed — and exits 0.
 //!
@@ -16,7 +17,6 @@
 //! of stdout (more kills the program and fails the delivery), `max_concurrency` programs at once (a delivery waits
 //! for a slot within its time). A non-zero exit fails the delivery with the end of stderr.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
 use super::{EXCERPT_CHARS, reply_from_stdout, step_name, tail};
+use crate::handlers::GroupGuard;
 use crate::sessions::config::{CommandConfig, StdinFormat};
 use crate::sessions::{HandlerFailure, SessionHandler};
 
@@ -36,13 +37,16 @@ const STDERR_KEEP_BYTES: usize = 16 * 1024;
 pub struct CommandHandler {
     config: Arc<CommandConfig>,
     slots: Arc<Semaphore>,
+    /// The supervisor that ends the program with the agent (`a2a-supervise`, HDL-4).
+    supervisor: Option<std::path::PathBuf>,
 }
 
 impl CommandHandler {
-    /// A handler for `config` (checked when the configuration was read).
+    /// A handler for `config` (checked when the configuration was read). Its programs run under `a2a-supervise`
+    /// when it is found ([`crate::handlers::supervisor`]), so that they die with the agent (HDL-4).
     pub fn new(config: CommandConfig) -> Self {
         let slots = Arc::new(Semaphore::new(config.max_concurrency.max(1)));
-        CommandHandler { config: Arc::new(config), slots }
+        CommandHandler { config: Arc::new(config), slots, supervisor: crate::handlers::supervisor() }
     }
 
     fn program(&self) -> &str {
@@ -51,14 +55,9 @@ impl CommandHandler {
 
     fn command(&self, delivery: &Delivery, remaining: Duration) -> tokio::process::Command {
         let c = &self.config;
-        let mut cmd = tokio::process::Command::new(self.program());
-        cmd.args(&c.argv[1..]).env_clear();
-        for name in &c.env_allow {
-            if let Some(v) = std::env::var_os(name) {
-                cmd.env(name, v);
-            }
-        }
-        cmd.envs(&c.env)
+        let mut cmd = crate::handlers::program_command(self.program(), self.supervisor.as_deref(), &c.env_allow);
+        cmd.args(&c.argv[1..])
+            .envs(&c.env)
             .env("A2A_RUN_ID", &delivery.run_id)
             .env("A2A_SESSION", &delivery.session)
             .env("A2A_STEP", step_name(delivery.step))
@@ -80,10 +79,6 @@ impl CommandHandler {
         if let Some(cwd) = &c.cwd {
             cmd.current_dir(cwd);
         }
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-        // Its own process group, so that a timeout stops what it started too (`sh -c 'sleep 100 &'`).
-        #[cfg(unix)]
-        cmd.process_group(0);
         cmd
     }
 
@@ -156,6 +151,11 @@ impl CommandHandler {
             }
         };
         let status = status.map_err(|e| HandlerFailure::Failed(format!("cannot wait for `{program}`: {e}")))?;
+        if self.supervisor.is_some()
+            && let Some(why) = crate::handlers::supervisor_refusal(status, &stderr)
+        {
+            return Err(HandlerFailure::Failed(format!("{why}; check handler.argv and cwd")));
+        }
         if !status.success() {
             let how = match status.code() {
                 Some(code) => format!("exited with status {code}"),
@@ -215,24 +215,5 @@ async fn read_tail(mut r: impl AsyncRead + Unpin, keep: usize) -> std::io::Resul
         if out.len() > 2 * keep {
             out.drain(..out.len() - keep);
         }
-    }
-}
-
-/// Kills a program's whole process group when dropped (or asked): whatever it started dies with the delivery.
-struct GroupGuard(Option<u32>);
-
-impl GroupGuard {
-    fn kill(&self) {
-        #[cfg(unix)]
-        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()).and_then(rustix::process::Pid::from_raw) {
-            // ESRCH (nothing left) is the usual case and not an error.
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
     }
 }

@@ -1,0 +1,60 @@
+//! Giving memory back to the system after a burst (LIM-7, GW-23).
+//!
+//! mimalloc (the shipped allocator) returns the pages a burst freed only after a delay, and only when the thread that
+//! owns them calls it again; frees from other threads wait on the owner's list until then. A serving thread that goes
+//! idle after a burst (the connections of a stalled-body attack closing) would keep them: the agent was measured at
+//! 5.3 times its idle RSS ten seconds after such an attack (docs/BENCHMARKS.md). So each serving thread calls the
+//! allocator once a second: [`tick_here`], from [`ticker`] (a task on each serving runtime) and, on the multi-thread
+//! runtime of [`runtime`], from every worker as it parks. On the gateway's single-threaded workers this brings RSS
+//! back to its idle level; on the agent's multi-thread runtime it halves what is kept (2.6 times idle), since blocks
+//! freed by another thread than the one that allocated them wait for a collection this does not make
+//! (docs/BENCHMARKS.md, "a2a-server under a stalled-body attack").
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+/// How often a thread calls the allocator at most.
+const EVERY: Duration = Duration::from_secs(1);
+
+/// Allocates and frees one large block (1 MiB) on this thread, at most once a second per thread: the allocator then
+/// takes back the frees other threads made of this thread's memory and returns the pages freed since to the system.
+/// Cheap when not due (one clock read).
+pub fn tick_here() {
+    thread_local! {
+        static LAST: Cell<Option<Instant>> = const { Cell::new(None) };
+    }
+    let now = Instant::now();
+    LAST.with(|last| {
+        if last.get().is_some_and(|t| now.saturating_duration_since(t) < EVERY) {
+            return;
+        }
+        last.set(Some(now));
+        drop(std::hint::black_box(Vec::<u8>::with_capacity(1024 * 1024)));
+    });
+}
+
+/// Runs until dropped (abort it with the serving loop): once a second, ticks the thread it runs on and wakes the
+/// runtime's other workers with a few empty tasks, so that a worker idle since a burst parks again and ticks (with
+/// [`runtime`]'s park hook). On a current-thread runtime it ticks its one thread.
+pub async fn ticker() {
+    let mut every = tokio::time::interval(EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        every.tick().await;
+        tick_here();
+        let workers = tokio::runtime::Handle::current().metrics().num_workers();
+        // Two per other worker: a task spawned from a worker goes to its own queue, and only the second one there
+        // wakes an idle worker to take it; each woken worker that finds work wakes the next.
+        for _ in 0..2 * workers.saturating_sub(1) {
+            tokio::spawn(async {});
+        }
+    }
+}
+
+/// The multi-thread runtime the `a2a-server` and `a2a-gateway` binaries run on: every worker calls [`tick_here`] as
+/// it parks (goes idle).
+///
+/// An error when the runtime cannot be started.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().on_thread_park(tick_here).build()
+}
