@@ -6,6 +6,7 @@
 # NEGOTIATE and EXECUTE without CONFIRM, alternately, so B's negotiation and received shares stay full) on each of
 # FLOOD_CONNECTIONS connections counts. Alternated ROUNDS times. Prints per slice A's p50/p99, failed handshakes and
 # the flood's req/s, then the medians over the rounds and the flooded/unloaded ratios.
+# Each slice also lists the handshakes of A over 10 ms with their start time in the slice (where a tail comes from).
 #
 #   cargo build --release --bin a2a-server
 #   a2a-server/benches/flood.sh target/release/a2a-server memory   # in-memory store
@@ -111,6 +112,9 @@ line = (f"  {label:>10}: A ok {row['ok']} failed {row['failed']}  p50 {row['p50'
         f"  max {row['max']:.2f} ms")
 if c:
     line += f"  flood {rps:.0f} req/s ({non2xx} of {total} non-2xx: B past its shares)"
+slow = [f"{t:.1f}s:{m:.0f}ms" for t, m in zip(out["at"], out["ms"]) if m > 10]
+if slow:
+    line += f"\n              handshakes over 10 ms (start:latency) {' '.join(slow)}"
 if out["errors"]:
     line += f"  errors {out['errors']}"
 print(line)

@@ -37,7 +37,7 @@ def handshake(i):
         raise RuntimeError(f"result: {json.dumps(res)[:200]}")
 
 
-ms, errors = [], []
+ms, at, errors = [], [], []
 start = time.monotonic()
 for i in range(count):
     due = start + i / rate
@@ -48,8 +48,9 @@ for i in range(count):
     try:
         handshake(i)
         ms.append((time.monotonic() - t0) * 1000)
+        at.append(round(t0 - start, 2))
     except Exception as e:  # a failed handshake is counted, the connection reopened
         errors.append(str(e)[:200])
         conn.close()
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-print(json.dumps({"ok": len(ms), "failed": len(errors), "errors": errors[:5], "ms": ms}))
+print(json.dumps({"ok": len(ms), "failed": len(errors), "errors": errors[:5], "ms": ms, "at": at}))
