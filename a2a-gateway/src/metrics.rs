@@ -46,6 +46,20 @@ impl Step {
     /// How many steps there are.
     pub const COUNT: usize = 10;
 
+    /// Every step.
+    pub const ALL: [Step; Step::COUNT] = [
+        Step::Discover,
+        Step::Capabilities,
+        Step::Negotiate,
+        Step::Execute,
+        Step::Confirm,
+        Step::Result,
+        Step::Cancel,
+        Step::Fallback,
+        Step::Preflight,
+        Step::Other,
+    ];
+
     /// The name of the step's span (OPS-6): `a2a.gateway.` and the label value.
     pub fn span_name(self) -> &'static str {
         match self {
@@ -262,6 +276,13 @@ impl Metrics {
             "Requests sent again on a new connection because the kept-alive one they went on ended unanswered",
             upstream_replays.clone(),
         );
+        // Every family is described from the start, with the zero series an operator's dashboards and alert rules
+        // name (`deploy/prometheus/alerts.yaml`): a family without a series is not exposed at all. `agent="none"`
+        // are the requests answered at the edge; an agent's series start when it is configured (`Agents`).
+        for step in Step::ALL {
+            let _ = requests.get_or_create(&Labels { step: step.as_str(), agent: "none".to_owned(), outcome: "ok" });
+            let _ = latency.get_or_create(&StepAgent { step: step.as_str(), agent: "none".to_owned() });
+        }
         Metrics {
             registry,
             requests,

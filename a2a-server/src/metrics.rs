@@ -36,6 +36,19 @@ pub enum Step {
 }
 
 impl Step {
+    /// Every step.
+    pub const ALL: [Step; 9] = [
+        Step::Discover,
+        Step::Capabilities,
+        Step::Negotiate,
+        Step::Execute,
+        Step::Confirm,
+        Step::Result,
+        Step::Cancel,
+        Step::Fallback,
+        Step::Other,
+    ];
+
     /// The name of the step's span (OPS-6): `a2a.` and the label value.
     pub fn span_name(self) -> &'static str {
         match self {
@@ -178,6 +191,22 @@ impl Metrics {
              delivered, failed (given up), retried (tries after a failure), dropped (queue full); queued: waiting now",
             webhooks.clone(),
         );
+        // Every family is described from the start, with the zero series an operator's dashboards and alert rules
+        // name (`deploy/prometheus/alerts.yaml`): a family without a series is not exposed at all.
+        for step in Step::ALL {
+            let _ = requests.get_or_create(&StepOutcome { step: step.as_str(), outcome: "ok" });
+            let _ = latency.get_or_create(&StepLabel { step: step.as_str() });
+        }
+        for capability in &capabilities {
+            for status in [ExecutionStatus::Succeeded, ExecutionStatus::Failed] {
+                let _ = finished.get_or_create(&Finished { capability: capability.clone(), status: status.as_str() });
+            }
+        }
+        for q in ["max_negotiations", "max_received_per_sender", "max_nonces", "max_nonces_per_sender"] {
+            let _ = quota.get_or_create(&Quota { quota: q, outcome: "refused" });
+        }
+        let _ = signature_failures.get_or_create(&Reason { reason: "signature_invalid" });
+        let _ = negotiation_failures.get_or_create(&Reason { reason: "schema_rule_violation" });
         Metrics {
             registry,
             requests,
