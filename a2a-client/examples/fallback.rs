@@ -1,4 +1,4 @@
-//! Fallback (seed §3.4, FB-4): when an agent cannot serve a capability, try the agents its registry names, accept a
+//! Fallback (FB-4): when an agent cannot serve a capability, try the agents its registry names, accept a
 //! degraded capability, or refuse — the caller's choice.
 //!
 //! Run with: `cargo run -p a2a-client --example fallback`

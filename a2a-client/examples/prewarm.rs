@@ -1,4 +1,4 @@
-//! Pre-warming known peers at start-up (seed §4.3, CLI-1): DISCOVER and NEGOTIATE ahead of time, so that the first
+//! Pre-warming known peers at start-up (CLI-1): DISCOVER and NEGOTIATE ahead of time, so that the first
 //! real call of each peer skips both (its agreed schema comes from the cache).
 //!
 //! Run with: `cargo run -p a2a-client --example prewarm`

@@ -373,7 +373,7 @@ impl Client {
         }
     }
 
-    /// Pre-warms known peers (seed §4.3, CLI-1): for each, DISCOVER, read the capabilities and NEGOTIATE, all
+    /// Pre-warms known peers (CLI-1): for each, DISCOVER, read the capabilities and NEGOTIATE, all
     /// concurrently, so that the first real [`Client::call`] of each finds its agreed schema in the cache. Returns,
     /// per peer in order, its negotiation or why it could not be made (a failure does not stop the others).
     pub async fn prewarm(&self, peers: &[Peer]) -> Vec<Result<Negotiation, ClientError>> {

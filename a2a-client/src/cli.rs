@@ -302,7 +302,7 @@ enum KeyCommand {
 
 #[derive(Debug, Subcommand)]
 enum SchemaCommand {
-    /// Convert OpenAPI `nullable: true` into `"type": ["T","null"]` (seed §5.2).
+    /// Convert OpenAPI `nullable: true` into `"type": ["T","null"]` (SCH-12).
     Fix {
         /// The schema file (JSON), or - for stdin.
         file: PathBuf,

@@ -1,4 +1,4 @@
-//! What the client does when an agent cannot serve a capability (`spec/PROTOCOL.md` §11, FB-4; seed §3.4): use
+//! What the client does when an agent cannot serve a capability (`spec/PROTOCOL.md` §11, FB-4): use
 //! another agent that the registry names for the same capability, accept a degraded capability, or refuse and report
 //! `no_matching_capability`. The caller chooses; the default tries other agents and never degrades silently.
 

@@ -173,7 +173,7 @@ impl CallTrace {
     }
 }
 
-/// A known peer to negotiate with ahead of time ([`crate::Client::prewarm`], seed §4.3).
+/// A known peer to negotiate with ahead of time ([`crate::Client::prewarm`], CLI-1).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Peer {
     /// The agent's URL.

@@ -1,4 +1,4 @@
-//! `message_integrity`: signed requests and responses (`spec/PROTOCOL.md`, requirements `INT-*`; seed §2.3, §3.3).
+//! `message_integrity`: signed requests and responses (`spec/PROTOCOL.md`, requirements `INT-*`).
 //!
 //! A signed message carries `A2A-Signature: <compact JWS>`, an ES256 token with the protected header
 //! `{"alg":"ES256","kid":"<sender DID>#<key id>","typ":"a2a-sig+jwt"}` and the claims [`SignatureClaims`]: who signs

@@ -318,7 +318,7 @@ pub enum FallbackSource {
     Registry,
 }
 
-/// One alternative to a capability the agent cannot serve (seed §3.4).
+/// One alternative to a capability the agent cannot serve (§11, FB-1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FallbackOption {
     /// The capability to use instead.

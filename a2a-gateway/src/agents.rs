@@ -1,6 +1,6 @@
 //! The agents behind the gateway: their endpoints, what they offer (their DISCOVER and capabilities answers, cached
-//! for 5 minutes, seed §4.3), their health (outlier ejection), and the choice of an agent for a NEGOTIATE
-//! (`routeByCapability`, seed §4.1).
+//! for 5 minutes, DISC-4), their health (outlier ejection), and the choice of an agent for a NEGOTIATE
+//! (`routeByCapability`, §15).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

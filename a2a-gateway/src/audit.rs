@@ -1,4 +1,4 @@
-//! The audit log (seed §4.1): one record per request — time, sender, capability, negotiation, execution, agent, step,
+//! The audit log (§15): one record per request — time, sender, capability, negotiation, execution, agent, step,
 //! outcome, latency — written through a2a-server's [`AuditLog`] (the one way agents and gateways write and query
 //! audit records): a JSON-lines file and/or the Redis stream `<prefix>:audit` shared by every gateway and agent on
 //! one Redis. Queried by sender, negotiation or execution (`GET /gateway/audit`, `a2a-gateway audit`).

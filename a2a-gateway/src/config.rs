@@ -305,7 +305,7 @@ impl Default for BalancingSection {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DiscoverCacheSection {
-    /// How long an agent's DISCOVER and capabilities answers are reused, in milliseconds (seed §4.3: 5 minutes).
+    /// How long an agent's DISCOVER and capabilities answers are reused, in milliseconds (DISC-4: 5 minutes).
     pub ttl_ms: u64,
     /// Agents' answers kept at most (least recently used dropped first).
     pub max_entries: u64,

@@ -1,5 +1,5 @@
 //! What the gateway says about itself: DISCOVER with the union of its agents' capabilities (under its own DID), the
-//! merged capabilities document, and FALLBACK options aggregated from every agent (seed §5.4, FB-2).
+//! merged capabilities document, and FALLBACK options aggregated from every agent (FB-2).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Edge security (seed §2.3, §4.1, §5.5; `spec/PROTOCOL.md` §10, GW-3, GW-4, GW-8, GW-10): everything the gateway
+//! Edge security (`spec/PROTOCOL.md` §10, GW-3, GW-4, GW-8, GW-10): everything the gateway
 //! checks once, before a request may reach an agent.
 //!
 //! - `A2A-Signature` verified as its audience (the gateway's DID), with the clock-skew bound of GW-4 (25 s), and its
@@ -121,7 +121,7 @@ impl Edge {
         let bound = self.cfg.max_clock_skew_s as i64;
         let off = time - now;
         if off.abs() > bound {
-            // An alert-worthy line: a caller's clock (or ours) is off; signatures will start failing (seed §5.5).
+            // An alert-worthy line: a caller's clock (or ours) is off; signatures will start failing (GW-4).
             tracing::error!(
                 alert = "clock_skew",
                 offset_s = off,

@@ -1,6 +1,6 @@
 //! # a2a-gateway
 //!
-//! The proxy operators put in front of many A2A agents (seed §4.1, `spec/PROTOCOL.md` §15). To its callers it is one
+//! The proxy operators put in front of many A2A agents (`spec/PROTOCOL.md` §15). To its callers it is one
 //! agent — DISCOVER answers the union of its agents' capabilities under the gateway's DID — and to its agents it is a
 //! caller:
 //!

@@ -1,4 +1,4 @@
-//! Version isolation (seed §4.1, `spec/PROTOCOL.md` GW-5, GW-11..GW-13): the gateway speaks the agents' version
+//! Version isolation (`spec/PROTOCOL.md` GW-5, GW-11..GW-13): the gateway speaks the agents' version
 //! (0.3) to its agents and may accept callers on other versions through an explicit translation table.
 //!
 //! A translation names the caller's version, the agents' version, and two rename tables: header names and top-level

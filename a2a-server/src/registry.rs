@@ -1,4 +1,4 @@
-//! The capability registry (seed §5.4): which agents offer which capabilities. It feeds FALLBACK
+//! The capability registry (§11): which agents offer which capabilities. It feeds FALLBACK
 //! (`spec/PROTOCOL.md` §11) and takes no part in the handshake itself.
 //!
 //! Entries from configuration are static. Entries a process registers for itself carry an expiry and are refreshed

@@ -1,4 +1,4 @@
-//! `a2a-server --sessions-demo`: seed 001's story (issue 8, item 9) played by three real agents on loopback, each
+//! `a2a-server --sessions-demo`: a three-agent story (§17) played by three real agents on loopback, each
 //! with its own listener, DID (`did:web:localhost%3A<port>`), signing key, DID document and memory store.
 //!
 //! The user asks the main assistant whether the bonus pays for a MacBook. The main assistant lists the work

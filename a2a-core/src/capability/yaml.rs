@@ -1,4 +1,4 @@
-//! Capability declarations written in YAML, with comments (`spec/PROTOCOL.md` §4.8, CAP-21, CAP-22; seed §3.2), turned
+//! Capability declarations written in YAML, with comments (`spec/PROTOCOL.md` §4.8, CAP-21, CAP-22), turned
 //! into the JSON declarations of §4.1. Available with the `yaml` feature; the `a2a capability lint|convert FILE`
 //! commands are built on it.
 //!

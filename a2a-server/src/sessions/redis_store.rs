@@ -1,4 +1,4 @@
-//! The Redis [`SessionStore`]: the state of sessions shared by every process and agent on one Redis (MISSION §5),
+//! The Redis [`SessionStore`]: the state of sessions shared by every process and agent on one Redis,
 //! on the connection and configuration of the agent's [`RedisStore`].
 //!
 //! Every key carries the hash tag `{<prefix>:sessions}`, so that a cluster keeps them on one slot:

@@ -1,5 +1,5 @@
 //! The Redis store: many `a2a-server` processes on one Redis (or Redis Cluster) behave as one agent, and work left by
-//! a crashed process is taken over by another (MISSION §5).
+//! a crashed process is taken over by another.
 //!
 //! ## Keys
 //!

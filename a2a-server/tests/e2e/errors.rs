@@ -21,7 +21,7 @@ const NOT_ANSWERED_BY_AN_AGENT: &[(&str, &str)] = &[
     ("agent_timeout", "a gateway answer"),
     ("forbidden", "gateway and session policies"),
     ("internal_error", "no input triggers it; it would be a bug"),
-    // Sessions and conversations (spec §17) are not served by a2a-server yet (issue 8); when they are, these codes
+    // Sessions and conversations (spec §17) are not served by a2a-server yet; when they are, these codes
     // move to the sessions tests and out of this list.
 ];
 

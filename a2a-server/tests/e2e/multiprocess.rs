@@ -1,4 +1,4 @@
-//! Many processes, one agent: real `a2a-server` binaries on one real Redis (MISSION §5). The steps of one handshake
+//! Many processes, one agent: real `a2a-server` binaries on one real Redis. The steps of one handshake
 //! go to different processes; a process killed with SIGKILL in the middle of executions loses none of them; the
 //! soak test drives 10,000 executions through two processes and kills one midway. Also: Redis stopped and started
 //! again under an agent (503 `store_unavailable`, then recovery without a restart).

@@ -1,4 +1,4 @@
-//! The sessions demo (`a2a-server --sessions-demo`, issue 8 item 9): seed 001's story played by three real agents
+//! The sessions demo (`a2a-server --sessions-demo`): the three-agent story played by three real agents
 //! over loopback HTTP, checked end to end.
 
 use a2a_server::sessions_demo::{Log, MAX_TURNS, run_story, start_cast};

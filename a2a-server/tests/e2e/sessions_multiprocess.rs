@@ -1,4 +1,4 @@
-//! Sessions across real `a2a-server` processes on one real Redis (MISSION §5), the requester on one process and the
+//! Sessions across real `a2a-server` processes on one real Redis, the requester on one process and the
 //! target on the other:
 //!
 //! - two agents, X on process one and Y on process two, sharing the registry: the four reply x announce modes with

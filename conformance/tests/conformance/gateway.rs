@@ -1,4 +1,4 @@
-//! The suite passes against an `a2a-gateway` in front of two real demo agents (issue 7 item 5, GW-1): the gateway
+//! The suite passes against an `a2a-gateway` in front of two real demo agents (GW-1): the gateway
 //! verifies the suite's signatures as the audience, re-signs for the agents (which trust it), routes each step to
 //! the agent holding the negotiation or execution, and is checked like any agent.
 
