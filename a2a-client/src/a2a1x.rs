@@ -22,6 +22,7 @@ use a2a_core::a2a1x::{
 use a2a_core::capability::{AuthRequirement, CapabilityDeclaration};
 use a2a_core::did::Did;
 use a2a_core::resolver::DidResolver;
+use a2a_core::sse;
 use serde_json::{Map, Value, json};
 
 /// Largest card or answer read, in bytes.
@@ -443,16 +444,14 @@ impl A2a1xClient {
             let err = v.get("error").cloned().unwrap_or(Value::Null);
             return Err(refused(&err, err["code"].as_i64().unwrap_or(0)));
         }
-        let mut buf = Vec::new();
+        let mut decoder = sse::Decoder::new(MAX_ANSWER_BYTES);
         let mut task: Option<Task> = None;
         while let Some(chunk) = resp.chunk().await.map_err(|e| self.transport(url, &e))? {
-            buf.extend_from_slice(&chunk);
-            if buf.len() > MAX_ANSWER_BYTES {
+            if decoder.feed(&chunk).is_err() {
                 return Err(A2a1xError::Protocol { url: url.clone(), reason: "an SSE event is too large".into() });
             }
-            while let Some(end) = find_event_end(&buf) {
-                let event: Vec<u8> = buf.drain(..end).collect();
-                let data = sse_data(&event);
+            while let Some(event) = decoder.next_event() {
+                let data = event.data;
                 if data.is_empty() {
                     continue;
                 }
@@ -489,24 +488,6 @@ impl A2a1xClient {
 
 fn interrupted(s: TaskState) -> bool {
     matches!(s, TaskState::InputRequired | TaskState::AuthRequired)
-}
-
-fn find_event_end(buf: &[u8]) -> Option<usize> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-fn sse_data(event: &[u8]) -> String {
-    String::from_utf8_lossy(event)
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(|d| d.strip_prefix(' ').unwrap_or(d))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// Folds a stream event into the task it is about.
@@ -666,13 +647,5 @@ mod tests {
         assert_eq!(result_of(&t).expect("test value"), json!({"text": "hello"}));
         t.status.state = TaskState::InputRequired;
         assert!(matches!(result_of(&t), Err(A2a1xError::Unsupported { .. })));
-    }
-
-    #[test]
-    fn sse_events_are_split_and_folded() {
-        let buf = b"data: {\"a\":1}\n\ndata: x".to_vec();
-        let end = find_event_end(&buf).expect("test value");
-        assert_eq!(sse_data(&buf[..end]), "{\"a\":1}");
-        assert!(find_event_end(&buf[end..]).is_none());
     }
 }

@@ -12,6 +12,7 @@
 //!   a proposal;
 //! - [`execution_id`]: generation and parsing of `execution_id`;
 //! - [`sessions`]: sessions and conversations (§17): wire types, skip tokens, addresses, globs, wait chains, redaction;
+//! - [`sse`]: the one Server-Sent Events codec (a sans-I/O decoder and the writer) of every stream in the workspace;
 //! - [`a2a1x`]: the Agent2Agent 1.0 messages, tasks and card signatures of the bridge (§20);
 //! - [`resolver`]: resolving a sender's DID to its key (with the `http-resolver` feature, over HTTPS).
 //!
@@ -32,6 +33,7 @@ pub mod negotiation;
 pub mod resolver;
 pub mod schema_rules;
 pub mod sessions;
+pub mod sse;
 pub mod wire;
 
 /// The protocol version this crate implements, as carried by the `A2A-Version` header.

@@ -1,10 +1,11 @@
 //! Server-Sent Events (WHATWG HTML, "Server-sent events") read incrementally from a response, for the streamed RESULT
 //! (§18) and the sessions' event channel (§17.6). An event is parsed as its bytes arrive, in a bounded buffer, and each
 //! read has a time limit, so that an agent that streams forever, never ends an event or sends nothing cannot hold the
-//! suite or its memory.
+//! suite or its memory. The bytes are read with the workspace's Server-Sent Events decoder ([`a2a_core::sse`]).
 
 use std::time::{Duration, Instant};
 
+use a2a_core::sse;
 use serde_json::Value;
 
 use crate::http::{Req, Resp};
@@ -65,8 +66,7 @@ pub struct Stream {
     resp: Option<reqwest::Response>,
     buf: Vec<u8>,
     raw: Vec<u8>,
-    pending: Event,
-    pending_fields: bool,
+    decoder: sse::Decoder,
     ended: bool,
     opened: Instant,
 }
@@ -103,8 +103,7 @@ pub async fn open(client: &reqwest::Client, req: &Req, timeout: Duration, total:
         resp: Some(resp),
         buf: Vec::new(),
         raw: Vec::new(),
-        pending: Event::default(),
-        pending_fields: false,
+        decoder: sse::Decoder::new(MAX_EVENT_BYTES),
         ended: false,
         opened,
     })
@@ -148,16 +147,14 @@ impl Stream {
     pub async fn next(&mut self, timeout: Duration) -> Result<Option<Item>, String> {
         let deadline = Instant::now() + timeout;
         loop {
-            while let Some(line) = self.take_line() {
-                if let Some(item) = self.feed(&line) {
-                    return Ok(Some(item));
-                }
+            let fed = std::mem::take(&mut self.buf);
+            self.decoder.feed(&fed).map_err(|e| e.to_string())?;
+            if let Some(item) = self.decoder.next_item() {
+                return Ok(Some(item_of(item)));
             }
             if self.ended {
+                self.decoder.finish();
                 return Ok(None);
-            }
-            if self.buf.len() > MAX_EVENT_BYTES {
-                return Err(format!("a line of the stream is longer than {MAX_EVENT_BYTES} bytes"));
             }
             self.fill(deadline).await?;
         }
@@ -218,58 +215,19 @@ impl Stream {
             }
         }
     }
+}
 
-    /// A whole line from the buffer (CR LF, LF or CR ends it), without its end.
-    fn take_line(&mut self) -> Option<String> {
-        let pos = self.buf.iter().position(|b| *b == b'\n' || *b == b'\r')?;
-        let mut end = pos + 1;
-        if self.buf[pos] == b'\r' {
-            match self.buf.get(pos + 1) {
-                Some(b'\n') => end += 1,
-                // A CR at the end of what arrived may be the start of a CR LF.
-                None if !self.ended => return None,
-                _ => {}
-            }
-        }
-        let line: Vec<u8> = self.buf.drain(..end).take(pos).collect();
-        Some(String::from_utf8_lossy(&line).into_owned())
-    }
-
-    /// Processes one line: a blank line dispatches the event being built.
-    fn feed(&mut self, line: &str) -> Option<Item> {
-        if line.is_empty() {
-            if !self.pending_fields {
-                return None;
-            }
-            self.pending_fields = false;
-            let mut e = std::mem::take(&mut self.pending);
-            if e.event.is_empty() {
-                e.event = "message".into();
-            }
-            return Some(Item::Event(e));
-        }
-        if let Some(comment) = line.strip_prefix(':') {
-            return Some(Item::Comment(comment.strip_prefix(' ').unwrap_or(comment).to_owned()));
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-            None => (line, ""),
-        };
-        self.pending_fields = true;
-        let e = &mut self.pending;
-        match field {
-            "id" => e.id = Some(value.to_owned()),
-            "event" => e.event = value.to_owned(),
-            "data" => {
-                if e.data_lines > 0 {
-                    e.data.push('\n');
-                }
-                e.data.push_str(value);
-                e.data_lines += 1;
-            }
-            other => e.other.push((other.to_owned(), value.to_owned())),
-        }
-        None
+/// The suite's view of a decoded item: the event type spelled out (`message` when absent), the data lines counted.
+fn item_of(item: sse::Item) -> Item {
+    match item {
+        sse::Item::Comment(c) => Item::Comment(c),
+        sse::Item::Event(e) => Item::Event(Event {
+            event: e.kind().to_owned(),
+            data_lines: e.data_lines(),
+            id: e.id,
+            data: e.data,
+            other: e.other,
+        }),
     }
 }
 
@@ -283,29 +241,10 @@ mod tests {
     use super::*;
 
     fn parse(bytes: &[u8]) -> Vec<Item> {
-        let mut s = Stream {
-            head: Resp {
-                status: 200,
-                version: String::new(),
-                headers: Vec::new(),
-                body: Vec::new(),
-                elapsed: Duration::ZERO,
-            },
-            resp: None,
-            buf: bytes.to_vec(),
-            raw: Vec::new(),
-            pending: Event::default(),
-            pending_fields: false,
-            ended: true,
-            opened: Instant::now(),
-        };
-        let mut out = Vec::new();
-        while let Some(line) = s.take_line() {
-            if let Some(i) = s.feed(&line) {
-                out.push(i);
-            }
-        }
-        out
+        let mut d = sse::Decoder::new(MAX_EVENT_BYTES);
+        d.feed(bytes).expect("within the limit");
+        d.finish();
+        std::iter::from_fn(|| d.next_item()).map(item_of).collect()
     }
 
     #[test]

@@ -1,14 +1,15 @@
-//! The event channel (`GET /a2a/events`, ANN-3, ANN-4) as an async [`Stream`]: a Server-Sent Events parser, and a
+//! The event channel (`GET /a2a/events`, ANN-3, ANN-4) as an async [`Stream`]: events read with the workspace's
+//! Server-Sent Events codec ([`a2a_core::sse`]), and a
 //! follower that reconnects with `Last-Event-ID` after a dropped connection, so that no event is missed or seen
 //! twice.
 
-use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use a2a_core::sessions::Run;
+use a2a_core::sse;
 use futures_util::Stream;
 use reqwest::Method;
 use serde_json::Value;
@@ -85,80 +86,38 @@ impl EventsOptions {
     }
 }
 
-/// A Server-Sent Events parser (the WHATWG event-stream format): fed bytes, it yields complete events.
-#[derive(Debug, Default)]
+/// The channel's events from the workspace's one Server-Sent Events decoder ([`a2a_core::sse`]), with the id of the
+/// last event carried over to events that have none (as a browser's `lastEventId`).
+#[derive(Debug)]
 pub(crate) struct SseParser {
-    buf: Vec<u8>,
-    data: Vec<String>,
-    event: Option<String>,
+    decoder: sse::Decoder,
     id: Option<String>,
-    pending_bytes: usize,
-    ready: VecDeque<Event>,
 }
 
 impl SseParser {
-    /// Feeds bytes; an event or a line larger than `max` is an error.
-    pub(crate) fn feed(&mut self, bytes: &[u8], max: usize) -> Result<(), String> {
-        self.buf.extend_from_slice(bytes);
-        while let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
-            let mut line: Vec<u8> = self.buf.drain(..=pos).collect();
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            let line = String::from_utf8_lossy(&line).into_owned();
-            self.line(&line);
-            if self.pending_bytes > max {
-                return Err(format!("an event is larger than {max} bytes"));
-            }
-        }
-        if self.buf.len() > max {
-            return Err(format!("a line of the event stream is longer than {max} bytes"));
-        }
-        Ok(())
+    /// A parser that refuses an event or a line larger than `max` bytes.
+    pub(crate) fn new(max: usize) -> Self {
+        SseParser { decoder: sse::Decoder::new(max), id: None }
     }
 
-    fn line(&mut self, line: &str) {
-        if line.is_empty() {
-            if !self.data.is_empty() {
-                self.ready.push_back(Event {
-                    id: self.id.clone(),
-                    event: self.event.take().unwrap_or_else(|| "message".to_owned()),
-                    data: self.data.join("\n"),
-                });
-            }
-            self.data.clear();
-            self.event = None;
-            self.pending_bytes = 0;
-            return;
-        }
-        if line.starts_with(':') {
-            return; // a comment: the agent's keep-alive
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-            None => (line, ""),
-        };
-        self.pending_bytes += line.len();
-        match field {
-            "data" => self.data.push(value.to_owned()),
-            "event" => self.event = Some(value.to_owned()),
-            "id" if !value.contains('\0') => self.id = Some(value.to_owned()),
-            _ => {}
-        }
+    /// Feeds bytes; an event or a line larger than the limit is an error.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.decoder.feed(bytes).map_err(|e| e.to_string())
     }
 
     /// The next complete event.
     pub(crate) fn next(&mut self) -> Option<Event> {
-        self.ready.pop_front()
+        let e = self.decoder.next_event()?;
+        if e.id.is_some() {
+            self.id.clone_from(&e.id);
+        }
+        let event = e.kind().to_owned();
+        Some(Event { id: self.id.clone(), event, data: e.data })
     }
 
     /// Forgets a partly received event (its connection dropped); complete events stay.
     pub(crate) fn drop_partial(&mut self) {
-        self.buf.clear();
-        self.data.clear();
-        self.event = None;
-        self.pending_bytes = 0;
+        self.decoder.finish();
     }
 }
 
@@ -200,11 +159,12 @@ impl EventStream {
             super::key_segment(s)?;
         }
         let shared = Arc::new(Mutex::new(Shared { last_event_id: opts.last_event_id.clone(), reconnects: 0 }));
+        let parser = SseParser::new(opts.max_event_bytes);
         let mut f = Follower {
             sessions,
             opts,
             resp: None,
-            parser: SseParser::default(),
+            parser,
             shared: shared.clone(),
             failures: 0,
             backoff: Backoff::default(),
@@ -315,7 +275,7 @@ impl Follower {
             };
             match tokio::time::timeout(self.opts.idle_timeout, resp.chunk()).await {
                 Ok(Ok(Some(bytes))) => {
-                    if let Err(why) = self.parser.feed(&bytes, self.opts.max_event_bytes) {
+                    if let Err(why) = self.parser.feed(&bytes) {
                         self.done = true;
                         return Some(Err(ClientError::Protocol {
                             step: Step::Events,
@@ -339,9 +299,9 @@ mod tests {
     use super::*;
 
     fn parse(chunks: &[&str]) -> Vec<Event> {
-        let mut p = SseParser::default();
+        let mut p = SseParser::new(1 << 20);
         for c in chunks {
-            p.feed(c.as_bytes(), 1 << 20).expect("within bounds");
+            p.feed(c.as_bytes()).expect("within bounds");
         }
         std::iter::from_fn(|| p.next()).collect()
     }
@@ -366,10 +326,10 @@ mod tests {
 
     #[test]
     fn a_partial_event_is_dropped_with_its_connection() {
-        let mut p = SseParser::default();
-        p.feed(b"id: 5\nevent: announce\ndata: {\"x\"", 1 << 20).expect("ok");
+        let mut p = SseParser::new(1 << 20);
+        p.feed(b"id: 5\nevent: announce\ndata: {\"x\"").expect("ok");
         p.drop_partial();
-        p.feed(b"id: 6\nevent: run\ndata: {}\n\n", 1 << 20).expect("ok");
+        p.feed(b"id: 6\nevent: run\ndata: {}\n\n").expect("ok");
         let e = p.next().expect("one event");
         assert_eq!((e.id.as_deref(), e.event.as_str(), e.data.as_str()), (Some("6"), "run", "{}"));
         assert!(p.next().is_none());
@@ -377,9 +337,9 @@ mod tests {
 
     #[test]
     fn oversized_events_and_lines_are_refused() {
-        let mut p = SseParser::default();
-        assert!(p.feed(format!("data: {}\n", "x".repeat(100)).as_bytes(), 50).is_err());
-        let mut p = SseParser::default();
-        assert!(p.feed("x".repeat(100).as_bytes(), 50).is_err());
+        let mut p = SseParser::new(50);
+        assert!(p.feed(format!("data: {}\n", "x".repeat(100)).as_bytes()).is_err());
+        let mut p = SseParser::new(50);
+        assert!(p.feed("x".repeat(100).as_bytes()).is_err());
     }
 }

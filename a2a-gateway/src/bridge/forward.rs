@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::upstream::UpstreamBody;
 use a2a_core::error::{A2aError, ErrorCode};
 use a2a_core::headers as h;
+use a2a_core::sse;
 use a2a_server::a2a1x::error::{BridgeError, Kind as ErrKind};
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
@@ -304,29 +305,9 @@ async fn record(call: &Call<'_>, agent: &Arc<Agent>, skill: &str, id: &str) -> R
     gw.routes.put(Kind::Execution, id, route, lifetime(gw, info.as_deref())).await.map_err(store_unavailable)
 }
 
-/// Where the first SSE event of `buf` ends (after its blank line).
-fn event_end(buf: &[u8]) -> Option<usize> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-/// The `data` of one SSE event, as JSON.
-fn event_data(event: &[u8]) -> Option<Value> {
-    let text = std::str::from_utf8(event).ok()?;
-    let data: Vec<&str> =
-        text.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
-    if data.is_empty() {
-        return None;
-    }
-    serde_json::from_str(&data.join("\n")).ok()
-}
-
 /// Reads a stream up to the end of its first event (at most `max` bytes, within `limit`): the bytes read, the
-/// event's `data`, and the rest of the stream, which is not read.
+/// event's `data` as JSON, and the rest of the stream, which is not read. The events are read with the workspace's
+/// Server-Sent Events decoder ([`a2a_core::sse`]); the bytes pass on as they came.
 async fn first_event(
     mut body: UpstreamBody,
     max: usize,
@@ -334,24 +315,26 @@ async fn first_event(
 ) -> Result<(BytesMut, Option<Value>, UpstreamBody), String> {
     let deadline = tokio::time::Instant::now() + limit;
     let mut buf = BytesMut::new();
+    let mut decoder = sse::Decoder::new(max);
     loop {
-        if let Some(end) = event_end(&buf) {
-            let data = event_data(&buf[..end]);
-            return Ok((buf, data, body));
+        match decoder.next_item() {
+            Some(sse::Item::Event(event)) => return Ok((buf, serde_json::from_str(&event.data).ok(), body)),
+            // A comment first (a keep-alive): the stream is passed on without a task id.
+            Some(sse::Item::Comment(_)) => return Ok((buf, None, body)),
+            None => {}
         }
         if buf.len() > max {
             return Err(format!("its first event is longer than {max} bytes"));
         }
         match tokio::time::timeout_at(deadline, body.frame()).await {
             Err(_) => return Err(format!("no event within {} ms", limit.as_millis())),
-            Ok(None) => {
-                let data = event_data(&buf);
-                return Ok((buf, data, body));
-            }
+            // Ended before its first event: an unfinished event is not one.
+            Ok(None) => return Ok((buf, None, body)),
             Ok(Some(Err(e))) => return Err(e.to_string()),
             Ok(Some(Ok(frame))) => {
                 if let Ok(d) = frame.into_data() {
                     buf.extend_from_slice(&d);
+                    decoder.feed(&d).map_err(|_| format!("its first event is longer than {max} bytes"))?;
                 }
             }
         }
@@ -363,15 +346,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_first_event_is_found_and_read() {
-        let s = b"data: {\"result\": {\"task\": {\"id\": \"t1\"}}}\n\ndata: {}\n\n";
-        let end = event_end(s).expect("end");
-        assert_eq!(&s[end..], b"data: {}\n\n");
-        let v = event_data(&s[..end]).expect("data");
+    fn the_task_id_is_read_from_the_first_event() {
+        let v: Value = serde_json::from_str("{\"result\": {\"task\": {\"id\": \"t1\"}}}").expect("json");
         assert_eq!(task_id(&Binding::JsonRpc(Value::Null), &v).as_deref(), Some("t1"));
         assert_eq!(task_id(&Binding::HttpJson, &v), None);
-        assert_eq!(event_end(b"data: {\"a\"\r\n\r\n"), Some(14));
-        assert_eq!(event_end(b"data: {"), None);
-        assert_eq!(event_data(b": keep-alive\n\n"), None);
     }
 }

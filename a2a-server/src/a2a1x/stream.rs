@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_core::a2a1x::{StreamResponse, Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent};
+use a2a_core::sse;
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -87,7 +88,7 @@ pub(crate) fn events(
     rx
 }
 
-/// An SSE response whose events' `data` are `wrap(event)`.
+/// An SSE response whose events' `data` are `wrap(event)` (written with [`a2a_core::sse`]).
 pub(crate) fn sse(
     mut rx: mpsc::Receiver<StreamResponse>,
     wrap: impl Fn(StreamResponse) -> Value + Send + 'static,
@@ -95,10 +96,8 @@ pub(crate) fn sse(
     let stream = futures_util::stream::poll_fn(move |cx| {
         rx.poll_recv(cx).map(|ev| {
             ev.map(|ev| {
-                let mut line = b"data: ".to_vec();
-                line.extend(serde_json::to_vec(&wrap(ev)).unwrap_or_default());
-                line.extend(b"\n\n");
-                Ok::<_, Infallible>(Bytes::from(line))
+                let data = serde_json::to_string(&wrap(ev)).unwrap_or_default();
+                Ok::<_, Infallible>(Bytes::from(sse::encode(&sse::Event::data(data))))
             })
         })
     });

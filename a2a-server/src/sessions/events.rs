@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use a2a_core::sessions::{self as s, AnnounceStatus, RunState, SendStatus, SourceTool, Step};
+use a2a_core::sse;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
@@ -105,13 +106,13 @@ impl Sessions {
                 match st.sessions.store.events_after(st.after, age).await {
                     Ok(found) => {
                         if st.first && found.gap {
-                            st.pending.push_back(Bytes::from_static(b"event: gap\ndata: {}\n\n"));
+                            st.pending.push_back(encoded(None, "gap", "{}".to_owned()));
                         }
                         if st.first && st.after.is_none() {
                             // A fresh stream starts at the newest event: only what happens from now on.
                             st.after = Some(found.events.last().map_or(0, |e| e.id));
                             st.first = false;
-                            st.pending.push_back(Bytes::from_static(b": connected\n\n"));
+                            st.pending.push_back(comment("connected"));
                             continue;
                         }
                         st.first = false;
@@ -124,15 +125,14 @@ impl Sessions {
                                 continue;
                             }
                             let data = serde_json::to_string(&e.data).unwrap_or_default();
-                            st.pending
-                                .push_back(Bytes::from(format!("id: {}\nevent: {}\ndata: {data}\n\n", e.id, e.event)));
+                            st.pending.push_back(encoded(Some(e.id.to_string()), &e.event, data));
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot read events"),
                 }
                 if closing {
                     st.closed = true;
-                    st.pending.push_back(Bytes::from_static(SHUTDOWN_EVENT));
+                    st.pending.push_back(encoded(None, "shutdown", "{}".to_owned()));
                     continue;
                 }
                 if !st.pending.is_empty() {
@@ -140,7 +140,7 @@ impl Sessions {
                 }
                 let keepalive = st.sessions.settings.keepalive;
                 tokio::select! {
-                    () = tokio::time::sleep(keepalive) => st.pending.push_back(Bytes::from_static(b": keepalive\n\n")),
+                    () = tokio::time::sleep(keepalive) => st.pending.push_back(comment("keepalive")),
                     c = st.changes.changed() => if c.is_err() { return None },
                     () = st.sessions.streams.cancelled() => {}
                 }
@@ -149,9 +149,19 @@ impl Sessions {
     }
 }
 
-/// The last event of a stream when the agent shuts down (ANN-4): no `id`, so that a client's `Last-Event-ID` stays
-/// the last real event and a reconnection (to another process of the agent) misses nothing.
-const SHUTDOWN_EVENT: &[u8] = b"event: shutdown\ndata: {}\n\n";
+/// An event of the channel, written with the workspace's Server-Sent Events writer ([`a2a_core::sse`]). The last
+/// event of a stream when the agent shuts down (`shutdown`, ANN-4) has no `id`, so that a client's `Last-Event-ID`
+/// stays the last real event and a reconnection (to another process of the agent) misses nothing.
+fn encoded(id: Option<String>, event: &str, data: String) -> Bytes {
+    Bytes::from(sse::encode(&sse::Event { id, event: Some(event.to_owned()), data, ..sse::Event::default() }))
+}
+
+/// A comment line of the channel (`connected`, `keepalive`).
+fn comment(text: &str) -> Bytes {
+    let mut out = String::new();
+    sse::write_comment(&mut out, text);
+    Bytes::from(out)
+}
 
 /// The state of one event stream.
 struct State {

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use a2a_core::error::{A2aError, ErrorCode};
 use a2a_core::headers as h;
 use a2a_core::integrity::{self, Coverage, MessageParts};
+use a2a_core::sse;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -164,7 +165,9 @@ impl Cursor {
             let since = self.last_write.elapsed();
             if since >= heartbeat {
                 self.last_write = Instant::now();
-                return Some(Bytes::from_static(b": keep-alive\n\n"));
+                let mut out = String::new();
+                sse::write_comment(&mut out, "keep-alive");
+                return Some(Bytes::from(out));
             }
             let slice = (heartbeat - since)
                 .min(RECORD_CHECK.saturating_sub(self.last_check.elapsed()).max(Duration::from_millis(1)));
@@ -198,23 +201,18 @@ impl Cursor {
         }
     }
 
+    /// One event, written with the workspace's Server-Sent Events writer: `id`, `event`, STR-7's `signature` on the
+    /// `result` event, and the data (compact JSON: one line, a JSON string escapes its line breaks).
     fn write_event(&self, out: &mut String, e: &StreamEvent) {
-        out.push_str("id: ");
-        out.push_str(&e.id.to_string());
-        out.push_str("\nevent: ");
-        out.push_str(e.kind.as_str());
-        out.push('\n');
-        if e.kind == EventKind::Result
-            && let Some(sig) = self.sign_final(&e.data)
-        {
-            out.push_str("signature: ");
-            out.push_str(&sig);
-            out.push('\n');
-        }
-        // The data is compact JSON: one line (a JSON string escapes its line breaks).
-        out.push_str("data: ");
-        out.push_str(&e.data);
-        out.push_str("\n\n");
+        let signature = (e.kind == EventKind::Result).then(|| self.sign_final(&e.data)).flatten();
+        let event = sse::Event {
+            id: Some(e.id.to_string()),
+            event: Some(e.kind.as_str().to_owned()),
+            data: e.data.clone(),
+            retry: None,
+            other: signature.map(|s| ("signature".to_owned(), s)).into_iter().collect(),
+        };
+        sse::write_event(out, &event);
     }
 
     /// STR-7: the INT-10 signature of the plain RESULT response this final event stands for.
