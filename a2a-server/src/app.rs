@@ -267,7 +267,7 @@ pub async fn run_demo(listen: Option<&str>, trusted_gateways: &[String]) -> Resu
     let (base, port) = base_url(&listener)?;
     let (agent, mut app) = demo_app_trusting(port, trusted_gateways.to_vec())?;
     // OPS-4: SIGHUP does not end the demo (it has no file to re-read); listened to before the banner says it serves.
-    let mut signals = crate::reload::Signals::new();
+    let signals = crate::reload::Signals::new();
     // OPS-1: the demo shows its metrics only on a loopback listener.
     if listener.local_addr().map(|a| a.ip().is_loopback()).unwrap_or(false) {
         app = app.merge(admin_router(&agent, None));
@@ -283,18 +283,7 @@ pub async fn run_demo(listen: Option<&str>, trusted_gateways: &[String]) -> Resu
         tracing::warn!("{}", demo::REDIS_URL_IGNORED);
     }
     app = app.merge(probe_router(agent.engine().store().clone()));
-    tokio::spawn(async move {
-        loop {
-            match signals.next().await {
-                crate::reload::Signal::Reload => tracing::info!(
-                    "SIGHUP: the demo agent has no configuration file to re-read; nothing reloaded (OPS-4)"
-                ),
-                crate::reload::Signal::Reopen => {
-                    tracing::info!("SIGUSR1: the demo agent writes no log file; nothing to reopen (OPS-5)")
-                }
-            }
-        }
-    });
+    crate::reload::log_and_carry_on(signals, "the demo agent");
     tracing::info!(did = %did, endpoint = %format!("{base}/a2a"), "demo agent listening");
     run(agent, listener, app).await
 }

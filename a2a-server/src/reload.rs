@@ -122,6 +122,21 @@ impl Signals {
     }
 }
 
+/// For a process without a configuration file to re-read (`--demo`, `--sessions-demo`): `SIGHUP` and `SIGUSR1`
+/// are logged, never the end of it (OPS-4, OPS-5).
+pub fn log_and_carry_on(mut signals: Signals, who: &'static str) {
+    tokio::spawn(async move {
+        loop {
+            match signals.next().await {
+                Signal::Reload => {
+                    tracing::info!("SIGHUP: {who} has no configuration file to re-read; nothing reloaded (OPS-4)")
+                }
+                Signal::Reopen => tracing::info!("SIGUSR1: {who} writes no log file; nothing to reopen (OPS-5)"),
+            }
+        }
+    });
+}
+
 impl Default for Signals {
     fn default() -> Self {
         Self::new()

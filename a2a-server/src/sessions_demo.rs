@@ -624,6 +624,8 @@ async fn cleaned_up(http: &reqwest::Client, cast: &Cast, child: &str) -> Result<
 /// it, see [`start_cast_at`]; free ports without it), prints who is where and how to follow along, plays the story,
 /// and with `linger` keeps the agents up until Ctrl-C.
 pub async fn run(linger: bool, listen: Option<&str>) -> Result<(), String> {
+    // OPS-4: SIGHUP does not end the demo's agents (they have no file to re-read); listened to before they serve.
+    crate::reload::log_and_carry_on(crate::reload::Signals::new(), "the sessions demo");
     let log = Log::printing();
     let cast = start_cast_at(&log, listen).await?;
     log.say("A2A sessions demo: seed 001's story, three agents on loopback (scripted handlers, memory stores)");

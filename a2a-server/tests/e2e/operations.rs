@@ -294,3 +294,19 @@ async fn the_demo_survives_sighup() {
     assert_eq!(probe(&http, &p.base, "/readyz").await.0, StatusCode::OK);
     assert!(capabilities(&http, &p.base).await.contains(&"echo_message".to_owned()));
 }
+
+/// OPS-4: `a2a-server --sessions-demo --linger` has no file to re-read either: its agents keep serving after `SIGHUP`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sessions_demo_survives_sighup() {
+    let port = crate::readme::free_ports(3);
+    let mut p = Process::start(&["--sessions-demo", "--linger"], port, "--linger");
+    let http = http();
+    p.signal("HUP");
+    p.wait_log("nothing reloaded", 1);
+    assert!(p.alive(), "SIGHUP ended the sessions demo");
+    for agent in 0..3 {
+        let base = format!("http://127.0.0.1:{}", port + agent);
+        let d = http.request(reqwest::Method::OPTIONS, format!("{base}/a2a")).send().await.expect("DISCOVER");
+        assert_eq!(d.status(), StatusCode::NO_CONTENT, "{base}");
+    }
+}

@@ -285,7 +285,8 @@ impl Drop for Shell {
     }
 }
 
-fn free_ports(n: u16) -> u16 {
+/// `n` consecutive free loopback ports (the sessions demo listens on three: its `--listen` port and the two after).
+pub fn free_ports(n: u16) -> u16 {
     // n consecutive free ports: try bases until every one of them binds.
     for _ in 0..200 {
         let base = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
