@@ -27,24 +27,7 @@ pub struct Endpoint {
 impl Endpoint {
     /// Parses an endpoint URL (`http` or `https`, no query, no fragment, no credentials).
     pub fn parse(s: &str) -> Result<Endpoint, ClientError> {
-        let bad = |why: &str| ClientError::invalid(format!("{s:?} is not an agent URL: {why}"));
-        let mut url =
-            Url::parse(s.trim()).map_err(|e| bad(&format!("{e} (write e.g. https://agent.example.com/a2a)")))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(bad("the scheme must be http or https"));
-        }
-        if url.host_str().is_none_or(str::is_empty) {
-            return Err(bad("it has no host"));
-        }
-        if !url.username().is_empty() || url.password().is_some() {
-            return Err(bad("credentials in the URL are not supported; use --api-key or --bearer"));
-        }
-        if url.query().is_some() || url.fragment().is_some() {
-            return Err(bad("an endpoint has no query or fragment"));
-        }
-        let path = url.path().trim_end_matches('/').to_owned();
-        let path = if path.ends_with("/a2a") { path } else { format!("{path}/a2a") };
-        url.set_path(&path);
+        let url = a2a_core::remote::endpoint_url(s).map_err(ClientError::invalid)?;
         let text = url.as_str().to_owned();
         Ok(Endpoint { url, text })
     }

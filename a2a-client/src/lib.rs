@@ -58,6 +58,7 @@ mod endpoint;
 mod error;
 pub mod fallback;
 mod identity;
+mod remote;
 pub mod sessions;
 pub mod stream;
 mod transport;
@@ -69,6 +70,7 @@ pub use config::{ClientConfig, DidResolution, ResponseVerification, SigningMode}
 pub use endpoint::Endpoint;
 pub use error::{ClientError, Step};
 pub use identity::Identity;
+pub use remote::RemoteClient;
 pub use stream::{EventStream, StreamEvent, StreamOptions};
 pub use types::{CallOutcome, CallTrace, Capabilities, Discovery, Execution, Negotiation, Peer, Progress, ProgressFn};
 

@@ -458,6 +458,28 @@ impl CardSignature {
     }
 }
 
+
+/// Whether the raw values of a request's `A2A-Bridges` (a comma-separated list of binding names, in any number of
+/// headers) list `a2a1x` (BR-17).
+pub fn bridge_asked_in<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> bool {
+    values
+        .into_iter()
+        .filter_map(|v| std::str::from_utf8(v).ok())
+        .any(|v| v.split(',').any(|b| b.trim().eq_ignore_ascii_case(BRIDGE_BINDING)))
+}
+
+/// The `bridge_to` of BR-17 for the bridge served at `origin` (as the bridge's origin gives it): its JSON-RPC endpoint,
+/// its Agent Card and the skill `capability`.
+pub fn bridge_to_at(origin: &str, capability: &str) -> crate::wire::BridgeTo {
+    crate::wire::BridgeTo {
+        binding: BRIDGE_BINDING.to_owned(),
+        protocol_version: PROTOCOL_VERSION.to_owned(),
+        url: format!("{origin}/a2a1x/jsonrpc"),
+        agent_card: Some(format!("{origin}{}", AGENT_CARD_PATH)),
+        skill: capability.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

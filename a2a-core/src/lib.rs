@@ -11,9 +11,12 @@
 //! - [`schema_rules`] and [`negotiation`]: the schema rules of NEGOTIATE, the `nullable` converter, and how an agent tightens
 //!   a proposal;
 //! - [`execution_id`]: generation and parsing of `execution_id`;
+//! - [`request`]: reading a request's sender and JSON message, and [`step`]: the protocol steps as metrics and spans
+//!   label them (the agent and the gateway share both);
 //! - [`sessions`]: sessions and conversations (§17): wire types, skip tokens, addresses, globs, wait chains, redaction;
 //! - [`sse`]: the one Server-Sent Events codec (a sans-I/O decoder and the writer) of every stream in the workspace;
 //! - [`a2a1x`]: the Agent2Agent 1.0 messages, tasks and card signatures of the bridge (§20);
+//! - [`remote`]: how an agent's composite steps reach other agents (a trait a client implements);
 //! - [`resolver`]: resolving a sender's DID to its key (with the `http-resolver` feature, over HTTPS).
 //!
 //! Nothing in this crate performs network I/O except the optional [`resolver::HttpResolver`], and nothing panics on
@@ -30,10 +33,13 @@ pub mod integrity;
 pub mod jws;
 pub mod keys;
 pub mod negotiation;
+pub mod remote;
+pub mod request;
 pub mod resolver;
 pub mod schema_rules;
 pub mod sessions;
 pub mod sse;
+pub mod step;
 pub mod wire;
 
 /// The protocol version this crate implements, as carried by the `A2A-Version` header.

@@ -47,7 +47,7 @@ pub(crate) async fn handle(gw: &Arc<Inner>, parts: &http::request::Parts) -> Opt
         && path == doc_path
         && (parts.method == Method::GET || parts.method == Method::HEAD)
     {
-        return Some(a2a_server::app::did_document_response(doc.clone()));
+        return Some(a2a_runtime::app::did_document_response(doc.clone()));
     }
     if path != "/metrics" && !path.starts_with("/gateway/") {
         return None;

@@ -79,14 +79,14 @@ impl Running {
             .map_err(|e| format!("{}: cannot read the configuration: {e}", self.path.display()))?;
         // Checked as written first, so that errors point into the file.
         let cfg = Config::parse(&text, &self.path).map_err(|e| e.to_string())?;
-        let changed = a2a_server::reload::changed_keys(&self.text, &text, RESTART_ONLY);
+        let changed = a2a_runtime::reload::changed_keys(&self.text, &text, RESTART_ONLY);
         let (cfg, text) = if changed.is_empty() {
             (cfg, text)
         } else {
             for k in &changed {
                 tracing::warn!(setting = k, "reload: {k} changed, which needs a restart; the running value is kept");
             }
-            let kept = a2a_server::reload::keep_running(&self.text, &text, &changed)?;
+            let kept = a2a_runtime::reload::keep_running(&self.text, &text, &changed)?;
             (Config::parse(&kept, &self.path).map_err(|e| e.to_string())?, kept)
         };
         let base = self.path.parent().unwrap_or(Path::new("."));
@@ -126,14 +126,14 @@ pub async fn run(path: &Path, listen: Option<&str>) -> Result<(), String> {
         cfg.agents.len()
     );
     // OPS-4, OPS-5: from here on SIGHUP and SIGUSR1 no longer end the process.
-    let mut signals = a2a_server::reload::Signals::new();
+    let mut signals = a2a_runtime::reload::Signals::new();
     let mut running = Running { path: path.to_owned(), text };
     let reloader = gateway.clone();
     let signal_task = tokio::spawn(async move {
         loop {
             match signals.next().await {
-                a2a_server::reload::Signal::Reload => running.reload(&reloader).await,
-                a2a_server::reload::Signal::Reopen => reopen(&reloader, "SIGUSR1").await,
+                a2a_runtime::reload::Signal::Reload => running.reload(&reloader).await,
+                a2a_runtime::reload::Signal::Reopen => reopen(&reloader, "SIGUSR1").await,
             }
         }
     });
@@ -193,13 +193,13 @@ pub async fn audit(path: &Path, q: AuditParams) -> Result<(), String> {
     let redis = match cfg.store.redis(|k| std::env::var(k).ok()).filter(|_| cfg.audit.redis_stream) {
         None => None,
         Some(rc) => {
-            let scope = a2a_server::store::redis::AgentScope {
+            let scope = a2a_runtime::store::redis::AgentScope {
                 did: cfg.gateway.did.clone(),
                 retention: Duration::from_secs(3600),
                 max_received: 1,
             };
             Some((
-                a2a_server::store::RedisStore::connect(rc, scope).map_err(|e| e.to_string())?,
+                a2a_runtime::store::RedisStore::connect(rc, scope).map_err(|e| e.to_string())?,
                 cfg.audit.stream_max_len,
             ))
         }

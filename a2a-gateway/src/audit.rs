@@ -9,11 +9,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use a2a_server::store::RedisStore;
-use a2a_server::store::audit::{AuditLog, AuditQuery, Fanout, FileAudit, RedisAudit};
+use a2a_runtime::store::RedisStore;
+use a2a_runtime::store::audit::{AuditLog, AuditQuery, Fanout, FileAudit, RedisAudit};
 use serde::Deserialize;
 
-pub use a2a_server::store::audit::AuditRecord;
+pub use a2a_runtime::store::audit::AuditRecord;
 
 /// The query parameters of `GET /gateway/audit` and the options of `a2a-gateway audit`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -71,7 +71,7 @@ pub fn open(sinks: AuditSinks, queue: usize) -> Result<Option<Arc<dyn AuditLog>>
 }
 
 /// The records matching `p`, oldest first.
-pub async fn query(log: &dyn AuditLog, p: &AuditParams) -> Result<Vec<AuditRecord>, a2a_server::store::StoreError> {
+pub async fn query(log: &dyn AuditLog, p: &AuditParams) -> Result<Vec<AuditRecord>, a2a_runtime::store::StoreError> {
     let mut records = log.query(&p.query()).await?;
     records.reverse();
     Ok(records)

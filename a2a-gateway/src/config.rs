@@ -37,7 +37,7 @@ pub struct Config {
     pub agents: Vec<AgentSection>,
     /// Where shared state lives (the same section as `a2a-server`'s): in memory, or Redis shared by several gateways.
     #[serde(default)]
-    pub store: a2a_server::config::StoreSection,
+    pub store: a2a_runtime::store::StoreSection,
     /// Reading agents from the capability registry.
     #[serde(default)]
     pub registry: RegistrySection,
@@ -355,7 +355,7 @@ pub struct AdminSection {
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
-/// The JSON Schema of `gateway.toml` (see `a2a_server::config_reference`).
+/// The JSON Schema of `gateway.toml` (see `a2a_runtime::config_reference`).
 pub fn schema() -> serde_json::Value {
     serde_json::to_value(schemars::schema_for!(Config)).unwrap_or(serde_json::Value::Null)
 }

@@ -9,7 +9,7 @@ use a2a_core::headers as h;
 use a2a_core::wire::{
     AgentInfo as DocAgent, AgentLimits, CapabilitiesDocument, FallbackOption, FallbackRelation, FallbackSource,
 };
-use a2a_server::registry::{Registry, RegistryEntry};
+use a2a_runtime::registry::{Registry, RegistryEntry};
 use http::{HeaderMap, HeaderName, HeaderValue, header};
 
 use crate::agents::{Agent, AgentInfo, Agents};

@@ -23,7 +23,7 @@ use a2a_core::headers as h;
 use a2a_core::integrity::{self, Coverage, MessageParts};
 use a2a_core::keys::SigningKey;
 use a2a_core::resolver::DidResolver;
-use a2a_server::store::Store;
+use a2a_runtime::store::Store;
 use bytes::Bytes;
 use http::HeaderValue;
 use serde_json::json;
@@ -373,7 +373,7 @@ impl Edge {
     ) -> Option<HeaderValue> {
         let key = self.identity.key.as_ref()?;
         Did::parse(caller).ok()?;
-        let sig = a2a_server::response_signature_of(
+        let sig = a2a_runtime::response_signature_of(
             key,
             &self.identity.key_id,
             &self.identity.did,
@@ -430,7 +430,7 @@ mod tests {
             cfg,
             Identity { did: "did:web:gw.example".into(), key: None, key_id: "k".into() },
             Arc::new(a2a_core::resolver::StaticResolver::new()),
-            Arc::new(a2a_server::store::memory::MemoryStore::new(a2a_server::store::memory::MemoryLimits::default())),
+            Arc::new(a2a_runtime::store::memory::MemoryStore::new(a2a_runtime::store::memory::MemoryLimits::default())),
             Arc::new(Metrics::new()),
         );
         for i in 0..1_000 {

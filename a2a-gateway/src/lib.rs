@@ -59,9 +59,9 @@ use std::time::Duration;
 use a2a_core::did::{Did, DidDocument};
 use a2a_core::keys::SigningKey;
 use a2a_core::resolver::{DidResolver, HttpResolver, ResolverOptions};
-use a2a_server::registry::{RedisRegistry, Registry};
-use a2a_server::store::redis::AgentScope;
-use a2a_server::store::{MemoryStore, RedisStore, Store};
+use a2a_runtime::registry::{RedisRegistry, Registry};
+use a2a_runtime::store::redis::AgentScope;
+use a2a_runtime::store::{MemoryStore, RedisStore, Store};
 use axum::body::Body;
 use http::Request;
 
@@ -112,7 +112,7 @@ pub(crate) struct Inner {
     pub(crate) agents: Arc<Agents>,
     pub(crate) routes: Arc<dyn Routes>,
     pub(crate) edge: Edge,
-    pub(crate) audit: Option<Arc<dyn a2a_server::store::audit::AuditLog>>,
+    pub(crate) audit: Option<Arc<dyn a2a_runtime::store::audit::AuditLog>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) upstream: Upstream,
     pub(crate) versions: Versions,
@@ -129,7 +129,7 @@ pub(crate) struct Inner {
     /// `true` once the capability registry was read the first time (at once when there is none).
     registry_read: tokio::sync::watch::Receiver<bool>,
     /// Request body bytes held at once, over every connection (GW-23, `limits.max_buffered_body_bytes`).
-    pub(crate) body_budget: Arc<a2a_server::body::BodyBudget>,
+    pub(crate) body_budget: Arc<a2a_runtime::body::BodyBudget>,
     /// Caller connections open at once (GW-23, `limits.max_connections`), shared by every worker.
     pub(crate) connections: Arc<h1::server::ConnectionCap>,
     /// The Redis store, when there is one (its `PING` is part of readiness, OPS-2).
@@ -150,14 +150,14 @@ struct Kept {
     replay: Arc<dyn Store>,
     registry: Option<Arc<dyn Registry>>,
     redis: Option<Arc<RedisStore>>,
-    audit: Option<Arc<dyn a2a_server::store::audit::AuditLog>>,
+    audit: Option<Arc<dyn a2a_runtime::store::audit::AuditLog>>,
     metrics: Arc<Metrics>,
     upstream: Upstream,
     identity: Identity,
     resolver: Arc<dyn DidResolver>,
     instance: String,
     registry_read: tokio::sync::watch::Receiver<bool>,
-    body_budget: Arc<a2a_server::body::BodyBudget>,
+    body_budget: Arc<a2a_runtime::body::BodyBudget>,
     connections: Arc<h1::server::ConnectionCap>,
     /// The audit log's file, reopened on `SIGHUP` and `SIGUSR1` (OPS-5).
     audit_file: Option<std::path::PathBuf>,
@@ -200,7 +200,7 @@ impl Gateway {
                 let doc = DidDocument::try_generate(&did, &[(cfg.gateway.key_id.clone(), k.verifying_key().to_jwk())])
                     .map_err(|e| format!("gateway.key_id {:?}: {e}", cfg.gateway.key_id))?;
                 Some((
-                    a2a_server::app::document_path(&did),
+                    a2a_runtime::app::document_path(&did),
                     serde_json::to_vec(&doc).map_err(|e| e.to_string())?.into(),
                 ))
             }
@@ -258,7 +258,7 @@ impl Gateway {
             }
             None => (
                 Arc::new(MemoryRoutes::new(l.max_routes)),
-                Arc::new(MemoryStore::new(a2a_server::store::memory::MemoryLimits::default())),
+                Arc::new(MemoryStore::new(a2a_runtime::store::memory::MemoryLimits::default())),
                 None,
                 None,
             ),
@@ -288,7 +288,7 @@ impl Gateway {
             resolver,
             instance: crate::metrics::instance_id(),
             registry_read,
-            body_budget: a2a_server::body::BodyBudget::new(cfg.limits.max_buffered_body_bytes),
+            body_budget: a2a_runtime::body::BodyBudget::new(cfg.limits.max_buffered_body_bytes),
             connections: Arc::new(h1::server::ConnectionCap::new(cfg.limits.connection_cap())),
             audit_file: cfg.audit.file.as_ref().map(|f| base.join(f)),
         };
@@ -340,14 +340,14 @@ impl Gateway {
 
     /// Readiness (OPS-2), decided here for the gateway: its Redis store answers `PING` (when it has one), the
     /// capability registry was read once (when it reads one), and at least one agent is in rotation and not ejected.
-    pub async fn readiness(&self) -> Result<(), a2a_server::health::NotReady> {
+    pub async fn readiness(&self) -> Result<(), a2a_runtime::health::NotReady> {
         readiness(&self.current.load_full()).await
     }
 }
 
 /// Readiness of the gateway in force (OPS-2); see [`Gateway::readiness`].
-pub(crate) async fn readiness(gw: &Inner) -> Result<(), a2a_server::health::NotReady> {
-    use a2a_server::health::{NO_AGENT, NO_HEALTHY_AGENT, NotReady, REGISTRY_NOT_READ, store_ready};
+pub(crate) async fn readiness(gw: &Inner) -> Result<(), a2a_runtime::health::NotReady> {
+    use a2a_runtime::health::{NO_AGENT, NO_HEALTHY_AGENT, NotReady, REGISTRY_NOT_READ, store_ready};
     if let Some(redis) = &gw.redis {
         store_ready(redis.as_ref()).await?;
     }
@@ -473,9 +473,9 @@ impl Gateway {
         }))
     }
 
-    /// The connection-level limits handed to [`a2a_server::serve::serve`].
-    pub fn serve_limits(&self) -> a2a_server::Limits {
-        let mut l = a2a_server::Limits::default();
+    /// The connection-level limits handed to [`a2a_runtime::serve::serve`].
+    pub fn serve_limits(&self) -> a2a_runtime::Limits {
+        let mut l = a2a_runtime::Limits::default();
         let inner = self.inner();
         l.max_body_bytes = inner.limits.max_body_bytes;
         l.max_header_bytes = inner.limits.max_header_bytes;
@@ -592,7 +592,7 @@ impl Gateway {
     }
 
     /// The audit log, when one is configured.
-    pub fn audit(&self) -> Option<&Arc<dyn a2a_server::store::audit::AuditLog>> {
+    pub fn audit(&self) -> Option<&Arc<dyn a2a_runtime::store::audit::AuditLog>> {
         self.kept.audit.as_ref()
     }
 }

@@ -18,7 +18,7 @@ use clap::{Parser, Subcommand};
 /// bench uses it too.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static GLOBAL: a2a_server::ShippedAllocator = a2a_server::ShippedAllocator;
+static GLOBAL: a2a_runtime::ShippedAllocator = a2a_runtime::ShippedAllocator;
 
 /// Serve an A2A 0.3 gateway.
 #[derive(Parser, Debug)]
@@ -32,7 +32,7 @@ struct Cli {
     listen: Option<String>,
     /// Log format.
     #[arg(long, value_enum, default_value = "text", env = "A2A_LOG_FORMAT")]
-    log_format: a2a_server::app::LogFormat,
+    log_format: a2a_runtime::app::LogFormat,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -61,9 +61,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let _telemetry = a2a_server::app::init_tracing(cli.log_format, "a2a-gateway");
+    let _telemetry = a2a_runtime::app::init_tracing(cli.log_format, "a2a-gateway");
     let Some(config) = cli.config else {
-        a2a_server::app::fatal(cli.log_format, "a2a-gateway", "give the configuration with --config gateway.toml");
+        a2a_runtime::app::fatal(cli.log_format, "a2a-gateway", "give the configuration with --config gateway.toml");
         return ExitCode::FAILURE;
     };
     let audit = match cli.command {
@@ -73,10 +73,10 @@ fn main() -> ExitCode {
         }
         Some(Command::Check) => return check(&config),
     };
-    let runtime = match a2a_server::allocator::runtime() {
+    let runtime = match a2a_runtime::allocator::runtime() {
         Ok(r) => r,
         Err(e) => {
-            a2a_server::app::fatal(cli.log_format, "a2a-gateway", &format!("cannot start the runtime: {e}"));
+            a2a_runtime::app::fatal(cli.log_format, "a2a-gateway", &format!("cannot start the runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -90,7 +90,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            a2a_server::app::fatal(format, "a2a-gateway", &e);
+            a2a_runtime::app::fatal(format, "a2a-gateway", &e);
             ExitCode::FAILURE
         }
     }

@@ -24,8 +24,8 @@ use a2a_core::error::{A2aError, ErrorCode};
 use a2a_core::execution_id::ExecutionId;
 use a2a_core::headers as h;
 use a2a_core::wire::{ExecutionRef, FallbackRequest, FallbackResponse, NegotiateRequest};
-use a2a_server::body::BodyError;
-use a2a_server::parse_json;
+use a2a_runtime::body::BodyError;
+use a2a_core::request::parse_json;
 use axum::body::Body;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response};
@@ -241,8 +241,8 @@ pub(crate) fn strip_hop_by_hop(hm: &mut HeaderMap) {
 pub(crate) async fn handle_http(gw: Arc<Inner>, req: Request<Body>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     // OPS-2, OPS-3: the probes, open, before the admin surface and the protocol (not counted, not rate limited).
-    if a2a_server::health::is_probe(parts.uri.path()) {
-        return a2a_server::health::answer(&parts.method, parts.uri.path(), crate::readiness(&gw)).await;
+    if a2a_runtime::health::is_probe(parts.uri.path()) {
+        return a2a_runtime::health::answer(&parts.method, parts.uri.path(), crate::readiness(&gw)).await;
     }
     if let Some(r) = crate::admin::handle(&gw, &parts).await {
         return r;
@@ -253,7 +253,7 @@ pub(crate) async fn handle_http(gw: Arc<Inner>, req: Request<Body>) -> Response<
     // GW-23: the body counts in the process's budget as it arrives (past it: `503 overloaded`, `Retry-After`), and
     // until the request is answered, as on the HTTP/1.1 path.
     let budget = gw.body_budget.clone();
-    let read = a2a_server::body::read_held(&parts.headers, body, gw.limits.max_body_bytes, timeout, &budget).await;
+    let read = a2a_runtime::body::read_held(&parts.headers, body, gw.limits.max_body_bytes, timeout, &budget).await;
     let (body, _held) = match read {
         Ok((bytes, charge)) => (Ok(bytes), Some(charge)),
         Err(e) => (Err(e), None),
@@ -271,11 +271,11 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
     let named = *classified.as_ref().unwrap_or(&Step::Other);
     let span = tracing::info_span!(
         "a2a_gateway_request",
-        otel.name = named.span_name(),
+        otel.name = named.gateway_span_name(),
         step = named.as_str(),
         trace_id = tracing::field::Empty,
     );
-    let trace = a2a_server::telemetry::join(&span, head.headers.get_str("traceparent").and_then(Result::ok));
+    let trace = a2a_runtime::telemetry::join(&span, head.headers.get_str("traceparent").and_then(Result::ok));
     span.record("trace_id", trace.trace_id.as_str());
     head.headers.insert("traceparent", Bytes::from(trace.header()));
     let origin = head.headers.contains("origin");
@@ -348,7 +348,7 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
     }
     if let Some(audit) = &gw.audit {
         audit.record(AuditRecord {
-            time_ms: a2a_server::store::now_ms(),
+            time_ms: a2a_runtime::store::now_ms(),
             sender_id: ctx.sender.map(|s| s.to_string()).unwrap_or_default(),
             capability: ctx.capability.map(|c| c.to_string()),
             negotiation_id: ctx.negotiation_id,
@@ -664,7 +664,7 @@ async fn process(
     }
 }
 
-/// The sender, checked as an agent checks it ([`a2a_server::sender_id_value`]). A sender is usually the same from
+/// The sender, checked as an agent checks it ([`a2a_core::request::sender_id_value`]). A sender is usually the same from
 /// one request to the next: the last few values that passed are remembered per thread, and the same bytes pass
 /// again without the check (it is a pure function of them).
 fn sender_id(value: Option<&[u8]>) -> Result<Arc<str>, A2aError> {
@@ -677,7 +677,7 @@ fn sender_id(value: Option<&[u8]>) -> Result<Arc<str>, A2aError> {
     {
         return Ok(known);
     }
-    let sender: Arc<str> = a2a_server::sender_id_value(value)?.into();
+    let sender: Arc<str> = a2a_core::request::sender_id_value(value)?.into();
     if let Some(v) = value {
         PASSED.with(|p| {
             let mut p = p.borrow_mut();
@@ -690,7 +690,7 @@ fn sender_id(value: Option<&[u8]>) -> Result<Arc<str>, A2aError> {
     Ok(sender)
 }
 
-fn unavailable(e: a2a_server::store::StoreError) -> Refusal {
+fn unavailable(e: a2a_runtime::store::StoreError) -> Refusal {
     A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, format!("the routing state is unavailable: {e}")).into()
 }
 

@@ -12,7 +12,7 @@ use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use a2a_server::store::{RedisStore, StoreError, now_ms};
+use a2a_runtime::store::{RedisStore, StoreError, now_ms};
 
 /// What a route names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use a2a_server::config_reference::{AGENT_INTRO, GATEWAY_INTRO, REGENERATE, agent_schema, markdown};
+use a2a_agent::config_reference::{AGENT_INTRO, GATEWAY_INTRO, REGENERATE, agent_schema, markdown};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace").to_path_buf()

@@ -233,6 +233,16 @@ impl Engine {
         &self.limits
     }
 
+    /// The capability registry (other agents' capabilities, and this agent's own announced in it).
+    pub fn registry(&self) -> &Arc<dyn Registry> {
+        &self.registry
+    }
+
+    /// The capabilities, in declaration order.
+    pub fn capabilities(&self) -> &[Arc<Capability>] {
+        &self.caps
+    }
+
     /// The capability with this name.
     pub fn capability(&self, name: &str) -> Option<&Arc<Capability>> {
         self.by_name.get(name).and_then(|i| self.caps.get(*i))
@@ -1183,8 +1193,7 @@ const START_DELAY: Duration = Duration::from_millis(10);
 /// Most items one worker loop claims at once.
 const CLAIM_BATCH: usize = 32;
 
-/// How long one claim waits for work; bounds how late a stop is noticed.
-pub(crate) const CLAIM_WAIT: Duration = Duration::from_secs(1);
+pub(crate) use crate::store::CLAIM_WAIT;
 
 /// One worker loop: with free worker slots, claims work of one queue partition and runs each item in its own task.
 /// Holds the engine only weakly, so that dropping the agent stops it.

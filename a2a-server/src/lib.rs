@@ -37,37 +37,24 @@
 /// The global allocator the `a2a-server` binary installs, and the benches with it so that they measure what ships
 /// (feature `mimalloc`, on by default). A library user chooses their own: nothing here installs it.
 #[cfg(feature = "mimalloc")]
-pub use mimalloc::MiMalloc as ShippedAllocator;
+pub use a2a_runtime::ShippedAllocator;
 
 pub mod a2a1x;
-pub mod allocator;
-pub mod app;
+// The runtime the agent shares with the gateway, at the paths this crate has always had them.
+pub use a2a_runtime::{
+    allocator, body, head_guard, health, limits, registry, reload, serve, store, telemetry, trace_context,
+};
+pub use a2a_runtime::{RESPONSE_SIGNATURE_LIFETIME_S, response_signature, response_signature_of};
+use a2a_runtime::response_signing;
 pub mod auth;
-pub mod body;
 pub mod compose;
-pub mod config;
-pub mod config_reference;
-pub mod demo;
 pub mod engine;
 pub mod handler;
 pub mod handlers;
-pub mod head_guard;
-pub mod health;
-pub mod limits;
-mod live;
 pub mod metrics;
-pub mod registry;
-pub mod reload;
-mod response_signing;
-pub use response_signing::{RESPONSE_SIGNATURE_LIFETIME_S, response_signature, response_signature_of};
 mod router;
-pub mod serve;
 pub mod sessions;
-pub mod sessions_demo;
-pub mod store;
 pub mod streaming;
-pub mod telemetry;
-pub mod trace_context;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -135,7 +122,7 @@ pub struct AgentBuilder {
     name: Option<String>,
     caps: Vec<(CapabilityDeclaration, BoxHandler)>,
     composites: Vec<(CapabilityDeclaration, compose::Pipeline)>,
-    step_client: Option<a2a_client::Client>,
+    remote_agents: Option<RemoteAgentsSource>,
     store: Option<Arc<dyn Store>>,
     registry: Option<Arc<dyn Registry>>,
     audit: Option<Arc<dyn store::audit::AuditLog>>,
@@ -145,6 +132,20 @@ pub struct AgentBuilder {
     response_signer: Option<response_signing::ResponseSigner>,
     streaming: Option<(streaming::StreamConfig, Option<Arc<dyn streaming::EventLog>>)>,
     sessions: Option<SessionsSource>,
+}
+
+/// Makes the [`a2a_core::remote::RemoteAgents`] of an agent from its DID and its signing key (`key_id`, key), if
+/// it has one; `Err` says why it cannot.
+pub type RemoteAgentsFactory = Arc<
+    dyn Fn(&str, Option<(&str, &a2a_core::keys::SigningKey)>) -> Result<Arc<dyn a2a_core::remote::RemoteAgents>, String>
+        + Send
+        + Sync,
+>;
+
+/// How composites reach other agents: given, or made when the agent is built.
+enum RemoteAgentsSource {
+    Given(Arc<dyn a2a_core::remote::RemoteAgents>),
+    Make(RemoteAgentsFactory),
 }
 
 /// Where an agent's sessions come from: built with the agent, or already running (kept across a reload, OPS-4).
@@ -164,7 +165,7 @@ impl AgentBuilder {
             name: None,
             caps: Vec::new(),
             composites: Vec::new(),
-            step_client: None,
+            remote_agents: None,
             store: None,
             registry: None,
             audit: None,
@@ -232,10 +233,17 @@ impl AgentBuilder {
         self
     }
 
-    /// The client that runs composites' steps at other agents (default: one with the agent's DID, signing with the
-    /// key of [`AgentBuilder::sign_responses`] when set). Give one to add credentials for those agents.
-    pub fn step_client(mut self, client: a2a_client::Client) -> Self {
-        self.step_client = Some(client);
+    /// How composites' steps reach other agents (CMP-10), e.g. an `a2a_client::RemoteClient`. Without it a remote
+    /// step fails `agent_unavailable`.
+    pub fn remote_agents(mut self, agents: Arc<dyn a2a_core::remote::RemoteAgents>) -> Self {
+        self.remote_agents = Some(RemoteAgentsSource::Given(agents));
+        self
+    }
+
+    /// How composites' steps reach other agents, made when the agent is built from its DID and the key of
+    /// [`AgentBuilder::sign_responses`] (`None`: unsigned), e.g. `a2a_client::RemoteClient::for_agent`.
+    pub fn remote_agents_from(mut self, make: RemoteAgentsFactory) -> Self {
+        self.remote_agents = Some(RemoteAgentsSource::Make(make));
         self
     }
 
@@ -344,16 +352,15 @@ impl AgentBuilder {
         }
         let metrics = Arc::new(Metrics::new(decls.iter().map(|d| d.name.clone()).collect()));
         let store = self.store.unwrap_or_else(|| {
-            Arc::new(MemoryStore::new(store::memory::MemoryLimits {
-                max_negotiations: self.limits.max_negotiations,
-                max_negotiations_per_sender: self.limits.max_negotiations_per_sender,
-                max_received: self.limits.max_received_executions,
-                max_received_per_sender: self.limits.max_received_per_sender,
-                max_nonces: self.limits.max_nonces,
-                max_nonces_per_sender: self.limits.max_nonces_per_sender,
-                retention: Duration::from_millis(self.limits.result_retention_ms),
-                ..Default::default()
-            }))
+            let mut l = store::memory::MemoryLimits::default();
+            l.max_negotiations = self.limits.max_negotiations;
+            l.max_negotiations_per_sender = self.limits.max_negotiations_per_sender;
+            l.max_received = self.limits.max_received_executions;
+            l.max_received_per_sender = self.limits.max_received_per_sender;
+            l.max_nonces = self.limits.max_nonces;
+            l.max_nonces_per_sender = self.limits.max_nonces_per_sender;
+            l.retention = Duration::from_millis(self.limits.result_retention_ms);
+            Arc::new(MemoryStore::new(l))
         });
         let registry = self.registry.unwrap_or_else(|| Arc::new(MemoryRegistry::default()));
         let audit = self.audit.unwrap_or_else(|| Arc::new(store::audit::MemoryAudit::new(10_000)));
@@ -421,20 +428,15 @@ impl AgentBuilder {
         };
         let local = compose::LocalRunner::new(&self.caps).map_err(|m| bad("", "/input_schema", m))?;
         let local: Arc<dyn compose::StepRunner> = Arc::new(local);
-        let client = match &self.step_client {
-            Some(c) => c.clone(),
-            None => {
-                let identity = match &self.response_signer {
-                    Some(s) => a2a_client::Identity::new(&self.did, &s.key_id, s.key.clone()),
-                    None => a2a_client::Identity::unsigned(&self.did),
-                }
-                .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
-                a2a_client::Client::builder(identity)
-                    .build()
-                    .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?
+        let agents = match &self.remote_agents {
+            None => None,
+            Some(RemoteAgentsSource::Given(a)) => Some(a.clone()),
+            Some(RemoteAgentsSource::Make(make)) => {
+                let key = self.response_signer.as_ref().map(|s| (s.key_id.as_str(), &s.key));
+                Some(make(&self.did, key).map_err(|reason| BuildError::Did { did: self.did.clone(), reason })?)
             }
         };
-        let remote = Arc::new(compose::RemoteRunner::new(client));
+        let remote = Arc::new(compose::RemoteRunner::new(agents));
         let info = |name: &str| {
             if let Some((d, _)) = self.caps.iter().find(|(d, _)| d.name == name) {
                 return Some(compose::plan::LocalInfo {

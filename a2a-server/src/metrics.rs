@@ -12,73 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-/// A protocol step, the `step` label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Step {
-    /// `OPTIONS /a2a`.
-    Discover,
-    /// `GET /a2a/capabilities`.
-    Capabilities,
-    /// `POST /a2a/negotiate`.
-    Negotiate,
-    /// `POST /a2a/execute`.
-    Execute,
-    /// `POST /a2a/confirm`.
-    Confirm,
-    /// `GET /a2a/result/{id}`.
-    Result,
-    /// `POST /a2a/cancel`.
-    Cancel,
-    /// `POST /a2a/fallback`.
-    Fallback,
-    /// Anything else under the endpoint (unknown paths, preflights).
-    Other,
-}
-
-impl Step {
-    /// Every step.
-    pub const ALL: [Step; 9] = [
-        Step::Discover,
-        Step::Capabilities,
-        Step::Negotiate,
-        Step::Execute,
-        Step::Confirm,
-        Step::Result,
-        Step::Cancel,
-        Step::Fallback,
-        Step::Other,
-    ];
-
-    /// The name of the step's span (OPS-6): `a2a.` and the label value.
-    pub fn span_name(self) -> &'static str {
-        match self {
-            Step::Discover => "a2a.discover",
-            Step::Capabilities => "a2a.capabilities",
-            Step::Negotiate => "a2a.negotiate",
-            Step::Execute => "a2a.execute",
-            Step::Confirm => "a2a.confirm",
-            Step::Result => "a2a.result",
-            Step::Cancel => "a2a.cancel",
-            Step::Fallback => "a2a.fallback",
-            Step::Other => "a2a.other",
-        }
-    }
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Step::Discover => "discover",
-            Step::Capabilities => "capabilities",
-            Step::Negotiate => "negotiate",
-            Step::Execute => "execute",
-            Step::Confirm => "confirm",
-            Step::Result => "result",
-            Step::Cancel => "cancel",
-            Step::Fallback => "fallback",
-            Step::Other => "other",
-        }
-    }
-}
+pub use a2a_core::step::Step;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StepOutcome {
@@ -193,7 +127,7 @@ impl Metrics {
         );
         // Every family is described from the start, with the zero series an operator's dashboards and alert rules
         // name (`deploy/prometheus/alerts.yaml`): a family without a series is not exposed at all.
-        for step in Step::ALL {
+        for step in Step::AGENT {
             let _ = requests.get_or_create(&StepOutcome { step: step.as_str(), outcome: "ok" });
             let _ = latency.get_or_create(&StepLabel { step: step.as_str() });
         }

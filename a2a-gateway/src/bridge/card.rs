@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use a2a_server::a2a1x::{CardSource, render_card, sign_card_with};
+use a2a_runtime::a2a1x::{CardSource, render_card, sign_card_with};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

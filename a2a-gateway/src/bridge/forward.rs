@@ -8,7 +8,7 @@ use crate::upstream::UpstreamBody;
 use a2a_core::error::{A2aError, ErrorCode};
 use a2a_core::headers as h;
 use a2a_core::sse;
-use a2a_server::a2a1x::error::{BridgeError, Kind as ErrKind};
+use a2a_runtime::a2a1x::error::{BridgeError, Kind as ErrKind};
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
@@ -46,7 +46,7 @@ fn unavailable(agent: &Agent, why: impl std::fmt::Display) -> BridgeError {
     ))
 }
 
-fn store_unavailable(e: a2a_server::store::StoreError) -> BridgeError {
+fn store_unavailable(e: a2a_runtime::store::StoreError) -> BridgeError {
     BridgeError::from(A2aError::with_message(
         ErrorCode::STORE_UNAVAILABLE,
         format!("the routing state is unavailable: {e}"),

@@ -25,8 +25,8 @@ use a2a_core::capability::{AuthRequirement, CapabilityDeclaration};
 use a2a_core::error::{A2aError, ErrorCode};
 use a2a_core::execution_id::ExecutionId;
 use a2a_core::negotiation::AgreedSchema;
-use a2a_server::a2a1x::error::{BridgeError, Kind as ErrKind};
-use a2a_server::a2a1x::{self as bridge1x};
+use a2a_runtime::a2a1x::error::{BridgeError, Kind as ErrKind};
+use a2a_runtime::a2a1x::{self as bridge1x};
 use axum::body::Body;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
@@ -166,7 +166,7 @@ async fn serve(axum::extract::State(b): axum::extract::State<Arc<Bridge>>, req: 
     gw.metrics.request(Step::Other, agent_label, outcome, elapsed.as_secs_f64());
     if let Some(audit) = &gw.audit {
         audit.record(AuditRecord {
-            time_ms: a2a_server::store::now_ms(),
+            time_ms: a2a_runtime::store::now_ms(),
             sender_id: ctx.sender.unwrap_or_default(),
             capability: ctx.capability,
             negotiation_id: None,

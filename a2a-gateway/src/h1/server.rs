@@ -9,7 +9,7 @@
 //! `max_headers` (the proxy answers `431` as JSON over the configured limits; heads beyond twice them are refused
 //! here, also as JSON, and the connection closed); a body is at most `max_body_bytes` and must arrive within
 //! `body_read_timeout_ms`. A body over the limit is read out and dropped, bounded, before the `413`
-//! ([`a2a_server::body`]'s lingering read). Requests on one connection are served in order (pipelining allowed).
+//! ([`a2a_runtime::body`]'s lingering read). Requests on one connection are served in order (pipelining allowed).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_core::error::{A2aError, ErrorCode};
-use a2a_server::body::{BodyBudget, BodyCharge, BodyError, DRAIN_MAX_BYTES, DRAIN_MAX_TIME};
+use a2a_runtime::body::{BodyBudget, BodyCharge, BodyError, DRAIN_MAX_BYTES, DRAIN_MAX_TIME};
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
 use http::Request;
@@ -153,7 +153,7 @@ pub(crate) async fn serve(
     let tracker = tokio_util::task::TaskTracker::new();
     tokio::pin!(shutdown);
     // GW-23: memory freed after a burst goes back to the system even when the thread then idles.
-    let tick = tokio::spawn(a2a_server::allocator::ticker());
+    let tick = tokio::spawn(a2a_runtime::allocator::ticker());
     loop {
         // GW-23: a connection is accepted only with a permit; at the cap, new connections wait in the backlog.
         let connections = served.current.load().connections.clone();
@@ -161,7 +161,7 @@ pub(crate) async fn serve(
             p = connections.acquire() => p,
             () = shutdown.as_mut() => break,
         };
-        let Some((stream, peer)) = a2a_server::serve::accept(&listener, shutdown.as_mut()).await else { break };
+        let Some((stream, peer)) = a2a_runtime::serve::accept(&listener, shutdown.as_mut()).await else { break };
         let served = served.clone();
         let stop = stop.clone();
         tracker.spawn(async move {
@@ -645,7 +645,7 @@ async fn via_http(served: &Served, head: RequestHead, body: Result<Bytes, BodyEr
 /// Serves an HTTP/2 connection (its preface already read) with hyper and the gateway's HTTP service.
 async fn serve_h2(stream: TcpStream, prefix: Bytes, peer: SocketAddr, served: Served, stop: CancellationToken) {
     let limits = ConnLimits::of(&served.current.load());
-    let io = hyper_util::rt::TokioIo::new(a2a_server::serve::Prefixed::new(prefix.to_vec(), stream));
+    let io = hyper_util::rt::TokioIo::new(a2a_runtime::serve::Prefixed::new(prefix.to_vec(), stream));
     let svc = served.http.clone();
     let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         req.extensions_mut().insert(axum::extract::ConnectInfo(peer));

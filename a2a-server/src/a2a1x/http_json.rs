@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use a2a_core::a2a1x::{ListTasksRequest, SendMessageRequest, TaskState};
+use a2a_core::a2a1x::SendMessageRequest;
 use a2a_core::execution_id::ExecutionId;
 use axum::Router;
 use axum::body::Body;
@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 
 use super::Inner;
 use super::error::{BridgeError, Kind};
-use super::jsonrpc::{params, read_body};
+use a2a_runtime::a2a1x::{list_query, params};
+
+use super::jsonrpc::read_body;
 use super::ops::{Ctx, caller};
 use super::stream;
 
@@ -100,29 +102,6 @@ async fn send_stream(State(inner): State<Arc<Inner>>, uri: OriginalUri, headers:
         Ok(rx) => stream::sse(rx, |ev| json!(ev)),
         Err(e) => error(&e),
     }
-}
-
-/// The `ListTasksRequest` of `GET /a2a1x/tasks?...` (`contextId`, `status`, `pageSize`, `pageToken`; other
-/// parameters are ignored).
-pub fn list_query(query: &str) -> Result<ListTasksRequest, BridgeError> {
-    let mut req = ListTasksRequest::default();
-    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
-        let number =
-            || v.parse::<u32>().map_err(|_| BridgeError::params(format!("{k} must be a non-negative integer")));
-        match k.as_ref() {
-            "contextId" => req.context_id = Some(v.to_string()),
-            "pageToken" => req.page_token = Some(v.to_string()),
-            "pageSize" => req.page_size = Some(number()?),
-            "status" => {
-                req.status = Some(
-                    serde_json::from_value::<TaskState>(json!(v))
-                        .map_err(|_| BridgeError::params(format!("status {v:?} is not a TaskState name")))?,
-                );
-            }
-            _ => {}
-        }
-    }
-    Ok(req)
 }
 
 /// `GET /a2a1x/tasks`.

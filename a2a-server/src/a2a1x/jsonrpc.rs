@@ -3,19 +3,17 @@
 use std::sync::Arc;
 
 use a2a_core::a2a1x::{ListTasksRequest, SendMessageRequest, TaskIdRequest, method};
-use a2a_core::error::ErrorCode;
 use axum::body::Body;
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::body::BodyError;
+use a2a_runtime::a2a1x::{RpcRequest, envelope, method_error, params, parse_rpc, read_body_budgeted};
 
 use super::Inner;
-use super::error::{BridgeError, Kind};
+use super::error::BridgeError;
 use super::ops::{Ctx, caller};
 use super::stream;
 
@@ -26,146 +24,11 @@ pub(crate) async fn read_body(inner: &Inner, headers: &HeaderMap, body: Body) ->
         .await
 }
 
-/// Reads a 1.x request body of at most `max` bytes within `timeout`, after checking its media type
-/// (`application/json` or `application/a2a+json`; BR-1, BR-9).
-pub async fn read_body_within(
-    headers: &HeaderMap,
-    body: Body,
-    max: usize,
-    timeout: std::time::Duration,
-) -> Result<Bytes, BridgeError> {
-    read_body_budgeted(headers, body, max, timeout, &crate::body::BodyBudget::unlimited()).await
-}
-
-/// [`read_body_within`] drawing on the agent's budget for bodies being received (LIM-7).
-async fn read_body_budgeted(
-    headers: &HeaderMap,
-    body: Body,
-    max: usize,
-    timeout: std::time::Duration,
-    budget: &crate::body::BodyBudget,
-) -> Result<Bytes, BridgeError> {
-    let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json");
-    let mime = ct.split(';').next().unwrap_or("").trim();
-    if !mime.eq_ignore_ascii_case("application/json") && !mime.eq_ignore_ascii_case("application/a2a+json") {
-        let mut e = BridgeError::new(
-            Kind::InvalidRequest,
-            format!("send the request as application/json or application/a2a+json (got {ct:?})"),
-        );
-        e.code = Some(ErrorCode::UNSUPPORTED_MEDIA_TYPE);
-        e.http_status = 415;
-        return Err(e);
-    }
-    crate::body::read_within(headers, body, max, timeout, budget).await.map_err(|e| {
-        let (code, status) = match &e {
-            BodyError::TooLarge { .. } => (ErrorCode::PAYLOAD_TOO_LARGE, 413),
-            BodyError::Timeout { .. } => (ErrorCode::REQUEST_TIMEOUT, 408),
-            BodyError::Overloaded { .. } => {
-                let mut out = BridgeError::new(Kind::Internal, e.to_string());
-                out.code = Some(ErrorCode::OVERLOADED);
-                out.http_status = 503;
-                return out;
-            }
-            BodyError::Unreadable(_) => return BridgeError::new(Kind::InvalidRequest, e.to_string()),
-        };
-        let mut out = BridgeError::params(format!("{e} (max_body_bytes {max})"));
-        out.code = Some(code);
-        out.http_status = status;
-        out
-    })
-}
-
-/// Parses `params` as `T`, naming the member at fault.
-pub fn params<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, BridgeError> {
-    serde_path_to_error::deserialize(v)
-        .map_err(|e| BridgeError::params(format!("{what}: member `{}`: {}", e.path(), e.inner())))
-}
-
-/// The JSON-RPC 2.0 response to request `id`: its `result`, or its `error` (BR-14).
-pub fn envelope(id: &Value, outcome: Result<Value, BridgeError>) -> Value {
-    match outcome {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e.jsonrpc_error()}),
-    }
-}
-
 fn json_answer(v: &Value) -> Response {
     let mut resp = (StatusCode::OK, serde_json::to_vec(v).unwrap_or_default()).into_response();
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp.headers_mut().insert("a2a-version", HeaderValue::from_static(a2a_core::a2a1x::PROTOCOL_VERSION));
     resp
-}
-
-/// The 1.0 method an A2A 0.3 method name became.
-fn renamed(m: &str) -> Option<&'static str> {
-    Some(match m {
-        "message/send" => method::SEND_MESSAGE,
-        "message/stream" => method::SEND_STREAMING_MESSAGE,
-        "tasks/get" => method::GET_TASK,
-        "tasks/list" => method::LIST_TASKS,
-        "tasks/cancel" => method::CANCEL_TASK,
-        "tasks/resubscribe" => method::SUBSCRIBE_TO_TASK,
-        _ => return None,
-    })
-}
-
-/// A JSON-RPC 2.0 request, its envelope read.
-pub struct RpcRequest {
-    /// Its `id` (`null` when absent or neither a string nor a number).
-    pub id: Value,
-    /// Its `method`.
-    pub method: String,
-    /// Its `params` (an empty object when absent).
-    pub params: Value,
-}
-
-/// Reads the envelope of a JSON-RPC 2.0 request (BR-9, BR-14): not JSON is `-32700`, a batch or not a 2.0 request
-/// `-32600`, `params` that is not an object `-32602`; the error comes with the `id` to answer it with.
-pub fn parse_rpc(bytes: &[u8]) -> Result<RpcRequest, (Value, BridgeError)> {
-    let req: Value = serde_json::from_slice(bytes).map_err(|e| {
-        (Value::Null, BridgeError::new(Kind::Parse, format!("the request body is not well-formed JSON: {e}")))
-    })?;
-    let id = req.get("id").filter(|i| i.is_string() || i.is_number()).cloned().unwrap_or(Value::Null);
-    let method = match (&req, req.get("jsonrpc"), req.get("method").and_then(Value::as_str)) {
-        (Value::Array(_), _, _) => {
-            let e = BridgeError::new(Kind::InvalidRequest, "batches are not served; send one request per HTTP request");
-            return Err((Value::Null, e));
-        }
-        (_, Some(Value::String(v)), Some(m)) if v == "2.0" => m.to_owned(),
-        _ => {
-            let e = BridgeError::new(
-                Kind::InvalidRequest,
-                "not a JSON-RPC 2.0 request: send {\"jsonrpc\": \"2.0\", \"id\": ..., \"method\": ..., \"params\": {...}}",
-            );
-            return Err((id, e));
-        }
-    };
-    let params = match req.get("params") {
-        None | Some(Value::Null) => json!({}),
-        Some(p @ Value::Object(_)) => p.clone(),
-        Some(_) => return Err((id, BridgeError::params("params must be an object"))),
-    };
-    Ok(RpcRequest { id, method, params })
-}
-
-/// The error for a method the bridge does not serve (BR-2): push notifications are `-32003`, an A2A 0.3 method
-/// name is `-32601` naming the 1.0 method, any other name `-32601` listing the methods.
-pub fn method_error(m: &str) -> BridgeError {
-    if m.contains("PushNotificationConfig") {
-        return BridgeError::new(
-            Kind::PushNotSupported,
-            "this agent does not send push notifications; stream with SendStreamingMessage or poll with GetTask",
-        );
-    }
-    BridgeError::new(
-        Kind::MethodNotFound,
-        match renamed(m) {
-            Some(new) => format!("{m:?} is an A2A 0.3 method name; this endpoint speaks A2A 1.0: call {new:?}"),
-            None => format!(
-                "no method {m:?}; the methods are SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask and SubscribeToTask"
-            ),
-        },
-    )
 }
 
 /// `POST /a2a1x/jsonrpc`.

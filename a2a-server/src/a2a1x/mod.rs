@@ -12,21 +12,21 @@
 //! ```
 
 mod card;
-pub mod error;
 mod http_json;
 mod jsonrpc;
 mod ops;
 mod stream;
 
-pub use card::{CardSource, render_card, sign_card_with};
-pub use http_json::list_query;
-pub use jsonrpc::{RpcRequest, envelope, method_error, params, parse_rpc, read_body_within};
-pub use ops::{check_headers, check_version, sender_of};
+// The bridge's protocol pieces, shared with the gateway, at the paths this module has always had them.
+pub use a2a_runtime::a2a1x::{
+    ANONYMOUS_SENDER, CardSource, RpcRequest, bridge_asked, bridge_asked_in, bridge_to_at, check_headers, check_version,
+    envelope, error, list_query, method_error, origin_of, origin_of_host, params, parse_rpc, read_body_budgeted,
+    read_body_within, render_card, sender_of, sign_card_with,
+};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use a2a_core::did::Did;
 use a2a_core::keys::SigningKey;
 use axum::Router;
 use axum::http::HeaderMap;
@@ -35,9 +35,6 @@ use serde::Deserialize;
 
 use crate::Agent;
 use crate::router::AppState;
-
-/// The anonymous sender of 1.x requests without `A2A-Sender-ID` (BR-10).
-pub const ANONYMOUS_SENDER: &str = "did:web:a2a1x.anonymous.invalid";
 
 /// The limits of the bridge (BR-9, BR-16); the body size is the agent's `max_body_bytes`.
 #[derive(Debug, Clone, Deserialize)]
@@ -266,23 +263,6 @@ impl Inner {
     }
 }
 
-/// The origin for a request: the configured URL, or `http://` and the `Host` header (`http://localhost` without).
-pub fn origin_of(public_url: Option<&str>, headers: &HeaderMap) -> String {
-    origin_of_host(public_url, headers.get(axum::http::header::HOST).map(axum::http::HeaderValue::as_bytes))
-}
-
-/// [`origin_of`] from the raw `Host` value (`None`: absent).
-pub fn origin_of_host(public_url: Option<&str>, host: Option<&[u8]>) -> String {
-    if let Some(u) = public_url {
-        return u.to_owned();
-    }
-    let host = host
-        .and_then(|v| std::str::from_utf8(v).ok())
-        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b)))
-        .unwrap_or("localhost");
-    format!("http://{host}")
-}
-
 /// The `bridge_to` of a NEGOTIATE (BR-17) when the caller announced `a2a1x` in `A2A-Bridges` and the capability is on
 /// the card.
 pub(crate) fn bridge_to(state: &AppState, headers: &HeaderMap, capability: &str) -> Option<a2a_core::wire::BridgeTo> {
@@ -293,37 +273,6 @@ pub(crate) fn bridge_to(state: &AppState, headers: &HeaderMap, capability: &str)
     Some(bridge_to_at(&origin_of(announce.public_url.as_deref(), headers), capability))
 }
 
-/// Whether a request's `A2A-Bridges` (a comma-separated list of binding names, in any number of headers) lists
-/// `a2a1x` (BR-17).
-pub fn bridge_asked(headers: &HeaderMap) -> bool {
-    bridge_asked_in(headers.get_all("a2a-bridges").iter().map(axum::http::HeaderValue::as_bytes))
-}
-
-/// [`bridge_asked`] over the raw values of `A2A-Bridges`.
-pub fn bridge_asked_in<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> bool {
-    values
-        .into_iter()
-        .filter_map(|v| std::str::from_utf8(v).ok())
-        .any(|v| v.split(',').any(|b| b.trim().eq_ignore_ascii_case(a2a_core::a2a1x::BRIDGE_BINDING)))
-}
-
-/// The `bridge_to` of BR-17 for the bridge served at `origin` (as [`origin_of`] gives it): its JSON-RPC endpoint,
-/// its Agent Card and the skill `capability`.
-pub fn bridge_to_at(origin: &str, capability: &str) -> a2a_core::wire::BridgeTo {
-    a2a_core::wire::BridgeTo {
-        binding: a2a_core::a2a1x::BRIDGE_BINDING.to_owned(),
-        protocol_version: a2a_core::a2a1x::PROTOCOL_VERSION.to_owned(),
-        url: format!("{origin}/a2a1x/jsonrpc"),
-        agent_card: Some(format!("{origin}{}", a2a_core::a2a1x::AGENT_CARD_PATH)),
-        skill: capability.to_owned(),
-    }
-}
-
-/// Whether `did` is a valid did:web DID (for `A2A-Sender-ID` on 1.x requests).
-fn is_did(did: &str) -> bool {
-    Did::parse(did).is_ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,7 +281,22 @@ mod tests {
     /// are kept and reused (the bridge does not re-negotiate for the caller who just negotiated).
     #[tokio::test]
     async fn the_bridge_s_negotiation_cache_filled_past_its_bound_stays_within_it_and_keeps_the_newest() {
-        let (agent, _) = crate::app::demo_app(1).expect("demo agent");
+        let echo = a2a_core::capability::CapabilityDeclaration {
+            name: "echo".into(),
+            description: "Echoes its input.".into(),
+            auth_requirement: a2a_core::capability::AuthRequirement::None,
+            sub_capabilities: vec![],
+            region_restriction: vec![],
+            input_schema: serde_json::json!({"type": "object"}),
+            output_schema: None,
+            estimated_cost: None,
+            estimated_latency_ms: None,
+            fallback_for: vec![],
+        };
+        let agent = crate::AgentBuilder::new("did:web:localhost%3A1")
+            .capability(echo, crate::handlers::echo())
+            .build()
+            .expect("agent");
         let bridge = Bridge::new(&agent, BridgeOptions::default()).expect("bridge");
         let cache = &bridge.inner.negotiations;
         let bound = ops::MAX_CACHED_NEGOTIATIONS;

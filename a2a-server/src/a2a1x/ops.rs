@@ -17,7 +17,9 @@ use axum::http::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::error::{BridgeError, Kind};
-use super::{ANONYMOUS_SENDER, Inner, is_did};
+use a2a_runtime::a2a1x::{check_headers, check_version, sender_of};
+
+use super::{ANONYMOUS_SENDER, Inner};
 use crate::auth::SignedParts;
 use crate::engine::{Caller, Capability};
 
@@ -36,60 +38,6 @@ pub(crate) struct Ctx<'a> {
     pub(crate) method: &'static str,
     pub(crate) target: &'a str,
     pub(crate) body: &'a [u8],
-}
-
-/// BR-2: `A2A-Version` absent or `1.0` (a patch part ignored).
-pub fn check_version(headers: &HeaderMap) -> Result<(), BridgeError> {
-    let Some(v) = headers.get(h::A2A_VERSION) else { return Ok(()) };
-    let v = v.to_str().unwrap_or("").trim();
-    let mut it = v.split('.');
-    let ok = matches!((it.next(), it.next()), (Some("1"), Some("0")))
-        && it.next().is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-        && it.next().is_none();
-    if ok {
-        Ok(())
-    } else {
-        Err(BridgeError::new(
-            Kind::Version,
-            format!(
-                "this endpoint speaks A2A {}; the request asked for A2A-Version {v:?} (the native protocol {} is served at /a2a)",
-                a2a_core::a2a1x::PROTOCOL_VERSION,
-                a2a_core::PROTOCOL_VERSION
-            ),
-        ))
-    }
-}
-
-/// The header limits of §13 on a 1.x request (`431`, `headers_too_large`).
-pub fn check_headers(headers: &HeaderMap, max_headers: usize, max_header_bytes: usize) -> Result<(), BridgeError> {
-    let bytes: usize = headers.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
-    if headers.len() > max_headers || bytes > max_header_bytes {
-        let mut e = BridgeError::params(format!(
-            "the request has {} headers and {bytes} bytes of headers; the limits are {max_headers} headers and \
-             {max_header_bytes} bytes",
-            headers.len(),
-        ));
-        e.code = Some(ErrorCode::HEADERS_TOO_LARGE);
-        e.http_status = 431;
-        return Err(e);
-    }
-    Ok(())
-}
-
-/// BR-10: the sender of a 1.x request: `A2A-Sender-ID` when it is a did:web DID, else the anonymous sender.
-pub fn sender_of(headers: &HeaderMap) -> Result<String, BridgeError> {
-    match headers.get(h::A2A_SENDER_ID).and_then(|v| v.to_str().ok()).map(str::trim) {
-        None => Ok(ANONYMOUS_SENDER.to_owned()),
-        Some(s) if is_did(s) => Ok(s.to_owned()),
-        Some(s) => {
-            let mut e = BridgeError::new(
-                Kind::InvalidRequest,
-                format!("A2A-Sender-ID {s:?} is not a valid did:web DID; send a DID or omit the header"),
-            );
-            e.code = Some(ErrorCode::INVALID_SENDER);
-            Err(e)
-        }
-    }
 }
 
 /// BR-10: the caller is `A2A-Sender-ID` when it is a did:web DID, else the anonymous sender; the header limits of

@@ -166,10 +166,10 @@ pub fn parse_agent(agent: &str) -> Result<Location, String> {
             url.push('/');
             url.push_str(seg);
         }
-        let ep = a2a_client::Endpoint::parse(&url).map_err(|e| e.to_string())?;
+        let ep = a2a_core::remote::endpoint_url(&url)?;
         return Ok(Location::Remote { endpoint: ep.as_str().to_owned(), did: Some(did.as_str().to_owned()) });
     }
-    let ep = a2a_client::Endpoint::parse(agent)
+    let ep = a2a_core::remote::endpoint_url(agent)
         .map_err(|e| format!("{e}; `agent` is an A2A endpoint URL or a did:web DID"))?;
     Ok(Location::Remote { endpoint: ep.as_str().to_owned(), did: None })
 }

@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use a2a_client::{Client, ExecuteOptions, Negotiation, Wait};
 use a2a_core::capability::CapabilityDeclaration;
 use a2a_core::error::{A2aError, ErrorCode, ErrorObject};
 use a2a_core::negotiation::AgreedSchema;
+use a2a_core::remote::{RemoteAgents, RemoteCall};
 use a2a_core::wire::ExecutionStatus;
 use futures_util::FutureExt;
 use serde_json::{Value, json};
@@ -185,34 +185,24 @@ impl StepRunner for LocalRunner {
 
 /// Runs steps at other agents with the handshake (CMP-10): NEGOTIATE (kept while fresh), EXECUTE with the step's
 /// idempotency key, CONFIRM, RESULT with long-poll, and CANCEL when the step is canceled or runs out of time. The
-/// requests are made by this agent with its [`Client`] (its DID, signed with its key when it has one).
+/// requests are made by this agent through its [`RemoteAgents`] (a client with its DID, signing with its key when it
+/// has one: `a2a_client::RemoteClient`).
 pub struct RemoteRunner {
-    client: Client,
-    negotiations: moka::future::Cache<String, Arc<Negotiation>>,
-}
-
-fn client_error(e: &a2a_client::ClientError) -> ErrorObject {
-    if let Some(a) = e.agent_error() {
-        return ErrorObject { code: a.code.clone(), message: a.message.clone(), details: a.details.clone() };
-    }
-    let code = match e.code() {
-        "unreachable" => ErrorCode::AGENT_UNAVAILABLE,
-        "timeout" | "deadline_exceeded" => ErrorCode::AGENT_TIMEOUT,
-        other => ErrorCode(std::borrow::Cow::Owned(other.to_owned())),
-    };
-    ErrorObject { code, message: e.to_string(), details: None }
+    agents: Option<Arc<dyn RemoteAgents>>,
 }
 
 impl RemoteRunner {
-    /// A runner that calls with this client.
-    pub fn new(client: Client) -> RemoteRunner {
-        RemoteRunner {
-            client,
-            negotiations: moka::future::Cache::builder()
-                .max_capacity(1024)
-                .time_to_live(Duration::from_secs(300))
-                .build(),
-        }
+    /// A runner that calls through `agents` (`None`: none was given, and a remote step fails saying so).
+    pub fn new(agents: Option<Arc<dyn RemoteAgents>>) -> RemoteRunner {
+        RemoteRunner { agents }
+    }
+
+    fn agents(&self) -> Result<&Arc<dyn RemoteAgents>, ErrorObject> {
+        self.agents.as_ref().ok_or_else(|| ErrorObject {
+            code: ErrorCode::AGENT_UNAVAILABLE,
+            message: "this agent was built without a client for other agents (AgentBuilder::remote_agents)".into(),
+            details: None,
+        })
     }
 
     /// The declaration of `capability` at a remote agent, for the chain check of NEGOTIATE (CMP-8).
@@ -222,39 +212,7 @@ impl RemoteRunner {
         did: Option<&str>,
         capability: &str,
     ) -> Result<Option<CapabilityDeclaration>, ErrorObject> {
-        let caps = self.client.capabilities(endpoint).await.map_err(|e| client_error(&e))?;
-        if let Some(d) = did
-            && caps.document.agent.id != d
-        {
-            return Err(ErrorObject {
-                code: ErrorCode::AGENT_UNAVAILABLE,
-                message: format!("the agent at {endpoint} is {}, not {d}", caps.document.agent.id),
-                details: None,
-            });
-        }
-        Ok(caps.declaration(capability).cloned())
-    }
-
-    async fn negotiation(
-        &self,
-        endpoint: &str,
-        capability: &str,
-        timeout_ms: Option<u64>,
-    ) -> Result<Arc<Negotiation>, ErrorObject> {
-        let key = format!("{endpoint} {capability} {timeout_ms:?}");
-        if let Some(n) = self.negotiations.get(&key).await
-            && n.is_fresh()
-        {
-            return Ok(n);
-        }
-        let n = self
-            .client
-            .negotiate_with(endpoint, capability, None, timeout_ms, false)
-            .await
-            .map_err(|e| client_error(&e))?;
-        let n = Arc::new(n);
-        self.negotiations.insert(key, n.clone()).await;
-        Ok(n)
+        self.agents()?.declaration(endpoint, did, capability).await
     }
 }
 
@@ -269,14 +227,17 @@ impl StepRunner for RemoteRunner {
             error,
             execution_id,
         };
+        let agents = self.agents().map_err(|e| fault(e, None))?;
         let handshake = async {
-            let neg = self
-                .negotiation(endpoint, &call.target.capability, call.timeout_ms)
-                .await
-                .map_err(|e| fault(e, None))?;
-            let opts = ExecuteOptions::default().idempotency_key(call.idempotency_key.clone());
+            let remote = RemoteCall {
+                endpoint,
+                capability: &call.target.capability,
+                input: &call.input,
+                timeout_ms: call.timeout_ms,
+                idempotency_key: &call.idempotency_key,
+            };
             // Nothing runs at the other agent before CONFIRM (EXE-5): stopping here needs no CANCEL there.
-            self.client.execute(&neg, &call.input, &opts).await.map_err(|e| fault(client_error(&e), None))
+            agents.execute(remote).await.map_err(|e| fault(e, None))
         };
         let exe = tokio::select! {
             r = handshake => r?,
@@ -290,14 +251,13 @@ impl StepRunner for RemoteRunner {
         };
         let id = exe.id().to_owned();
         let wait = async {
-            self.client.confirm(&exe).await.map_err(|e| fault(client_error(&e), Some(id.clone())))?;
+            exe.confirm().await.map_err(|e| fault(e, Some(id.clone())))?;
             loop {
                 let left = call.deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-                let r = self
-                    .client
-                    .result(endpoint, &id, Wait::For(left.min(Duration::from_secs(10))))
+                let r = agents
+                    .result(endpoint, &id, left.min(Duration::from_secs(10)))
                     .await
-                    .map_err(|e| fault(client_error(&e), Some(id.clone())))?;
+                    .map_err(|e| fault(e, Some(id.clone())))?;
                 if r.status.is_terminal() {
                     return Ok(r);
                 }
@@ -313,8 +273,8 @@ impl StepRunner for RemoteRunner {
             Ok(r) => r,
             Err(mut f) => {
                 // CMP-14: the sub-execution is canceled at its agent too (best effort: it may have just finished).
-                if let Err(e) = self.client.cancel(endpoint, &id).await {
-                    tracing::debug!(error = %e, "could not cancel a remote step");
+                if let Err(e) = agents.cancel(endpoint, &id).await {
+                    tracing::debug!(error = %e.message, "could not cancel a remote step");
                 }
                 f.execution_id = Some(id);
                 return Err(f);

@@ -1168,7 +1168,7 @@ pub async fn start(fault: Fault) -> Broken {
         })
     } else if matches!(fault, Fault::NonCanonicalResponseSignatures | Fault::ResponsesSignedWithAnotherKey) {
         // The demo agent signing its responses (INT-10), as a2a-server does with sign_responses.
-        common::demo_parts_with(port, |b, key| a2a_server::demo::capabilities(b).sign_responses("key-1", key.clone()))
+        common::demo_parts_with(port, |b, key| a2a_agent::demo::capabilities(b).sign_responses("key-1", key.clone()))
     } else {
         common::demo_parts(port)
     };

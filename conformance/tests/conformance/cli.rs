@@ -55,7 +55,7 @@ async fn the_binary_passes_the_demo_with_exit_0_and_writes_json_and_junit() {
             demo.base.clone(),
             "--serve-did".into(),
             "--api-key".into(),
-            a2a_server::demo::DEMO_API_KEY.into(),
+            a2a_agent::demo::DEMO_API_KEY.into(),
             "--format".into(),
             format.into(),
             "--out".into(),

@@ -26,7 +26,7 @@ impl Drop for Running {
     }
 }
 
-/// The demo agent's parts, built like `a2a_server::app::demo_app` but with a store the test can reach.
+/// The demo agent's parts, built like `a2a_agent::app::demo_app` but with a store the test can reach.
 pub struct DemoParts {
     pub agent: Agent,
     pub app: Router,
@@ -37,7 +37,7 @@ pub struct DemoParts {
 
 /// The demo agent (`a2a-server --demo`) for a listener on `port`.
 pub fn demo_parts(port: u16) -> DemoParts {
-    demo_parts_with(port, |b, _| a2a_server::demo::capabilities(b))
+    demo_parts_with(port, |b, _| a2a_agent::demo::capabilities(b))
 }
 
 /// An agent like the demo (DID, key, document, resolver, store) with the capabilities `caps` adds.
@@ -54,10 +54,10 @@ pub fn demo_parts_with(
     let agent = caps(AgentBuilder::new(did.to_string()).name("A2A demo agent"), &key)
         .store(store.clone())
         .resolver(Arc::new(resolver))
-        .sessions(a2a_server::app::demo_sessions(&key))
+        .sessions(a2a_agent::app::demo_sessions(&key))
         .build()
         .expect("demo agent builds");
-    let app = a2a_server::app::app_router(
+    let app = a2a_agent::app::app_router(
         &agent,
         Some(("/.well-known/did.json".into(), serde_json::to_value(&doc).expect("doc"))),
     );
@@ -154,7 +154,7 @@ pub async fn caller() -> Caller {
 /// Options for a run against `base`: every level, the demo's API key, and `--serve-did` unless an identity is given.
 pub fn options(base: &str, identity: Option<&Identity>) -> Options {
     let mut o = Options::new(base);
-    o.api_key = Some(a2a_server::demo::DEMO_API_KEY.to_owned());
+    o.api_key = Some(a2a_agent::demo::DEMO_API_KEY.to_owned());
     o.timeout = Duration::from_secs(60);
     match identity {
         Some(id) => o.identity = Some(id.clone()),

@@ -1,4 +1,4 @@
-//! The suite passes against `a2a-server --demo` (built in-process with `a2a_server::app::demo_app`, the function
+//! The suite passes against `a2a-server --demo` (built in-process with `a2a_agent::app::demo_app`, the function
 //! the binary serves), and each check that is skipped says why.
 
 use a2a_conformance::report::{Compliance, Status};
@@ -8,7 +8,7 @@ use crate::common::{self, Running};
 /// The real demo, as `a2a-server --demo` serves it.
 async fn real_demo() -> Running {
     let (l, port) = common::listener().await;
-    let (agent, app) = a2a_server::app::demo_app(port).expect("demo app");
+    let (agent, app) = a2a_agent::app::demo_app(port).expect("demo app");
     let store = std::sync::Arc::new(a2a_server::store::MemoryStore::new(Default::default()));
     common::serve(l, port, common::DemoParts { agent, app: app.clone(), store, key: None }, app)
 }

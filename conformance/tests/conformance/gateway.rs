@@ -29,7 +29,7 @@ pub async fn gateway_with_demos() -> (RunningGateway, Vec<Running>) {
         // The agents sign their responses (INT-10): the gateway verifies those signatures and signs for its callers
         // instead (GW-15), so that responses/signatures runs against the gateway's DID.
         let parts = common::demo_parts_with(port, move |b, key| {
-            a2a_server::demo::capabilities(b).trusted_gateways(vec![trusted]).sign_responses("key-1", key.clone())
+            a2a_agent::demo::capabilities(b).trusted_gateways(vec![trusted]).sign_responses("key-1", key.clone())
         });
         // The gateway serves the A2A 1.x bridge, so its agents serve it too (BR-25).
         let app = common::bridged(&parts, parts.key.clone().expect("the agent's key"));

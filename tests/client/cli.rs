@@ -1,0 +1,390 @@
+//! The `a2a` binary, run as a subprocess against real agents: output, errors on stderr and exit codes.
+
+use std::path::Path;
+use std::time::Duration;
+
+use a2a_client::ExecuteOptions;
+use serde_json::{Value, json};
+
+use crate::common::{TempDir, TestAgent, client, dead_url, runs, standard};
+
+const AGENT: &str = "did:web:agent.example.com";
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout))
+    }
+}
+
+async fn a2a(args: &[&str]) -> Run {
+    a2a_stdin(args, None).await
+}
+
+async fn a2a_stdin(args: &[&str], stdin: Option<&str>) -> Run {
+    use tokio::io::AsyncWriteExt;
+    let mut cmd = tokio::process::Command::new(a2a_tests::bin("a2a"));
+    cmd.args(args)
+        .env_remove("A2A_DID")
+        .env_remove("A2A_KEY_FILE")
+        .env_remove("A2A_API_KEY")
+        .env_remove("A2A_REGION")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("spawn a2a");
+    if let Some(mut si) = child.stdin.take() {
+        if let Some(s) = stdin {
+            si.write_all(s.as_bytes()).await.expect("stdin");
+        }
+        drop(si);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("a2a finished in time")
+        .expect("a2a ran");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+const REPORT: &str = r#"{"title":"Lift 3 out of service","timestamp":"2026-11-29T21:00:00Z"}"#;
+
+#[tokio::test]
+async fn discover_prints_the_agent_for_people_and_json_for_scripts() {
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let r = a2a(&["discover", &t.url]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("agent         did:web:agent.example.com"), "{}", r.stdout);
+    assert!(r.stdout.contains("submit_report, run_slow_task, fail_on_purpose"), "{}", r.stdout);
+    let j = a2a(&["discover", &t.url, "--json"]).await.json();
+    assert_eq!(j["agent"], AGENT);
+    assert_eq!(j["capabilities"][0], "submit_report");
+}
+
+#[tokio::test]
+async fn capabilities_lists_each_declaration() {
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let r = a2a(&["capabilities", &t.url]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("submit_report  [none]"), "{}", r.stdout);
+    assert!(r.stdout.contains("features  long_poll, cancel, idempotency"), "{}", r.stdout);
+    let j = a2a(&["capabilities", &t.url, "--json"]).await.json();
+    assert_eq!(j["capabilities"].as_array().map(Vec::len), Some(3));
+}
+
+#[tokio::test]
+async fn negotiate_prints_the_tightened_schema_and_its_changes() {
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let proposal = r#"{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}"#;
+    let r = a2a(&["negotiate", &t.url, "submit_report", "--schema", proposal]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("tightened    yes"), "{}", r.stdout);
+    assert!(r.stdout.contains("/required/1: the capability requires property \"timestamp\""), "{}", r.stdout);
+    let j = a2a(&["negotiate", &t.url, "submit_report", "--schema", proposal, "--json"]).await.json();
+    assert_eq!(j["agreed_schema"]["required"], json!(["title", "timestamp"]));
+    let strict = a2a(&["negotiate", &t.url, "submit_report", "--schema", proposal, "--strict"]).await;
+    assert_eq!(strict.code, 1);
+    assert!(strict.stderr.contains("tightening_refused"), "{}", strict.stderr);
+}
+
+#[tokio::test]
+async fn call_prints_the_result_and_with_json_the_whole_outcome() {
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let r = a2a(&["call", &t.url, "submit_report", "--data", REPORT]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let result: Value = serde_json::from_str(&r.stdout).expect("stdout is the result");
+    assert_eq!(result["filed"]["title"], "Lift 3 out of service");
+    let j = a2a(&["call", &t.url, "submit_report", "--data", REPORT, "--json"]).await.json();
+    assert_eq!(j["capability"], "submit_report");
+    assert_eq!(j["degraded"], false);
+    assert!(j["execution_id"].as_str().is_some_and(|s| s.starts_with("did:web:anonymous.invalid_")), "{j}");
+    assert!(j["trace"]["steps"].as_array().is_some_and(|s| s.len() == 5), "{j}");
+}
+
+#[tokio::test]
+async fn call_reads_the_payload_from_a_file_or_stdin_with_the_callers_did() {
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let dir = TempDir::new("cli-data");
+    let f = dir.write("report.json", REPORT);
+    let at = format!("@{}", f.display());
+    let did = ["--did", "did:web:reporter.example.com"];
+    let r = a2a(&[&did[..], &["call", &t.url, "submit_report", "--data", &at, "--json"]].concat()).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.json()["execution_id"].as_str().is_some_and(|s| s.starts_with("did:web:reporter.example.com_")));
+    let r = a2a_stdin(&["call", &t.url, "submit_report", "--data", "@-"], Some(REPORT)).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let bad = a2a(&["call", &t.url, "submit_report", "--data", "{not json"]).await;
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("--data is not valid JSON"), "{}", bad.stderr);
+}
+
+#[tokio::test]
+async fn a_payload_the_schema_rejects_exits_1_with_each_error_on_stderr() {
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let r = a2a(&["call", &t.url, "submit_report", "--data", r#"{"title":5}"#]).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    assert!(r.stderr.contains("payload_invalid"), "{}", r.stderr);
+    assert!(r.stderr.contains("/timestamp: required property \"timestamp\" is missing"), "{}", r.stderr);
+    assert!(r.stderr.contains("hint:"), "{}", r.stderr);
+    let j = a2a(&["call", &t.url, "submit_report", "--data", r#"{"title":5}"#, "--json"]).await;
+    let err: Value = serde_json::from_str(&j.stderr).expect("JSON error on stderr");
+    assert_eq!(err["error"]["code"], "payload_invalid");
+    assert_eq!(err["error"]["step"], "EXECUTE");
+}
+
+#[tokio::test]
+async fn a_failed_execution_exits_1_with_the_handlers_message() {
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let r = a2a(&["call", &t.url, "fail_on_purpose", "--data", "{}"]).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("handler_failed") && r.stderr.contains("it failed on purpose"), "{}", r.stderr);
+}
+
+#[tokio::test]
+async fn a_dead_agent_exits_3_and_a_deadline_exits_4() {
+    let r = a2a(&["call", &dead_url(), "submit_report", "--data", REPORT]).await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("cannot reach") && r.stderr.contains("Connection refused"), "{}", r.stderr);
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let r = a2a(&["call", &t.url, "run_slow_task", "--data", r#"{"ms":60000}"#, "--deadline", "1s"]).await;
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("deadline") && r.stderr.contains("a2a result"), "{}", r.stderr);
+}
+
+#[tokio::test]
+async fn an_agent_of_another_version_exits_3() {
+    let agent = standard(AGENT, runs()).build().expect("builds");
+    let app = agent.router().layer(axum::middleware::map_response(|mut r: axum::response::Response| async move {
+        r.headers_mut().insert("a2a-version", axum::http::HeaderValue::from_static("0.4"));
+        r
+    }));
+    let t = TestAgent::serve(agent, app).await;
+    let r = a2a(&["discover", &t.url]).await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("speaks A2A version 0.4"), "{}", r.stderr);
+}
+
+#[tokio::test]
+async fn an_unknown_capability_exits_1_listing_the_fallback_options() {
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let r = a2a(&["call", &t.url, "generate_summary", "--data", "{}", "--fallback", "refuse"]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("no_matching_capability"), "{}", r.stderr);
+    let f = a2a(&["fallback", &t.url, "generate_summary", "--json"]).await;
+    assert_eq!(f.code, 0, "{}", f.stderr);
+    assert_eq!(f.json()["requested_capability"], "generate_summary");
+}
+
+#[tokio::test]
+async fn result_reads_an_execution_and_waits_for_it() {
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let c = client();
+    let n = c.negotiate(&t.url, "run_slow_task", None).await.expect("negotiate");
+    let e = c.execute(&n, &json!({"ms": 500}), &ExecuteOptions::default()).await.expect("execute");
+    c.confirm(&e).await.expect("confirm");
+    let did = ["--did", crate::common::CALLER];
+    let r = a2a(&[&did[..], &["result", &t.url, e.id(), "--wait", "--json"]].concat()).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["status"], "succeeded");
+    let human = a2a(&[&did[..], &["result", &t.url, e.id()]].concat()).await;
+    assert!(human.stdout.contains("status     succeeded"), "{}", human.stdout);
+    // Another sender cannot read it (NEG-4, RES-1).
+    let other = a2a(&["result", &t.url, e.id()]).await;
+    assert_eq!(other.code, 1);
+    assert!(other.stderr.contains("unknown_execution"), "{}", other.stderr);
+    // Still running when --wait gives up: exit 4.
+    let slow = c.negotiate(&t.url, "run_slow_task", None).await.expect("negotiate");
+    let e = c.execute(&slow, &json!({"ms": 60_000}), &ExecuteOptions::default()).await.expect("execute");
+    c.confirm(&e).await.expect("confirm");
+    let r = a2a(&[&did[..], &["result", &t.url, e.id(), "--wait", "--deadline", "500ms"]].concat()).await;
+    assert_eq!(r.code, 4, "{} {}", r.stdout, r.stderr);
+    let r = a2a(&[&did[..], &["cancel", &t.url, e.id()]].concat()).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("canceled"), "{}", r.stdout);
+}
+
+fn vector_key(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/vectors/keys").join(name).display().to_string()
+}
+
+#[tokio::test]
+async fn keygen_writes_a_p256_key_and_its_did_document_and_never_overwrites() {
+    let dir = TempDir::new("keygen");
+    let out = dir.path("keys").display().to_string();
+    let r = a2a(&["keygen", "--did", "did:web:caller.example.com", "--key-id", "key-2026", "--out", &out]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("https://caller.example.com/.well-known/did.json"), "{}", r.stdout);
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path("keys/did.json")).expect("did.json")).expect("JSON");
+    assert_eq!(doc["verificationMethod"][0]["id"], "did:web:caller.example.com#key-2026");
+    assert!(doc["verificationMethod"][0]["publicKeyJwk"].get("d").is_none());
+    let check = a2a(&["key", "check", &dir.path("keys/key.pem").display().to_string()]).await;
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    assert!(check.stdout.contains("ECDSA P-256 (secp256r1 / prime256v1) private key, PKCS#8"), "{}", check.stdout);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path("keys/key.pem")).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o077, 0, "the key is readable by others: {mode:o}");
+    }
+    let again = a2a(&["keygen", "--did", "did:web:caller.example.com", "--out", &out]).await;
+    assert_eq!(again.code, 2);
+    assert!(again.stderr.contains("--force"), "{}", again.stderr);
+    let no_did = a2a(&["keygen", "--out", &out]).await;
+    assert_eq!(no_did.code, 2);
+}
+
+#[tokio::test]
+async fn key_check_accepts_only_p256_keys() {
+    for ok in ["p256-pkcs8.pem", "p256-sec1.pem", "p256-spki.pem"] {
+        let r = a2a(&["key", "check", &vector_key(ok)]).await;
+        assert_eq!(r.code, 0, "{ok}: {}", r.stderr);
+        assert!(r.stdout.contains("JWK thumbprint"), "{}", r.stdout);
+    }
+    for (bad, says) in [
+        ("rsa2048-pkcs8.pem", "RSA"),
+        ("p384-sec1.pem", "P-384"),
+        ("ed25519-pkcs8.pem", "Ed25519"),
+        ("p256-pkcs8-encrypted.pem", "encrypted"),
+    ] {
+        let r = a2a(&["key", "check", &vector_key(bad)]).await;
+        assert_eq!(r.code, 1, "{bad} accepted");
+        assert!(r.stderr.contains(says), "{bad}: {}", r.stderr);
+    }
+    let j = a2a(&["key", "check", &vector_key("p256-spki.pem"), "--json"]).await.json();
+    assert_eq!((j["kind"].as_str(), j["format"].as_str()), (Some("public"), Some("SPKI")));
+}
+
+#[tokio::test]
+async fn schema_fix_converts_nullable_and_check_fails_until_it_is_fixed() {
+    let dir = TempDir::new("schema");
+    let f = dir.write(
+        "s.json",
+        r#"{"type":"object","properties":{"status":{"type":"string","enum":["open","closed"],"nullable":true}}}"#,
+    );
+    let file = f.display().to_string();
+    let r = a2a(&["schema", "fix", &file]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let fixed: Value = serde_json::from_str(&r.stdout).expect("JSON");
+    assert_eq!(
+        fixed,
+        json!({"type":"object","properties":{"status":{"type":["string","null"],"enum":["open","closed",null]}}})
+    );
+    assert!(r.stderr.contains("/properties/status/type"), "{}", r.stderr);
+    assert_eq!(a2a(&["schema", "fix", &file, "--check"]).await.code, 1);
+    assert_eq!(a2a(&["schema", "fix", &file, "--in-place"]).await.code, 0);
+    assert_eq!(a2a(&["schema", "fix", &file, "--check"]).await.code, 0);
+    let unconvertible = dir.write("u.json", r#"{"type":"object","properties":{"x":{"nullable":true}}}"#);
+    let r = a2a(&["schema", "fix", &unconvertible.display().to_string()]).await;
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("no_type"), "{}", r.stderr);
+}
+
+#[tokio::test]
+async fn capability_lint_and_convert_read_yaml_with_comments() {
+    let dir = TempDir::new("caps");
+    let good = dir.write(
+        "caps.yaml",
+        "# the seed's example\n- name: process_payment\n  description: \"Charge user's card on file; requires PCI-DSS compliant environment\"\n  auth_requirement: oauth2\n  # Note: This capability only available in EU region due to GDPR\n  region_restriction: eu-west-1\n",
+    );
+    let r = a2a(&["capability", "lint", &good.display().to_string()]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("1 declaration(s), valid: process_payment"), "{}", r.stdout);
+    let out = dir.path("caps.json");
+    let r = a2a(&["capability", "convert", &good.display().to_string(), "-o", &out.display().to_string()]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let converted: Value = serde_json::from_str(&std::fs::read_to_string(&out).expect("written")).expect("JSON");
+    assert_eq!(converted[0]["region_restriction"], json!(["eu-west-1"]));
+    assert_eq!(converted[0]["input_schema"], json!({"type": "object"}));
+    let bad = dir.write("bad.yaml", "- name: query_status\n  description: Status of an order\n- name: Query-Thing\n  description: x\n  auth_requirement: none\n");
+    let r = a2a(&["capability", "lint", &bad.display().to_string()]).await;
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("bad.yaml:1:3: capability \"query_status\": field `auth_requirement` is required"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("bad.yaml:3:3:"), "{}", r.stderr);
+    let j = a2a(&["capability", "lint", &bad.display().to_string(), "--json"]).await.json();
+    assert_eq!(j["diagnostics"].as_array().map(Vec::len), Some(2));
+    assert_eq!(a2a(&["capability", "convert", &bad.display().to_string()]).await.code, 1);
+}
+
+#[tokio::test]
+async fn usage_errors_exit_2_and_help_exits_0() {
+    assert_eq!(a2a(&["call"]).await.code, 2);
+    assert_eq!(a2a(&["frobnicate"]).await.code, 2);
+    assert_eq!(a2a(&["discover", "ftp://x"]).await.code, 2);
+    let h = a2a(&["--help"]).await;
+    assert_eq!(h.code, 0);
+    assert!(h.stdout.contains("Exit codes"), "{}", h.stdout);
+}
+
+#[tokio::test]
+async fn an_execution_that_runs_past_its_timeout_exits_1_timed_out() {
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let r = a2a(&["call", &t.url, "run_slow_task", "--data", r#"{"ms":30000}"#, "--timeout-ms", "200"]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("timed_out") && r.stderr.contains("timeout_ms"), "{}", r.stderr);
+}
+
+/// The subcommands listed under "Commands:" in a help text (without `help`).
+fn commands_in(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .filter(|c| c != "help")
+        .collect()
+}
+
+/// Every command a user can find from `a2a --help` (walked down each level's "Commands:") answers `--help` with exit
+/// 0 and its usage line, run as the binary is run.
+#[tokio::test]
+async fn every_subcommand_found_from_the_help_answers_its_help() {
+    let mut todo: Vec<Vec<String>> = vec![Vec::new()];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let r = a2a(&args).await;
+        assert_eq!(r.code, 0, "a2a {args:?}: {}", r.stderr);
+        let usage = format!("Usage: a2a {}", path.join(" "));
+        assert!(r.stdout.contains(usage.trim_end()), "a2a {args:?}:\n{}", r.stdout);
+        for c in commands_in(&r.stdout) {
+            let mut p = path.clone();
+            p.push(c);
+            todo.push(p);
+        }
+        seen += 1;
+    }
+    assert!(seen > 25, "only {seen} commands found from the help");
+}
+
+/// `a2a ... | head`: a reader that goes away ends the command quietly (exit 141, as a shell reports SIGPIPE), never
+/// a panic (exit 101) — on stdout and on stderr.
+#[tokio::test]
+async fn a_pipe_whose_reader_has_gone_ends_the_command_quietly() {
+    let t = TestAgent::start(standard(AGENT, runs())).await;
+    let a2a = a2a_tests::bin("a2a");
+    for (what, script) in [
+        ("stdout", format!("{a2a} capabilities {} | true; echo \"rc=${{PIPESTATUS[0]}}\" >&2", t.url)),
+        ("stderr", format!("{a2a} discover {} 2>&1 >/dev/null | true; echo \"rc=${{PIPESTATUS[0]}}\" >&2", dead_url())),
+    ] {
+        let out = tokio::process::Command::new("bash").args(["-c", &script]).output().await.expect("bash runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("rc=141"), "{what}: {err}");
+        assert!(!err.contains("panicked"), "{what}: {err}");
+    }
+}

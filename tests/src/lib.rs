@@ -1,0 +1,115 @@
+//! The one test support of the workspace's cross-crate tests: a process of one of the workspace's binaries with its
+//! log kept and its "serving" line awaited, free loopback ports, and the Python of the a2a-sdk interop tests.
+//!
+//! The binaries are those of this build: `cargo test --workspace` builds every binary before it runs a test;
+//! `cargo test -p a2a-tests` needs `cargo build --bins` first (the test that misses one says so).
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The path of the workspace's binary `name` in this build's target directory (beside the test binary's `deps/`).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("the target directory");
+    let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(path.exists(), "{} is missing: `cargo test --workspace` builds it (or `cargo build --bins`)", path.display());
+    path
+}
+
+/// A free loopback TCP port (bound and released: another process could take it in between, rarely).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+/// The Python of the a2a-sdk interop tests: `A2A_SDK_PYTHON`, else the venv `bash .ci/run` creates. A test whose
+/// tool is missing fails (it never passes having run nothing), saying how to make one.
+pub fn sdk_python() -> String {
+    const PIN: &str = "1.3.0";
+    if let Some(p) = std::env::var("A2A_SDK_PYTHON").ok().filter(|p| !p.is_empty()) {
+        return p;
+    }
+    let default =
+        std::env::var("HOME").map(|h| format!("{h}/.cache/a2a-ci-venv/a2a-sdk-{PIN}/bin/python")).unwrap_or_default();
+    if !default.is_empty() && std::path::Path::new(&default).exists() {
+        return default;
+    }
+    panic!(
+        "the a2a-sdk interop tests need a Python with a2a-sdk {PIN}: set A2A_SDK_PYTHON, or create {default} \
+         (`bash .ci/run` does it; by hand: python3 -m venv DIR && DIR/bin/pip install \
+         'a2a-sdk[http-server,signing]=={PIN}' uvicorn)"
+    )
+}
+
+/// A running process of one of the workspace's binaries; its stderr is echoed (prefixed with its name) and kept.
+/// Dropping it kills it.
+pub struct Process {
+    /// The child.
+    pub child: Child,
+    /// Its stderr so far.
+    pub log: Arc<Mutex<String>>,
+}
+
+impl Process {
+    /// Starts `command` (stdin closed, stdout and stderr piped) and waits (at most 60 s) for a stdout line containing
+    /// `ready` (the binaries print ` serving ` once they serve); returns the process and that line.
+    pub fn start(name: &str, mut command: Command, ready: &str) -> (Process, String) {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{name} starts: {e}"));
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().expect("stderr");
+        let kept = log.clone();
+        let prefix = name.to_owned();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("[{prefix}] {line}");
+                let mut l = kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let ready = ready.to_owned();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains(&ready) {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        let line = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("{name} says it serves"));
+        (Process { child, log }, line)
+    }
+
+    /// Its stderr so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Waits (at most `within`) until its stderr has `count` lines containing `needle`; the log when it does.
+    pub fn wait_log(&self, needle: &str, count: usize, within: Duration) -> Option<String> {
+        let until = Instant::now() + within;
+        while Instant::now() < until {
+            let log = self.log();
+            if log.lines().filter(|l| l.contains(needle)).count() >= count {
+                return Some(log);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
