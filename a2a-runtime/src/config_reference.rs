@@ -219,14 +219,14 @@ fn toml_value(v: &Value) -> String {
 }
 
 /// The command that regenerates the reference pages and schemas from the configuration types.
-pub const REGENERATE: &str = "A2A_UPDATE_CONFIG_DOCS=1 cargo test -p a2a-gateway --test config_reference";
+pub const REGENERATE: &str = "A2A_UPDATE_CONFIG_DOCS=1 cargo test -p a2a-tests --test config_reference";
 
 /// The opening of `docs/config-agent.md`.
 pub const AGENT_INTRO: &str = "\
 Generated from the types `a2a-server` reads `agent.toml` with (`a2a_server::config::Config`), through their JSON \
 Schema (`docs/schema/agent.schema.json`). Do not edit by hand: after changing a configuration type, run\n\n\
 ```sh\n\
-A2A_UPDATE_CONFIG_DOCS=1 cargo test -p a2a-gateway --test config_reference\n\
+A2A_UPDATE_CONFIG_DOCS=1 cargo test -p a2a-tests --test config_reference\n\
 ```\n\n\
 (the same test, without the variable, fails when this page or the schema differs from the types).\n\n\
 - **Validate** a file without starting the agent: `a2a-server check --config agent.toml`. Exit status `0`: valid; \
@@ -249,7 +249,7 @@ pub const GATEWAY_INTRO: &str = "\
 Generated from the types `a2a-gateway` reads `gateway.toml` with (`a2a_gateway::config::Config`), through their \
 JSON Schema (`docs/schema/gateway.schema.json`). Do not edit by hand: after changing a configuration type, run\n\n\
 ```sh\n\
-A2A_UPDATE_CONFIG_DOCS=1 cargo test -p a2a-gateway --test config_reference\n\
+A2A_UPDATE_CONFIG_DOCS=1 cargo test -p a2a-tests --test config_reference\n\
 ```\n\n\
 (the same test, without the variable, fails when this page or the schema differs from the types).\n\n\
 - **Validate** a file without starting the gateway: `a2a-gateway check --config gateway.toml`. Exit status `0`: \

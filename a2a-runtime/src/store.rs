@@ -3,7 +3,7 @@
 //!
 //! [`Store`] is implemented by the embedded [`MemoryStore`] (the default, no set-up) and by [`RedisStore`] (selected
 //! by `REDIS_URL` or `[store] redis_url`), with which many processes share one state and behave as one agent. Both pass
-//! one shared test suite (`a2a-server/tests/store`).
+//! one shared test suite (`a2a-agent/tests/e2e/store_suite.rs`).
 //!
 //! The state machine of an execution (`spec/PROTOCOL.md` §8.1) is applied by [`ExecutionRecord::apply`], the one
 //! place that decides whether a transition is allowed; a store only makes it atomic (the memory store under a lock;

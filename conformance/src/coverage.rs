@@ -195,7 +195,7 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     ),
     (
         "ANN-5",
-        "webhooks post to URLs configured at the agent, which the suite neither knows nor receives; a2a-server/tests/e2e/sessions*.rs tests them with a real receiver",
+        "webhooks post to URLs configured at the agent, which the suite neither knows nor receives; a2a-agent/tests/e2e/sessions*.rs tests them with a real receiver",
     ),
     ("HIS-3", "observable only with tool messages in a transcript, which an inbox session the suite drives never has"),
     (
@@ -254,7 +254,7 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     // Composite capabilities (§19, the optional `composite` feature).
     (
         "CMP-1",
-        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-agent/tests/e2e/composite.rs runs it against real agents",
     ),
     (
         "CMP-2",
@@ -282,39 +282,39 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     ),
     (
         "CMP-8",
-        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-agent/tests/e2e/composite.rs runs it against real agents",
     ),
     (
         "CMP-9",
-        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-agent/tests/e2e/composite.rs runs it against real agents",
     ),
     (
         "CMP-10",
-        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-agent/tests/e2e/composite.rs runs it against real agents",
     ),
     (
         "CMP-11",
-        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-agent/tests/e2e/composite.rs runs it against real agents",
     ),
     (
         "CMP-12",
-        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-agent/tests/e2e/composite.rs runs it against real agents",
     ),
     (
         "CMP-13",
-        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-agent/tests/e2e/composite.rs runs it against real agents",
     ),
     (
         "CMP-14",
-        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-agent/tests/e2e/composite.rs runs it against real agents",
     ),
     (
         "CMP-15",
-        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-agent/tests/e2e/composite.rs runs it against real agents",
     ),
     (
         "CMP-16",
-        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-server/tests/e2e/composite.rs runs it against real agents",
+        "the optional composite feature (§19): needs a composite whose steps, inputs and failures the suite controls; a2a-agent/tests/e2e/composite.rs runs it against real agents",
     ),
     ("CMP-17", "a gateway serving composites itself (§19, MAY); not served by a2a-gateway yet"),
     // Judgements of prose.
@@ -356,23 +356,23 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     ("DID-29", "needs a public DNS name that resolves to a private address, which an offline run cannot provide"),
     // Streaming results (§18, the optional `streaming` feature): the streaming/* checks cover what any capability shows
     // (ids, the final event, resumption); these need set-ups the suite does not make, and
-    // a2a-server/tests/e2e/streaming.rs covers them over real HTTP.
+    // a2a-agent/tests/e2e/streaming.rs covers them over real HTTP.
     ("STR-3", "a caller requirement (read Content-Type after sending A2A-Stream); the suite does"),
     (
         "STR-5",
-        "storage internals (events kept in shared storage); observable only with several processes, covered by a2a-server/tests/e2e/streaming.rs",
+        "storage internals (events kept in shared storage); observable only with several processes, covered by a2a-agent/tests/e2e/streaming.rs",
     ),
     (
         "STR-7",
-        "needs the agent to sign its responses, which the suite cannot configure; covered by a2a-server/tests/e2e/streaming.rs",
+        "needs the agent to sign its responses, which the suite cannot configure; covered by a2a-agent/tests/e2e/streaming.rs",
     ),
-    ("STR-8", "needs a handler that emits more than the limits; covered by a2a-server/tests/e2e/streaming.rs"),
+    ("STR-8", "needs a handler that emits more than the limits; covered by a2a-agent/tests/e2e/streaming.rs"),
     (
         "STR-9",
-        "needs a quiet execution longer than the heartbeat interval (15 s by default); covered by a2a-server/tests/e2e/streaming.rs",
+        "needs a quiet execution longer than the heartbeat interval (15 s by default); covered by a2a-agent/tests/e2e/streaming.rs",
     ),
-    ("STR-10", "needs max_streams concurrent streams; covered by a2a-server/tests/e2e/streaming.rs"),
-    ("STR-12", "covered by a2a-server/tests/e2e/streaming.rs (a dropped stream does not cancel the work)"),
+    ("STR-10", "needs max_streams concurrent streams; covered by a2a-agent/tests/e2e/streaming.rs"),
+    ("STR-12", "covered by a2a-agent/tests/e2e/streaming.rs (a dropped stream does not cancel the work)"),
     (
         "STR-13",
         "a caller requirement (resume with backoff, de-duplicate); a2a-client's EventStream does it, tested in a2a-client/tests",

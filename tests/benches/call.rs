@@ -1,6 +1,6 @@
 //! The cost of `Client::call` against the same handshake written by hand with reqwest, in one run.
 //!
-//! Run with: `cargo bench -p a2a-client --bench call` (options: `-- --iterations 1000`).
+//! Run with: `cargo bench -p a2a-tests --bench call` (options: `-- --iterations 1000`).
 //!
 //! The agent (`a2a-server`, capability `echo_message`, in-memory store) runs in this process on its own runtime;
 //! requests go over loopback HTTP with keep-alive. Scenarios, each sequential:

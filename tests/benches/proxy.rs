@@ -1,6 +1,6 @@
 //! The gateway's added latency and throughput, side by side with nginx, in one run with one client.
 //!
-//! Run with: `cargo bench -p a2a-gateway --bench proxy` (options: `-- --iterations 2000 --concurrency 32
+//! Run with: `cargo bench -p a2a-tests --bench proxy` (options: `-- --iterations 2000 --concurrency 32
 //! --seconds 5 [--rounds 10] [--only gateway | --only direct,nginx,gateway]`; needs `nginx` on the PATH, `apt-get install nginx`; on a shared VM: `chrt -f 10 <bench binary>`).
 //!
 //! Paths (client: reqwest with keep-alive, its own runtime; agent: the a2a-server router on its own runtime; the

@@ -36,7 +36,7 @@ fn sdk_python() -> String {
     )
 }
 
-/// The SDK agent of `a2a-server/tests/fixtures/a2a1x/sdk_agent.py` on a free port; killed when dropped.
+/// The SDK agent of `a2a-agent/tests/fixtures/a2a1x/sdk_agent.py` on a free port; killed when dropped.
 struct SdkAgent {
     base: String,
     _child: tokio::process::Child,

@@ -378,6 +378,7 @@ async fn every_subcommand_found_from_the_help_answers_its_help() {
 async fn a_pipe_whose_reader_has_gone_ends_the_command_quietly() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
     let a2a = a2a_tests::bin("a2a");
+    let a2a = a2a.display();
     for (what, script) in [
         ("stdout", format!("{a2a} capabilities {} | true; echo \"rc=${{PIPESTATUS[0]}}\" >&2", t.url)),
         ("stderr", format!("{a2a} discover {} 2>&1 >/dev/null | true; echo \"rc=${{PIPESTATUS[0]}}\" >&2", dead_url())),

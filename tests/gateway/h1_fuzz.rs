@@ -8,7 +8,7 @@
 //!   serves a normal request afterwards.
 //!
 //! A failing input is shrunk by proptest and kept in `proptest-regressions/` (committed); add it to
-//! `tests/corpus/h1/` as a seed once fixed. `PROPTEST_CASES=5000 cargo test -p a2a-gateway --test integration
+//! `tests/corpus/h1/` as a seed once fixed. `PROPTEST_CASES=5000 cargo test -p a2a-tests --test integration
 //! h1_fuzz` runs longer.
 
 use std::time::Duration;

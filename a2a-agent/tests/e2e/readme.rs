@@ -15,7 +15,7 @@
 //!
 //! The binaries are those of this build (`cargo run [--release] -p CRATE --` is replaced by the binary, and the
 //! target directory leads `PATH`), so `cargo test --workspace`, which builds every binary before it runs a test, is
-//! what runs them; `cargo test -p a2a-server --test e2e readme` needs `cargo build -p a2a-client --bin a2a` first.
+//! what runs them; `cargo test -p a2a-agent --test e2e readme` needs `cargo build -p a2a-client --bin a2a` first.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -35,8 +35,8 @@ const ADDRESSES: &[(&str, &str)] =
 /// Lines that start a long-running agent: run in the background before the other blocks, each must print the text
 /// given (its banner) within a minute and keep running until the test ends.
 const SERVICES: &[(&str, &str)] = &[
-    ("cargo run --release -p a2a-server -- --demo", "A2A demo agent"),
-    ("cargo run -p a2a-server -- --sessions-demo --linger --listen 127.0.0.1:9100", "The agents stay up"),
+    ("cargo run --release -p a2a-agent -- --demo", "A2A demo agent"),
+    ("cargo run -p a2a-agent -- --sessions-demo --linger --listen 127.0.0.1:9100", "The agents stay up"),
 ];
 
 /// Files the examples read, written into the scratch directory the commands run in (name, content).
@@ -69,7 +69,7 @@ const EXPECT: &[(&str, i32, u64)] = &[
     // `a2a session events` follows the event channel until stopped (it "resumes after a drop").
     ("a2a session events", 124, 3),
     // `--sessions-demo --linger` without --listen: plays its story on free ports and stays up until stopped.
-    ("cargo run -p a2a-server -- --sessions-demo --linger", 124, 20),
+    ("cargo run -p a2a-agent -- --sessions-demo --linger", 124, 20),
 ];
 
 /// Documents under docs/ whose blocks are not run, each with why.
@@ -91,7 +91,7 @@ const NOT_RUN: &[(&str, &str)] = &[
     (
         "REDIS_URL=redis://127.0.0.1:6379 a2a-server --config agent.toml",
         "needs a Redis on 6379 and the reader's agent.toml; several processes on one Redis are tested in \
-         a2a-server/tests/e2e/multiprocess.rs against a real redis-server",
+         a2a-agent/tests/e2e/multiprocess.rs against a real redis-server",
     ),
 ];
 
@@ -310,7 +310,7 @@ fn rewrite(text: &str, ports: &BTreeMap<&str, u16>, bin: &Path, captured: &BTree
             t = t.replace(&format!("{host}{doc_port}"), &format!("{host}{port}"));
         }
     }
-    for (krate, exe) in [("a2a-server", "a2a-server"), ("a2a-client", "a2a"), ("a2a-gateway", "a2a-gateway")] {
+    for (krate, exe) in [("a2a-agent", "a2a-server"), ("a2a-client", "a2a"), ("a2a-gateway", "a2a-gateway")] {
         for release in ["cargo run --release -p", "cargo run -p"] {
             t = t.replace(&format!("{release} {krate} --"), &bin.join(exe).display().to_string());
         }

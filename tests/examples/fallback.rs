@@ -1,7 +1,7 @@
 //! Fallback (FB-4): when an agent cannot serve a capability, try the agents its registry names, accept a
 //! degraded capability, or refuse — the caller's choice.
 //!
-//! Run with: `cargo run -p a2a-client --example fallback`
+//! Run with: `cargo run -p a2a-tests --example fallback`
 //!
 //! Agent A offers only `generate_brief_summary` (a degraded stand-in for `generate_summary`) and its registry names
 //! agent B for `generate_summary`. The same call is made with each policy.

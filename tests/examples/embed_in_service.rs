@@ -1,7 +1,7 @@
 //! Embedding the client in a service: an axum service whose `POST /reports` files each report with an A2A agent,
 //! sharing one `Client` (connection pool, caches) across requests.
 //!
-//! Run with: `cargo run -p a2a-client --example embed_in_service`
+//! Run with: `cargo run -p a2a-tests --example embed_in_service`
 //!
 //! The example starts an agent (the `a2a-server` library) and the service on loopback, sends the service two
 //! requests and prints what happened; point `AGENT_URL` at a real agent to use it instead.

@@ -69,7 +69,7 @@ fn every_key_of_the_gateway_configuration_is_in_its_reference() {
 }
 
 fn gateway_check(config: &Path) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"))
+    let out = Command::new(a2a_tests::bin("a2a-gateway"))
         .args(["check", "--config"])
         .arg(config)
         .env_remove("REDIS_URL")

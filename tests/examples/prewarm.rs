@@ -1,7 +1,7 @@
 //! Pre-warming known peers at start-up (CLI-1): DISCOVER and NEGOTIATE ahead of time, so that the first
 //! real call of each peer skips both (its agreed schema comes from the cache).
 //!
-//! Run with: `cargo run -p a2a-client --example prewarm`
+//! Run with: `cargo run -p a2a-tests --example prewarm`
 
 use std::time::Instant;
 
