@@ -151,12 +151,14 @@ pub fn demo_app_trusting(port: u16, trusted_gateways: Vec<String>) -> Result<(Ag
     let key = SigningKey::generate().map_err(|e| e.to_string())?;
     let doc = DidDocument::generate(&did, &[("key-1".to_owned(), key.verifying_key().to_jwk())]);
     let resolver = HttpResolver::new(ResolverOptions::loopback()).map_err(|e| e.to_string())?;
-    let agent = demo::capabilities(AgentBuilder::new(did.to_string()).name("A2A demo agent").remote_agents_from(remote_agents()))
-        .resolver(Arc::new(resolver))
-        .sessions(demo_sessions(&key))
-        .trusted_gateways(trusted_gateways)
-        .build()
-        .map_err(|e| e.to_string())?;
+    let agent = demo::capabilities(
+        AgentBuilder::new(did.to_string()).name("A2A demo agent").remote_agents_from(remote_agents()),
+    )
+    .resolver(Arc::new(resolver))
+    .sessions(demo_sessions(&key))
+    .trusted_gateways(trusted_gateways)
+    .build()
+    .map_err(|e| e.to_string())?;
     let doc_json = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
     // The A2A 1.x bridge (§20), its card signed with the demo's key (BR-5).
     let bridge = crate::a2a1x::Bridge::new(

@@ -1,7 +1,8 @@
 //! # a2a-client
 //!
 //! The client side of the A2A semantic-handshake protocol 0.3 (`spec/PROTOCOL.md`): the SDK that services embed to
-//! find agents, agree on a data contract, run work and get results, and the `a2a` command-line client built on it.
+//! find agents, agree on a data contract, run work and get results, and (feature `cli`) the `a2a` command-line client
+//! built on it.
 //!
 //! A [`Client`] has an [`Identity`] (a did:web DID and, to sign, its P-256 key). It runs each step on its own —
 //! [`Client::discover`], [`Client::capabilities`], [`Client::negotiate`], [`Client::execute`], [`Client::confirm`],
@@ -51,6 +52,7 @@
 pub mod a2a1x;
 pub mod backoff;
 mod call;
+#[cfg(feature = "cli")]
 pub mod cli;
 mod client;
 mod config;

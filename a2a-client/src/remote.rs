@@ -10,7 +10,7 @@ use a2a_core::keys::SigningKey;
 use a2a_core::remote::{RemoteAgents, RemoteCall, RemoteExecution};
 use a2a_core::wire::ResultResponse;
 
-use crate::{Client, ClientError, Execution, ExecuteOptions, Identity, Negotiation, Wait};
+use crate::{Client, ClientError, ExecuteOptions, Execution, Identity, Negotiation, Wait};
 
 /// A [`Client`] that runs composites' remote steps: NEGOTIATE (a negotiation is kept while fresh, for 5 minutes at
 /// most), EXECUTE, CONFIRM, RESULT and CANCEL.

@@ -458,7 +458,6 @@ impl CardSignature {
     }
 }
 
-
 /// Whether the raw values of a request's `A2A-Bridges` (a comma-separated list of binding names, in any number of
 /// headers) list `a2a1x` (BR-17).
 pub fn bridge_asked_in<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> bool {

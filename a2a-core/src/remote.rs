@@ -61,7 +61,8 @@ pub trait RemoteExecution: Send + Sync {
 /// ending in `/a2a` (appended when it does not: TR-2). `Err` says why `s` is not one.
 pub fn endpoint_url(s: &str) -> Result<url::Url, String> {
     let bad = |why: &str| format!("{s:?} is not an agent URL: {why}");
-    let mut url = url::Url::parse(s.trim()).map_err(|e| bad(&format!("{e} (write e.g. https://agent.example.com/a2a)")))?;
+    let mut url =
+        url::Url::parse(s.trim()).map_err(|e| bad(&format!("{e} (write e.g. https://agent.example.com/a2a)")))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(bad("the scheme must be http or https"));
     }

@@ -4,7 +4,9 @@
 
 pub mod error;
 
-use a2a_core::a2a1x::{self, BINDING_HTTP_JSON, BINDING_JSONRPC, ListTasksRequest, PROTOCOL_VERSION, TaskState, method};
+use a2a_core::a2a1x::{
+    self, BINDING_HTTP_JSON, BINDING_JSONRPC, ListTasksRequest, PROTOCOL_VERSION, TaskState, method,
+};
 use a2a_core::capability::{AuthRequirement, CapabilityDeclaration};
 use a2a_core::did::Did;
 use a2a_core::error::ErrorCode;

@@ -41,11 +41,11 @@ pub use a2a_runtime::ShippedAllocator;
 
 pub mod a2a1x;
 // The runtime the agent shares with the gateway, at the paths this crate has always had them.
+use a2a_runtime::response_signing;
+pub use a2a_runtime::{RESPONSE_SIGNATURE_LIFETIME_S, response_signature, response_signature_of};
 pub use a2a_runtime::{
     allocator, body, head_guard, health, limits, registry, reload, serve, store, telemetry, trace_context,
 };
-pub use a2a_runtime::{RESPONSE_SIGNATURE_LIFETIME_S, response_signature, response_signature_of};
-use a2a_runtime::response_signing;
 pub mod auth;
 pub mod compose;
 pub mod engine;

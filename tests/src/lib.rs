@@ -15,7 +15,11 @@ pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let dir = exe.parent().and_then(|d| d.parent()).expect("the target directory");
     let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(path.exists(), "{} is missing: `cargo test --workspace` builds it (or `cargo build --bins`)", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo test --workspace` builds it (or `cargo build --bins`)",
+        path.display()
+    );
     path
 }
 

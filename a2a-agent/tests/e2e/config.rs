@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use a2a_core::keys::SigningKey;
 use a2a_agent::config::Config;
+use a2a_core::keys::SigningKey;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 

@@ -15,7 +15,7 @@
 //!
 //! The binaries are those of this build (`cargo run [--release] -p CRATE --` is replaced by the binary, and the
 //! target directory leads `PATH`), so `cargo test --workspace`, which builds every binary before it runs a test, is
-//! what runs them; `cargo test -p a2a-agent --test e2e readme` needs `cargo build -p a2a-client --bin a2a` first.
+//! what runs them; `cargo test -p a2a-agent --test e2e readme` needs `cargo build -p a2a-client --features cli --bin a2a` first.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -312,6 +312,7 @@ fn rewrite(text: &str, ports: &BTreeMap<&str, u16>, bin: &Path, captured: &BTree
     }
     for (krate, exe) in [("a2a-agent", "a2a-server"), ("a2a-client", "a2a"), ("a2a-gateway", "a2a-gateway")] {
         for release in ["cargo run --release -p", "cargo run -p"] {
+            t = t.replace(&format!("{release} {krate} --features cli --"), &bin.join(exe).display().to_string());
             t = t.replace(&format!("{release} {krate} --"), &bin.join(exe).display().to_string());
         }
     }
@@ -332,7 +333,7 @@ fn every_command_line_of_the_readme_and_docs_runs_as_written() {
     for exe in ["a2a", "a2a-server"] {
         assert!(
             bin.join(exe).exists(),
-            "{} is missing: `cargo test --workspace` builds it (or `cargo build -p a2a-client --bin a2a`)",
+            "{} is missing: `cargo test --workspace` builds it (or `cargo build -p a2a-client --features cli --bin a2a`)",
             bin.join(exe).display()
         );
     }

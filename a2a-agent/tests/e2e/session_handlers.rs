@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use a2a_agent::config::Config;
 use a2a_core::sessions::{
     Attachment, ContextMessage, Delivery, Provenance, Role, SourceTool, Step, TurnRef, step_instruction,
 };
-use a2a_agent::config::Config;
 use a2a_server::sessions::config::{
     CommandConfig, HandlerConfig, HttpConfig, OpenAiConfig, SessionsConfig, StdinFormat, build_handler,
     build_handler_with_env,

@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use a2a_core::a2a1x::PROTOCOL_VERSION;
 use a2a_core::capability::AuthRequirement;
+use a2a_runtime::a2a1x::{CardSource, render_card, sign_card_with};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use a2a_runtime::a2a1x::{CardSource, render_card, sign_card_with};
 use serde_json::Value;
 
 use super::Inner;
