@@ -51,10 +51,26 @@ pub async fn ticker() {
     }
 }
 
+/// Turns transparent huge pages off for this process (Linux; elsewhere nothing), so that the pages the allocator
+/// returns after a burst stay returned (LIM-7, GW-23).
+///
+/// mimalloc asks for huge pages on its arenas (`madvise(MADV_HUGEPAGE)`); it returns a burst's memory in pieces
+/// smaller than a huge page, and the kernel's `khugepaged` (every 10 s) then fills each 2 MiB range that still has one
+/// page in use back to a whole huge page: after a stalled-body attack the agent's RSS grew again from 1.4 to 2.3
+/// times its idle size within 25 s of the connections closing (docs/BENCHMARKS.md). Programs the agent starts through
+/// `a2a-supervise` (command handlers) get the system's setting back; any other child process inherits this one.
+pub fn small_pages() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        tracing::debug!(error = %e, "transparent huge pages could not be turned off for this process");
+    }
+}
+
 /// The multi-thread runtime the `a2a-server` and `a2a-gateway` binaries run on: every worker calls [`tick_here`] as
-/// it parks (goes idle).
+/// it parks (goes idle). Turns transparent huge pages off first ([`small_pages`]).
 ///
 /// An error when the runtime cannot be started.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    small_pages();
     tokio::runtime::Builder::new_multi_thread().enable_all().on_thread_park(tick_here).build()
 }
