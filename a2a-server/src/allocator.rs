@@ -5,10 +5,11 @@
 //! idle after a burst (the connections of a stalled-body attack closing) would keep them: the agent was measured at
 //! 5.3 times its idle RSS ten seconds after such an attack (docs/BENCHMARKS.md). So each serving thread calls the
 //! allocator once a second: [`tick_here`], from [`ticker`] (a task on each serving runtime) and, on the multi-thread
-//! runtime of [`runtime`], from every worker as it parks. On the gateway's single-threaded workers this brings RSS
-//! back to its idle level; on the agent's multi-thread runtime it halves what is kept (2.6 times idle), since blocks
-//! freed by another thread than the one that allocated them wait for a collection this does not make
-//! (docs/BENCHMARKS.md, "a2a-server under a stalled-body attack").
+//! runtime of [`runtime`], from every worker as it parks. Connections are served on single-threaded runtimes (the
+//! gateway's workers, the agent's [`crate::serve::serve_threads`]), so that a connection's blocks are freed by the
+//! thread that allocated them: frees across threads wait for a collection this tick does not make. And the process
+//! runs without transparent huge pages ([`small_pages`]), which the kernel would otherwise rebuild over the pages
+//! returned (docs/BENCHMARKS.md, "a2a-server under a stalled-body attack").
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
