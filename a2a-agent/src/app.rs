@@ -126,10 +126,13 @@ async fn run(agent: Agent, listener: TcpListener, app: Router) -> Result<(), Str
     let limits = agent.engine().limits().clone();
     let grace = Duration::from_millis(limits.shutdown_grace_ms);
     let shutdown = shutdown(agent.sessions().cloned());
-    serve::serve(listener, app, &limits, shutdown, grace).await.map_err(|e| e.to_string())?;
+    // LIM-7: one single-threaded runtime per CPU serves the connections; they keep running what requests started
+    // until the agent is drained.
+    let serving = serve::serve_threads(listener, app, &limits, shutdown, grace, 0).await.map_err(|e| e.to_string())?;
     if !agent.drain(grace).await {
         tracing::warn!("executions were still running after the grace period; they were told to stop");
     }
+    drop(serving);
     Ok(())
 }
 

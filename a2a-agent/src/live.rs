@@ -248,9 +248,12 @@ pub(crate) async fn run(path: &Path, listen: Option<&str>, trusted_gateways: &[S
     let limits = live.current.load().agent.engine().limits().clone();
     let grace = Duration::from_millis(limits.shutdown_grace_ms);
     let sessions = live.kept.sessions.clone();
-    let served = crate::serve::serve(listener, live.router(), &limits, crate::app::shutdown(sessions.clone()), grace)
-        .await
-        .map_err(|e| e.to_string());
+    // LIM-7: one single-threaded runtime per CPU serves the connections; they keep running what requests started
+    // until the agents are drained below.
+    let served =
+        crate::serve::serve_threads(listener, live.router(), &limits, crate::app::shutdown(sessions.clone()), grace, 0)
+            .await
+            .map_err(|e| e.to_string());
     signal_task.abort();
     // Drain the agent in force and those a reload replaced, together.
     let mut agents = vec![live.current.load().agent.clone()];
@@ -266,5 +269,5 @@ pub(crate) async fn run(path: &Path, listen: Option<&str>, trusted_gateways: &[S
         h.stop.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(2), h.task).await;
     }
-    served
+    served.map(drop)
 }

@@ -251,9 +251,10 @@ pub(crate) async fn handle_http(gw: Arc<Inner>, req: Request<Body>) -> Response<
     let head = RequestHead::new(parts.method.clone(), target, Headers::from_header_map(&parts.headers));
     let timeout = Duration::from_millis(gw.limits.body_read_timeout_ms);
     // GW-23: the body counts in the process's budget as it arrives (past it: `503 overloaded`, `Retry-After`), and
-    // until the request is answered, as on the HTTP/1.1 path.
+    // until the request is answered, as on the HTTP/1.1 path (once: a body that path read is counted there).
     let budget = gw.body_budget.clone();
-    let read = a2a_runtime::body::read_held(&parts.headers, body, gw.limits.max_body_bytes, timeout, &budget).await;
+    let budget = budget.for_request(&parts.extensions);
+    let read = a2a_runtime::body::read_held(&parts.headers, body, gw.limits.max_body_bytes, timeout, budget).await;
     let (body, _held) = match read {
         Ok((bytes, charge)) => (Ok(bytes), Some(charge)),
         Err(e) => (Err(e), None),

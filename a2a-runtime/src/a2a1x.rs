@@ -109,24 +109,15 @@ pub fn sender_of(headers: &HeaderMap) -> Result<String, BridgeError> {
 }
 
 /// Reads a 1.x request body of at most `max` bytes within `timeout`, after checking its media type
-/// (`application/json` or `application/a2a+json`; BR-1, BR-9).
-pub async fn read_body_within(
+/// (`application/json` or `application/a2a+json`; BR-1, BR-9), drawing on `budget` as the bytes arrive (LIM-7;
+/// past it: `503` with the code `overloaded`). The bytes stay counted until the returned charge is dropped.
+pub async fn read_body_within<'b>(
     headers: &HeaderMap,
     body: Body,
     max: usize,
     timeout: std::time::Duration,
-) -> Result<Bytes, BridgeError> {
-    read_body_budgeted(headers, body, max, timeout, &crate::body::BodyBudget::unlimited()).await
-}
-
-/// [`read_body_within`] drawing on the agent's budget for bodies being received (LIM-7).
-pub async fn read_body_budgeted(
-    headers: &HeaderMap,
-    body: Body,
-    max: usize,
-    timeout: std::time::Duration,
-    budget: &crate::body::BodyBudget,
-) -> Result<Bytes, BridgeError> {
+    budget: &'b crate::body::BodyBudget,
+) -> Result<(Bytes, crate::body::BodyCharge<'b>), BridgeError> {
     let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json");
     let mime = ct.split(';').next().unwrap_or("").trim();
     if !mime.eq_ignore_ascii_case("application/json") && !mime.eq_ignore_ascii_case("application/a2a+json") {
@@ -138,7 +129,7 @@ pub async fn read_body_budgeted(
         e.http_status = 415;
         return Err(e);
     }
-    crate::body::read_within(headers, body, max, timeout, budget).await.map_err(|e| {
+    crate::body::read_held(headers, body, max, timeout, budget).await.map_err(|e| {
         let (code, status) = match &e {
             BodyError::TooLarge { .. } => (ErrorCode::PAYLOAD_TOO_LARGE, 413),
             BodyError::Timeout { .. } => (ErrorCode::REQUEST_TIMEOUT, 408),

@@ -5,10 +5,11 @@
 //! idle after a burst (the connections of a stalled-body attack closing) would keep them: the agent was measured at
 //! 5.3 times its idle RSS ten seconds after such an attack (docs/BENCHMARKS.md). So each serving thread calls the
 //! allocator once a second: [`tick_here`], from [`ticker`] (a task on each serving runtime) and, on the multi-thread
-//! runtime of [`runtime`], from every worker as it parks. On the gateway's single-threaded workers this brings RSS
-//! back to its idle level; on the agent's multi-thread runtime it halves what is kept (2.6 times idle), since blocks
-//! freed by another thread than the one that allocated them wait for a collection this does not make
-//! (docs/BENCHMARKS.md, "a2a-server under a stalled-body attack").
+//! runtime of [`runtime`], from every worker as it parks. Connections are served on single-threaded runtimes (the
+//! gateway's workers, the agent's [`crate::serve::serve_threads`]), so that a connection's blocks are freed by the
+//! thread that allocated them: frees across threads wait for a collection this tick does not make. And the process
+//! runs without transparent huge pages ([`small_pages`]), which the kernel would otherwise rebuild over the pages
+//! returned (docs/BENCHMARKS.md, "a2a-server under a stalled-body attack").
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -51,10 +52,26 @@ pub async fn ticker() {
     }
 }
 
+/// Turns transparent huge pages off for this process (Linux; elsewhere nothing), so that the pages the allocator
+/// returns after a burst stay returned (LIM-7, GW-23).
+///
+/// mimalloc asks for huge pages on its arenas (`madvise(MADV_HUGEPAGE)`); it returns a burst's memory in pieces
+/// smaller than a huge page, and the kernel's `khugepaged` (every 10 s) then fills each 2 MiB range that still has one
+/// page in use back to a whole huge page: after a stalled-body attack the agent's RSS grew again from 1.4 to 2.3
+/// times its idle size within 25 s of the connections closing (docs/BENCHMARKS.md). Programs the agent starts through
+/// `a2a-supervise` (command handlers) get the system's setting back; any other child process inherits this one.
+pub fn small_pages() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        tracing::debug!(error = %e, "transparent huge pages could not be turned off for this process");
+    }
+}
+
 /// The multi-thread runtime the `a2a-server` and `a2a-gateway` binaries run on: every worker calls [`tick_here`] as
-/// it parks (goes idle).
+/// it parks (goes idle). Turns transparent huge pages off first ([`small_pages`]).
 ///
 /// An error when the runtime cannot be started.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    small_pages();
     tokio::runtime::Builder::new_multi_thread().enable_all().on_thread_park(tick_here).build()
 }

@@ -115,6 +115,23 @@ impl BodyCharge<'_> {
     }
 }
 
+/// Marks a request whose body a front already read whole and holds counted in the process's [`BodyBudget`] (the
+/// gateway's HTTP/1.1 loop, handing a request to its HTTP service): a reader of that body takes nothing more from
+/// the budget ([`BodyBudget::for_request`]), so that one body is counted once (LIM-7, GW-23).
+#[derive(Debug, Clone, Copy)]
+pub struct Counted;
+
+/// The budget of a body already counted ([`Counted`]): never runs out, holds nothing.
+static COUNTED: BodyBudget = BodyBudget { capacity: usize::MAX, used: AtomicUsize::new(0) };
+
+impl BodyBudget {
+    /// The budget the body of a request with these `extensions` draws on: this one, or none when the request is
+    /// marked [`Counted`] (its bytes are counted already, by the front that read them).
+    pub fn for_request<'a>(&'a self, extensions: &http::Extensions) -> &'a BodyBudget {
+        if extensions.get::<Counted>().is_some() { &COUNTED } else { self }
+    }
+}
+
 impl Drop for BodyCharge<'_> {
     fn drop(&mut self) {
         self.budget.used.fetch_sub(self.bytes, Ordering::AcqRel);
@@ -332,6 +349,16 @@ mod tests {
         assert_eq!(budget.used(), 1024);
         assert_eq!(read.await, Err(BodyError::Timeout { after: Duration::from_millis(300) }));
         assert_eq!(budget.used(), 0, "given back");
+    }
+
+    #[test]
+    fn a_body_already_counted_takes_nothing_more_from_the_budget() {
+        let budget = BodyBudget::new(10);
+        let mut counted = http::Extensions::new();
+        counted.insert(Counted);
+        assert!(budget.for_request(&counted).charge().hold(1000), "counted once, by the front");
+        assert_eq!(budget.used(), 0);
+        assert!(!budget.for_request(&http::Extensions::new()).charge().hold(11), "any other body draws on it");
     }
 
     #[tokio::test]

@@ -7,6 +7,9 @@
 //!
 //! HTTP/1.1 heads are checked by [`crate::head_guard`] before hyper reads them (ERR-4: a malformed head is answered
 //! with the JSON error body), and at most `limits.max_connections` connections are open at once (LIM-8).
+//!
+//! The `a2a-server` binary serves with [`serve_threads`]: one single-threaded runtime per CPU, each accepting on the
+//! one listener, so that a connection's memory is taken and given back on one thread (LIM-7).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -117,6 +120,18 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
     grace: Duration,
 ) -> std::io::Result<()> {
+    serve_router(listener, app, limits, shutdown, grace, Slots::new(connection_limit(limits.max_connections))).await
+}
+
+/// [`serve`] with connection slots that may be shared with other serving loops.
+async fn serve_router(
+    listener: TcpListener,
+    app: Router,
+    limits: &Limits,
+    shutdown: impl Future<Output = ()> + Send,
+    grace: Duration,
+    slots: Slots,
+) -> std::io::Result<()> {
     let per_connection = move |peer: SocketAddr| {
         let app = app.clone();
         tower::service_fn(move |mut req: Request<Body>| {
@@ -124,7 +139,108 @@ pub async fn serve(
             app.clone().oneshot(req)
         })
     };
-    serve_with(listener, per_connection, limits, shutdown, grace).await
+    serve_slots(listener, per_connection, limits, shutdown, grace, slots).await
+}
+
+/// The connections a process may hold open at once (LIM-8), shared by all its serving loops.
+#[derive(Clone)]
+struct Slots {
+    free: Arc<tokio::sync::Semaphore>,
+    max: usize,
+}
+
+impl Slots {
+    fn new(max: usize) -> Slots {
+        Slots { free: Arc::new(tokio::sync::Semaphore::new(max)), max }
+    }
+}
+
+/// The serving threads of [`serve_threads`] after their loops ended: their runtimes keep running what requests
+/// started (executions confirmed, streams' background writes) until this is dropped, so that the caller can drain
+/// the agent first.
+#[must_use = "dropping it at once stops what requests started before the agent is drained"]
+pub struct ServingThreads {
+    _release: tokio_util::sync::DropGuard,
+}
+
+/// [`serve`] on `threads` threads (`0`: one per CPU), each running its own single-threaded runtime that accepts on
+/// `listener` and serves the connections it accepted from start to end, as the gateway's workers do (GW-23): the
+/// memory a connection takes is allocated and given back on one thread, so the allocator returns it to the system
+/// once the connection closes (LIM-7). The connection limit (LIM-8) is the process's, shared by the threads; the
+/// header read timeout, the head guard (ERR-4), HTTP/2 and the graceful shutdown are [`serve`]'s.
+///
+/// `shutdown` runs on the calling runtime (signals are handled there). When it completes, every thread stops
+/// accepting and lets its connections finish within `grace`; this then returns, and the threads keep running the
+/// tasks requests started until the returned [`ServingThreads`] is dropped.
+///
+/// An error when a thread cannot be started, or when one stops before `shutdown` (the others are then stopped).
+pub async fn serve_threads(
+    listener: TcpListener,
+    app: Router,
+    limits: &Limits,
+    shutdown: impl Future<Output = ()> + Send,
+    grace: Duration,
+    threads: usize,
+) -> std::io::Result<ServingThreads> {
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    } else {
+        threads
+    };
+    let listener = listener.into_std()?;
+    let slots = Slots::new(connection_limit(limits.max_connections));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let release = tokio_util::sync::CancellationToken::new();
+    // However this returns (a thread that could not be started included), the threads already started stop.
+    let _stop_all = stop.clone().drop_guard();
+    let release_all = release.clone().drop_guard();
+    let mut ended = Vec::with_capacity(threads);
+    for i in 0..threads {
+        let (listener, app, limits, slots) = (listener.try_clone()?, app.clone(), limits.clone(), slots.clone());
+        let (stop, release) = (stop.clone(), release.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel::<std::io::Result<()>>();
+        std::thread::Builder::new().name(format!("a2a-serve-{i}")).spawn(move || {
+            // Every driver: a request may start a handler's process or wait on a timer.
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let served = match TcpListener::from_std(listener) {
+                    Ok(listener) => serve_router(listener, app, &limits, stop.cancelled_owned(), grace, slots).await,
+                    Err(e) => Err(e),
+                };
+                let _ = tx.send(served);
+                release.cancelled().await;
+            });
+        })?;
+        ended.push(rx);
+    }
+    drop(listener);
+    let early = tokio::select! {
+        () = shutdown => None,
+        (r, i, _) = futures_util::future::select_all(ended.iter_mut()) => Some((i, r)),
+    };
+    stop.cancel();
+    let mut result = Ok(());
+    if let Some((i, r)) = early {
+        let e = match r {
+            Ok(Err(e)) => e,
+            _ => std::io::Error::other("the thread stopped"),
+        };
+        tracing::error!(thread = i, error = %e, "a serving thread stopped before the shutdown; stopping the others");
+        result = Err(std::io::Error::other(format!("serving thread {i}: {e}")));
+        ended.remove(i);
+    }
+    for rx in ended {
+        if let Ok(Err(e)) = rx.await {
+            tracing::warn!(error = %e, "a serving thread ended with an error");
+        }
+    }
+    result.map(|()| ServingThreads { _release: release_all })
 }
 
 /// The next connection on `listener` (with `TCP_NODELAY` set), or `None` once `shutdown` completes. A failed accept
@@ -187,6 +303,24 @@ where
     S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
+    serve_slots(listener, per_connection, limits, shutdown, grace, Slots::new(connection_limit(limits.max_connections)))
+        .await
+}
+
+/// [`serve_with`] drawing on `slots`.
+async fn serve_slots<M, S>(
+    listener: TcpListener,
+    per_connection: M,
+    limits: &Limits,
+    shutdown: impl Future<Output = ()> + Send,
+    grace: Duration,
+    slots: Slots,
+) -> std::io::Result<()>
+where
+    M: Fn(SocketAddr) -> S,
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
     let mut http1 = hyper::server::conn::http1::Builder::new();
     http1
         .timer(TokioTimer::new())
@@ -204,8 +338,7 @@ where
         max_head_bytes: (limits.max_header_bytes * 2).max(8192),
         max_fields: limits.max_headers * 2,
     };
-    let max_connections = connection_limit(limits.max_connections);
-    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let Slots { free: slots, max: max_connections } = slots;
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     // LIM-7: memory freed after a burst goes back to the system even when the serving threads then idle.
     let tick = tokio::spawn(crate::allocator::ticker());

@@ -667,6 +667,11 @@ type H2Body = http_body_util::StreamBody<
 
 /// A NEGOTIATE over HTTP/2 whose body is what is sent on the returned sender.
 fn h2_negotiate(base: &str) -> (http::Request<H2Body>, tokio::sync::mpsc::UnboundedSender<bytes::Bytes>) {
+    h2_post(base, "/a2a/negotiate")
+}
+
+/// A POST of JSON to `path` over HTTP/2 whose body is what is sent on the returned sender.
+fn h2_post(base: &str, path: &str) -> (http::Request<H2Body>, tokio::sync::mpsc::UnboundedSender<bytes::Bytes>) {
     use futures_util::StreamExt;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<bytes::Bytes>();
     let frames = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -675,7 +680,7 @@ fn h2_negotiate(base: &str) -> (http::Request<H2Body>, tokio::sync::mpsc::Unboun
     .boxed();
     let req = http::Request::builder()
         .method("POST")
-        .uri(format!("{base}/a2a/negotiate"))
+        .uri(format!("{base}{path}"))
         .header("a2a-version", "0.3")
         .header("a2a-sender-id", CLIENT)
         .header("content-type", "application/json")
@@ -689,8 +694,16 @@ fn h2_negotiate(base: &str) -> (http::Request<H2Body>, tokio::sync::mpsc::Unboun
 async fn stall(
     base: &str,
 ) -> (tokio::sync::mpsc::UnboundedSender<bytes::Bytes>, tokio::task::JoinHandle<Result<u16, hyper::Error>>) {
+    stall_at(base, "/a2a/negotiate").await
+}
+
+/// [`stall`] for a POST to `path`.
+async fn stall_at(
+    base: &str,
+    path: &str,
+) -> (tokio::sync::mpsc::UnboundedSender<bytes::Bytes>, tokio::task::JoinHandle<Result<u16, hyper::Error>>) {
     let mut send = h2(base).await;
-    let (req, tx) = h2_negotiate(base);
+    let (req, tx) = h2_post(base, path);
     tx.send(bytes::Bytes::from(vec![b' '; 25_000])).expect("feed");
     (tx, tokio::spawn(async move { send.send_request(req).await.map(|r| r.status().as_u16()) }))
 }
@@ -742,6 +755,69 @@ async fn http2_bodies_count_in_the_process_budget_are_refused_503_past_it_and_gi
     drop(tx);
     let r = send.send_request(req).await.expect("answer");
     assert_ne!(r.status(), 503, "the stalled bodies' share did not come back");
+}
+
+/// GW-23 on the A2A 1.x bridge: its bodies count in the one budget of the process (over HTTP/2, where the bridge
+/// reads them itself), are refused `503 overloaded` with `Retry-After` past it, and give their share back once
+/// answered; a body the HTTP/1.1 loop read is counted once, not again by the bridge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bridge_bodies_count_in_the_process_budget_once_and_are_refused_503_past_it() {
+    const SEND: &str = "/a2a1x/message:send";
+    // The stalled bodies must outlive the test's polling however loaded the machine: a long body read time.
+    let (_w, _agent, gw) =
+        setup("[limits]\nmax_body_bytes = 32768\nmax_buffered_body_bytes = 65536\nbody_read_timeout_ms = 120000\n")
+            .await;
+    // Two A2A 1.x callers send 25,000 bytes of a body and stall (each on its own connection): 50,000 bytes held.
+    let mut stalled = vec![stall_at(&gw.base, SEND).await, stall_at(&gw.base, SEND).await];
+    // A third body of 25,000 bytes is refused once the two are held (polled: the stalled bytes arrive when they do).
+    let until = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        for s in &mut stalled {
+            if s.1.is_finished() {
+                *s = stall_at(&gw.base, SEND).await;
+            }
+        }
+        let mut send = h2(&gw.base).await;
+        let (req, tx) = h2_post(&gw.base, SEND);
+        tx.send(bytes::Bytes::from(vec![b' '; 25_000])).expect("feed");
+        drop(tx);
+        let r = send.send_request(req).await.expect("answer");
+        if r.status() == 503 {
+            break r;
+        }
+        assert!(Instant::now() < until, "the bridge's bodies are not counted in the budget: {} past it", r.status());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(refused.headers().get("retry-after").map(|v| v.as_bytes()), Some(&b"1"[..]), "{refused:?}");
+    use http_body_util::BodyExt;
+    let body = refused.into_body().collect().await.expect("body").to_bytes();
+    let v: Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(v["error"]["details"][0]["metadata"]["code"], "overloaded", "{v}");
+    // The stalled bodies end (answered: spaces are no A2A 1.x request, 400): their share comes back, and a large
+    // body is read again.
+    for (tx, answer) in stalled {
+        drop(tx);
+        let status = tokio::time::timeout(Duration::from_secs(30), answer).await.expect("answered").expect("task");
+        assert_eq!(status.expect("answer"), 400);
+    }
+    let mut send = h2(&gw.base).await;
+    let (req, tx) = h2_post(&gw.base, SEND);
+    tx.send(bytes::Bytes::from(vec![b' '; 30_000])).expect("feed");
+    drop(tx);
+    let r = send.send_request(req).await.expect("answer");
+    assert_eq!(r.status(), 400, "the stalled bodies' share did not come back");
+    // Over HTTP/1.1 the gateway's loop reads the body (and counts it) before the bridge sees it: 30,000 bytes
+    // of a budget of 40,000 are counted once, not twice.
+    let (_w, _agent, gw) = setup("[limits]\nmax_body_bytes = 32768\nmax_buffered_body_bytes = 40000\n").await;
+    let mut c = Conn::open(&gw.base).await;
+    let body = " ".repeat(30_000);
+    c.send(
+        format!("POST {SEND} HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 30000\r\n\r\n{body}")
+            .as_bytes(),
+    )
+    .await;
+    let a = c.answer().await;
+    assert_eq!(a.status, 400, "counted twice: {:?}", a.json());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

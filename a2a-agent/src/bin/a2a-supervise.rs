@@ -42,6 +42,9 @@ fn main() -> ExitCode {
     if !parent_alive() {
         return ExitCode::from(137);
     }
+    // The agent runs without transparent huge pages (LIM-7); its handler's program gets the system's setting back.
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(false);
     let mut child = match Command::new(&program).args(args).env_remove("A2A_SUPERVISOR_PARENT").spawn() {
         Ok(c) => c,
         Err(e) => {

@@ -309,6 +309,98 @@ async fn connections_past_max_connections_wait_until_one_closes() {
     assert_eq!(&buf, b"HTTP/1.1 200");
 }
 
+/// LIM-7, LIM-8: `serve_threads` (what the binary serves with) serves on its own single-threaded runtimes, holds the
+/// process's connection limit across all of them, lets a request in flight at the shutdown finish, and keeps running
+/// what requests started until the caller releases it (after draining the agent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serving_threads_share_the_connection_limit_and_keep_what_requests_started_until_released() {
+    use axum::routing::{get, post};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let started = Arc::new(AtomicBool::new(false));
+    let done = started.clone();
+    let app = axum::Router::new()
+        .route("/thread", get(|| async { std::thread::current().name().unwrap_or("").to_owned() }))
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_millis(800)).await;
+                "slow"
+            }),
+        )
+        .route(
+            "/start",
+            post(move || {
+                let done = done.clone();
+                async move {
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(1500)).await;
+                        done.store(true, Ordering::Release);
+                    });
+                    "started"
+                }
+            }),
+        );
+    let mut limits = test_limits();
+    limits.max_connections = 2;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let a = listener.local_addr().expect("addr").to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        a2a_server::serve::serve_threads(listener, app, &limits, shutdown, Duration::from_secs(5), 2).await
+    });
+    // Two connections held open (whichever threads accepted them): a third waits, on every thread.
+    let ask = |path: &str, method: &str| format!("{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(&a).await.expect("connect");
+        s.write_all(ask("/thread", "GET").as_bytes()).await.expect("write");
+        let mut buf = [0u8; 512];
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await.expect("answered").expect("read");
+        let text = String::from_utf8_lossy(&buf[..n]);
+        assert!(text.starts_with("HTTP/1.1 200") && text.contains("a2a-serve-"), "served on a serving thread: {text}");
+        held.push(s);
+    }
+    let mut third = TcpStream::connect(&a).await.expect("connect (the backlog takes it)");
+    third.write_all(ask("/thread", "GET").as_bytes()).await.expect("write");
+    let mut buf = [0u8; 12];
+    let early = tokio::time::timeout(Duration::from_millis(700), third.read_exact(&mut buf)).await;
+    assert!(early.is_err(), "a third connection was served beside two held ones: {:?}", String::from_utf8_lossy(&buf));
+    drop(held.pop());
+    tokio::time::timeout(Duration::from_secs(10), third.read_exact(&mut buf))
+        .await
+        .expect("served once a connection closed")
+        .expect("read");
+    assert_eq!(&buf, b"HTTP/1.1 200");
+    drop((held, third));
+    // A request starts a task; another is in flight when the shutdown comes: it is answered, then serving ends.
+    let got = raw(&a, ask("/start", "POST").replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n").as_bytes()).await;
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
+    let slow = tokio::spawn({
+        let a = a.clone();
+        async move { raw(&a, ask("/slow", "GET").replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n").as_bytes()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _ = stop.send(());
+    let threads = tokio::time::timeout(Duration::from_secs(10), serving)
+        .await
+        .expect("serving ends after the grace")
+        .expect("task")
+        .expect("served");
+    let slow = slow.await.expect("task");
+    assert!(slow.starts_with(b"HTTP/1.1 200"), "the request in flight was answered: {}", String::from_utf8_lossy(&slow));
+    assert!(TcpStream::connect(&a).await.is_err(), "no longer accepting");
+    // The task the request started still runs on its serving thread until released.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while !started.load(Ordering::Acquire) {
+        assert!(std::time::Instant::now() < until, "the task a request started was stopped before the release");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(threads);
+}
+
 /// A free loopback port (bound, then released).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()

@@ -281,6 +281,63 @@ async fn agent_sighup_reloads_the_configuration_and_keeps_executions_in_flight()
     assert!(p.alive());
 }
 
+/// The binary's shutdown (`SIGTERM`) with an execution in flight: the agent stops accepting, the execution (started
+/// by a CONFIRM on one of the serving threads) runs to its end, then the process exits 0 (LIM-7: the serving threads
+/// keep running what requests started until the agent is drained). The agent runs without transparent huge pages
+/// (LIM-7, `allocator::small_pages`); its command handler, started through `a2a-supervise`, has the system's setting.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_an_execution_in_flight_finish_and_handlers_get_huge_pages_back() {
+    let dir = TempDir::new("ops-drain");
+    let (started, go, finished, thp) = (dir.path("started"), dir.path("go"), dir.path("finished"), dir.path("thp"));
+    let capability = format!(
+        r#"
+[[capabilities]]
+name = "run_gated"
+description = "waits for the test to let it finish"
+auth_requirement = "none"
+input_schema = {{ type = "object" }}
+handler = {{ type = "command", argv = ["sh", "-c", "grep THP_enabled /proc/$$/status > '{}'; touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done; cat; touch '{}'"] }}
+"#,
+        thp.display(),
+        started.display(),
+        go.display(),
+        finished.display()
+    );
+    let config = dir.write("agent.toml", &format!("[agent]\ndid = \"did:web:localhost%3A8080\"\n{capability}"));
+    let port = free_port();
+    let mut p = Process::start(&["--config", config.to_str().expect("path")], port, " serving ");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", p.child.id())).expect("status");
+    assert!(status.lines().any(|l| l.split_whitespace().eq(["THP_enabled:", "0"])), "huge pages on: {status}");
+    let http = http();
+    start_execution(&http, &p.base, "run_gated", json!({"n": 1})).await;
+    let until = Instant::now() + Duration::from_secs(30);
+    while !started.exists() {
+        assert!(Instant::now() < until, "the gated handler did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let handler = std::fs::read_to_string(&thp).expect("the handler's setting");
+    let mine = std::fs::read_to_string("/proc/self/status").expect("status");
+    let mine = mine.lines().find(|l| l.starts_with("THP_enabled:")).expect("THP_enabled").to_owned();
+    assert_eq!(handler.trim(), mine.trim(), "the handler's program did not get the system's setting back");
+    p.signal("TERM");
+    p.wait_log("shutting down", 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(p.alive(), "the agent exited with an execution in flight");
+    assert!(http.get(format!("{}/healthz", p.base)).send().await.is_err(), "still accepting after SIGTERM");
+    std::fs::write(&go, "").expect("go");
+    let until = Instant::now() + Duration::from_secs(20);
+    let exit = loop {
+        if let Some(s) = p.child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(Instant::now() < until, "the agent did not exit after its execution finished");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(exit.success(), "{exit:?}");
+    assert!(finished.exists(), "the execution in flight was stopped instead of drained");
+}
+
 /// OPS-4: `a2a-server --demo` has no file to re-read: `SIGHUP` is logged and the demo keeps serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_survives_sighup() {

@@ -238,11 +238,15 @@ async fn process(
         *binding = Binding::JsonRpc(Value::Null);
     }
     let headers = &parts.headers;
-    let bytes = if parts.method == Method::POST {
+    // GW-23: the body counts in the process's budget as it arrives (past it: `503 overloaded`, `Retry-After`), and
+    // until the request is answered, as on the proxy's paths (once: a body the HTTP/1.1 loop read is counted there).
+    let budget = gw.body_budget.for_request(&parts.extensions);
+    let (bytes, _held) = if parts.method == Method::POST {
         let timeout = Duration::from_millis(gw.limits.body_read_timeout_ms);
-        bridge1x::read_body_within(headers, body, gw.limits.max_body_bytes, timeout).await?
+        let (bytes, held) = bridge1x::read_body_within(headers, body, gw.limits.max_body_bytes, timeout, budget).await?;
+        (bytes, Some(held))
     } else {
-        Bytes::new()
+        (Bytes::new(), None)
     };
     let op = match endpoint {
         Endpoint::JsonRpc => {

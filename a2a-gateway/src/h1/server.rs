@@ -635,6 +635,8 @@ async fn via_http(served: &Served, head: RequestHead, body: Result<Bytes, BodyEr
     *req.version_mut() = if head.version == 0 { http::Version::HTTP_10 } else { http::Version::HTTP_11 };
     *req.headers_mut() = headers;
     req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+    // GW-23: the body was read here and stays counted in the budget until the answer is written: not counted again.
+    req.extensions_mut().insert(a2a_runtime::body::Counted);
     let resp = match served.http.clone().oneshot(req).await {
         Ok(r) => r,
         Err(never) => match never {},

@@ -10,18 +10,19 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use a2a_runtime::a2a1x::{RpcRequest, envelope, method_error, params, parse_rpc, read_body_budgeted};
+use a2a_runtime::a2a1x::{RpcRequest, envelope, method_error, params, parse_rpc, read_body_within};
 
 use super::Inner;
 use super::error::BridgeError;
 use super::ops::{Ctx, caller};
 use super::stream;
 
-/// Reads a 1.x request body within the agent's `max_body_bytes` (BR-9), after checking its media type.
+/// Reads a 1.x request body within the agent's `max_body_bytes` (BR-9), after checking its media type, drawing on
+/// the agent's budget for bodies being received (LIM-7).
 pub(crate) async fn read_body(inner: &Inner, headers: &HeaderMap, body: Body) -> Result<Bytes, BridgeError> {
     let limits = &inner.app.engine.limits;
-    read_body_budgeted(headers, body, limits.max_body_bytes, limits.body_read_timeout(), &inner.app.engine.body_budget)
-        .await
+    let budget = &inner.app.engine.body_budget;
+    read_body_within(headers, body, limits.max_body_bytes, limits.body_read_timeout(), budget).await.map(|(b, _)| b)
 }
 
 fn json_answer(v: &Value) -> Response {

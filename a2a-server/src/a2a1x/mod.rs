@@ -21,7 +21,7 @@ mod stream;
 pub use a2a_runtime::a2a1x::{
     ANONYMOUS_SENDER, CardSource, RpcRequest, bridge_asked, bridge_asked_in, bridge_to_at, check_headers,
     check_version, envelope, error, list_query, method_error, origin_of, origin_of_host, params, parse_rpc,
-    read_body_budgeted, read_body_within, render_card, sender_of, sign_card_with,
+    read_body_within, render_card, sender_of, sign_card_with,
 };
 
 use std::collections::{HashMap, VecDeque};
