@@ -7,6 +7,8 @@
 mod bridge;
 #[path = "it/common.rs"]
 mod common;
+#[path = "it/console.rs"]
+mod console;
 #[path = "it/demo.rs"]
 mod demo;
 #[path = "it/h1.rs"]

@@ -47,6 +47,7 @@ pub mod body;
 pub mod compose;
 pub mod config;
 pub mod config_reference;
+pub mod console;
 pub mod demo;
 pub mod engine;
 pub mod handler;
