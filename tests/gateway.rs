@@ -7,6 +7,8 @@
 mod bridge;
 #[path = "gateway/common.rs"]
 mod common;
+#[path = "gateway/console.rs"]
+mod console;
 #[path = "gateway/demo.rs"]
 mod demo;
 #[path = "gateway/h1.rs"]

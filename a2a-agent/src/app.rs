@@ -197,6 +197,10 @@ pub async fn run_demo(listen: Option<&str>, trusted_gateways: &[String]) -> Resu
     // OPS-1: the demo shows its metrics only on a loopback listener.
     if listener.local_addr().map(|a| a.ip().is_loopback()).unwrap_or(false) {
         app = app.merge(admin_router(&agent, None));
+        // `--console`: the operator console beside them (OPS-1).
+        if crate::console::enabled_by_command_line() {
+            app = app.merge(crate::console::router(&agent, None));
+        }
     }
     for g in trusted_gateways {
         println!("Trusts the gateway {g} (its re-signed requests name their caller, GW-9; GW-18)");
@@ -270,7 +274,16 @@ pub(crate) fn config_routers(
     if token.is_some() {
         app = app.merge(admin_router(agent, token.clone()));
     }
-    let admin = admin_router(agent, token).fallback(not_found);
+    let mut admin = admin_router(agent, token.clone());
+    // The operator console, where /metrics is (OPS-1).
+    if cfg.admin.console || crate::console::enabled_by_command_line() {
+        let console = crate::console::router(agent, token.clone());
+        if token.is_some() {
+            app = app.merge(console.clone());
+        }
+        admin = admin.merge(console);
+    }
+    let admin = admin.fallback(not_found);
     Ok((app, admin))
 }
 

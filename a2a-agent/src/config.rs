@@ -95,6 +95,11 @@ pub struct AdminSection {
     /// requests with `Authorization: Bearer <token>` (`401 auth_required` without, `401 auth_invalid` with another).
     #[serde(default)]
     pub token_env: Option<String>,
+    /// Serve the agent's operator console at `/console` (`docs/console.md`) where `/metrics` is served: on
+    /// `listen`, and on the agent's own listener behind `token_env`'s token. `a2a-server --console` turns it on too.
+    /// Default `false`.
+    #[serde(default)]
+    pub console: bool,
 }
 
 /// `[bridge]`: serve the A2A 1.x bridge (`spec/PROTOCOL.md` §20) beside the agent: the Agent Card at

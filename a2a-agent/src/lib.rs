@@ -8,6 +8,7 @@
 pub mod app;
 pub mod config;
 pub mod config_reference;
+pub mod console;
 pub mod demo;
 mod live;
 pub mod sessions_demo;

@@ -44,6 +44,10 @@ struct Cli {
     /// it re-signs name their caller (GW-9), and callers' signatures for it are accepted (GW-18).
     #[arg(long = "trusted-gateway", value_name = "DID", conflicts_with = "sessions_demo")]
     trusted_gateways: Vec<String>,
+    /// Serve the operator console at `/console` where `/metrics` is served (`[admin] console = true` for every
+    /// configuration; with --demo, on its loopback listener).
+    #[arg(long)]
+    console: bool,
     /// Log format.
     #[arg(long, value_enum, default_value = "text", env = "A2A_LOG_FORMAT")]
     log_format: a2a_agent::app::LogFormat,
@@ -72,6 +76,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if cli.console {
+        a2a_agent::console::enable_from_command_line();
+    }
     if let Some(Command::Check { config }) = cli.command {
         return match runtime.block_on(a2a_agent::app::check_config(&config)) {
             Ok(warnings) if warnings.is_empty() => {

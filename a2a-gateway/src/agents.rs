@@ -138,6 +138,11 @@ impl Agent {
         h.ejected_until.is_none_or(|t| now >= t)
     }
 
+    /// Whether `[[agents]]` names it (else it came from the capability registry).
+    pub fn from_config(&self) -> bool {
+        self.from_config.load(Ordering::Relaxed)
+    }
+
     /// Whether it takes new negotiations.
     pub fn listed(&self) -> bool {
         self.listed.load(Ordering::Relaxed)

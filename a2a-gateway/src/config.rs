@@ -341,13 +341,61 @@ impl Default for AuditSection {
 
 /// `[admin]`: the operator endpoints (`/metrics`, `/gateway/audit`, `/gateway/agents`) are closed unless a token is
 /// configured, and then need it (GW-22): they name callers, executions and agents.
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminSection {
     /// Environment variable holding the bearer token the admin endpoints require (`Authorization: Bearer …`).
     pub token_env: Option<String>,
     /// File holding the token (its first line; relative to the configuration file), instead of `token_env`.
     pub token_file: Option<PathBuf>,
+    /// Whether the operator console is served at `/console` while a token is configured (GW-22: behind the same
+    /// token; `docs/console.md`). Default `true`.
+    pub console: bool,
+    /// How long a console login lasts, in seconds (the cookie's lifetime; 60 to 2 592 000, default 43 200: 12 h).
+    pub console_session_s: u64,
+    /// How often the console samples the gateway's metrics for its charts, in milliseconds (100 to 60 000, default
+    /// 5 000). Needs a restart.
+    pub console_sample_ms: u64,
+    /// How many metric samples the console keeps (2 to 10 000, default 120: ten minutes at the default rate). Needs
+    /// a restart.
+    pub console_samples: usize,
+    /// Audit records the console keeps in memory to show when no audit log is configured, and the most one live
+    /// traffic stream may fall behind before it is told it missed records (1 to 100 000, default 1 000). Needs a
+    /// restart.
+    pub console_records: usize,
+}
+
+impl Default for AdminSection {
+    fn default() -> Self {
+        AdminSection {
+            token_env: None,
+            token_file: None,
+            console: true,
+            console_session_s: 43_200,
+            console_sample_ms: 5_000,
+            console_samples: 120,
+            console_records: 1_000,
+        }
+    }
+}
+
+impl AdminSection {
+    /// Checks the console's bounds.
+    fn validate(&self) -> Result<(), String> {
+        if !(60..=2_592_000).contains(&self.console_session_s) {
+            return Err("admin.console_session_s: must be 60 to 2592000".into());
+        }
+        if !(100..=60_000).contains(&self.console_sample_ms) {
+            return Err("admin.console_sample_ms: must be 100 to 60000".into());
+        }
+        if !(2..=10_000).contains(&self.console_samples) {
+            return Err("admin.console_samples: must be 2 to 10000".into());
+        }
+        if !(1..=100_000).contains(&self.console_records) {
+            return Err("admin.console_records: must be 1 to 100000".into());
+        }
+        Ok(())
+    }
 }
 
 /// A configuration error, formatted as `file:line:column: message` where a position is known.
@@ -397,6 +445,7 @@ impl Config {
                     .into(),
             );
         }
+        self.admin.validate()?;
         if self.gateway.workers > MAX_WORKERS {
             return Err(format!("gateway.workers: at most {MAX_WORKERS} (0 is one per CPU)"));
         }

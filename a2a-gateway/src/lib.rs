@@ -41,6 +41,7 @@ pub mod app;
 pub mod audit;
 mod bridge;
 pub mod config;
+pub mod console;
 pub mod discover;
 pub mod edge;
 pub mod h1;
@@ -134,6 +135,8 @@ pub(crate) struct Inner {
     pub(crate) connections: Arc<h1::server::ConnectionCap>,
     /// The Redis store, when there is one (its `PING` is part of readiness, OPS-2).
     pub(crate) redis: Option<Arc<RedisStore>>,
+    /// The operator console's settings in force (`admin.console*`).
+    pub(crate) console: console::Settings,
     /// What the next reload keeps (OPS-4).
     kept: Kept,
 }
@@ -161,6 +164,8 @@ struct Kept {
     connections: Arc<h1::server::ConnectionCap>,
     /// The audit log's file, reopened on `SIGHUP` and `SIGUSR1` (OPS-5).
     audit_file: Option<std::path::PathBuf>,
+    /// The operator console's metric samples and traffic tap.
+    console: Arc<console::Console>,
 }
 
 /// The A2A 1.x bridge's router of one configuration in force.
@@ -273,6 +278,7 @@ impl Gateway {
         let identity = Identity { did: did.to_string(), key, key_id: cfg.gateway.key_id.clone() };
         let reads_registry = cfg.registry.enabled && registry.is_some();
         let (registry_read_tx, registry_read) = tokio::sync::watch::channel(!reads_registry);
+        let console_keeps_records = audit.is_none();
         let kept = Kept {
             did: did.to_string(),
             did_document,
@@ -291,9 +297,20 @@ impl Gateway {
             body_budget: a2a_runtime::body::BodyBudget::new(cfg.limits.max_buffered_body_bytes),
             connections: Arc::new(h1::server::ConnectionCap::new(cfg.limits.connection_cap())),
             audit_file: cfg.audit.file.as_ref().map(|f| base.join(f)),
+            console: Arc::new(console::Console::new(
+                cfg.admin.console_samples,
+                cfg.admin.console_records,
+                console_keeps_records,
+            )),
         };
         let inner = Arc::new(assemble(cfg, base, kept.clone())?);
         let stop = tokio_util::sync::CancellationToken::new();
+        tokio::spawn(sample_metrics(
+            kept.console.history.clone(),
+            kept.metrics.clone(),
+            Duration::from_millis(cfg.admin.console_sample_ms),
+            stop.clone(),
+        ));
         if let Some(registry) = registry.filter(|_| cfg.registry.enabled) {
             tokio::spawn(read_registry(
                 registry,
@@ -423,6 +440,7 @@ fn assemble(cfg: &Config, base: &Path, kept: Kept) -> Result<Inner, String> {
         body_budget: kept.body_budget.clone(),
         connections: kept.connections.clone(),
         redis: kept.redis.clone(),
+        console: console::Settings { enabled: cfg.admin.console, session_s: cfg.admin.console_session_s },
         kept,
     })
 }
@@ -594,6 +612,23 @@ impl Gateway {
     /// The audit log, when one is configured.
     pub fn audit(&self) -> Option<&Arc<dyn a2a_runtime::store::audit::AuditLog>> {
         self.kept.audit.as_ref()
+    }
+}
+
+/// Samples the metrics for the operator console's charts every `every`, until `stop`.
+async fn sample_metrics(
+    history: Arc<console::MetricHistory>,
+    metrics: Arc<Metrics>,
+    every: Duration,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => history.record(&metrics.encode()),
+        }
     }
 }
 

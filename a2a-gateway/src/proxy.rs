@@ -244,6 +244,9 @@ pub(crate) async fn handle_http(gw: Arc<Inner>, req: Request<Body>) -> Response<
     if a2a_runtime::health::is_probe(parts.uri.path()) {
         return a2a_runtime::health::answer(&parts.method, parts.uri.path(), crate::readiness(&gw)).await;
     }
+    if crate::console::serves(parts.uri.path()) {
+        return crate::console::handle(gw, parts, body).await;
+    }
     if let Some(r) = crate::admin::handle(&gw, &parts).await {
         return r;
     }
@@ -347,8 +350,8 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
     if let Some(capability) = ctx.capability.as_deref().filter(|_| ctx.forwarded) {
         gw.metrics.capability_request(capability, step, elapsed.as_secs_f64());
     }
-    if let Some(audit) = &gw.audit {
-        audit.record(AuditRecord {
+    if gw.audit.is_some() || crate::console::tapping(&gw) {
+        let record = AuditRecord {
             time_ms: a2a_runtime::store::now_ms(),
             sender_id: ctx.sender.map(|s| s.to_string()).unwrap_or_default(),
             capability: ctx.capability.map(|c| c.to_string()),
@@ -363,7 +366,12 @@ pub(crate) async fn handle(gw: Arc<Inner>, req: Incoming) -> Reply {
             gateway: Some(gw.instance.clone()),
             execution_status: ctx.execution_status,
             trace_id: Some(trace.trace_id),
-        });
+        };
+        // The operator console's live traffic (and its records when there is no audit log).
+        gw.kept.console.traffic.tap(&record);
+        if let Some(audit) = &gw.audit {
+            audit.record(record);
+        }
     }
     reply
 }

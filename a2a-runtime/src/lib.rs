@@ -17,6 +17,7 @@ pub mod allocator;
 pub mod app;
 pub mod body;
 pub mod config_reference;
+pub mod console_auth;
 pub mod head_guard;
 pub mod health;
 pub mod limits;

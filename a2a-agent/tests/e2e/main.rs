@@ -12,6 +12,7 @@ mod browser;
 mod composite;
 mod config;
 mod config_check;
+mod console;
 mod demo;
 mod errors;
 mod handler_isolation;

@@ -1,0 +1,223 @@
+//! The agent's own operator console at `/console` (`docs/console.md`): a smaller page than the gateway's, for one
+//! agent — its identity and capabilities (each declaration, its `auth_requirement`, region restriction and schemas),
+//! its recent traffic from its audit log, and its golden metrics drawn from its own `/metrics`. Off by default; on
+//! with `[admin] console = true` or `a2a-server --console`.
+//!
+//! It is served exactly where `/metrics` is (OPS-1): on the admin listener (`[admin] listen`), and on the agent's
+//! own listener only when `[admin] token_env` names a token. With a token every console request needs it — as
+//! `Authorization: Bearer <token>`, or as the login cookie a browser gets from the login form or from opening
+//! `/console?token=<token>` once ([`auth`]); without one (the admin listener, meant for loopback) it is open as
+//! `/metrics` is there.
+
+pub use a2a_runtime::console_auth as auth;
+pub use a2a_runtime::console_auth::{CSP, secure_headers};
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use a2a_core::error::{A2aError, ErrorCode};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, Response, StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::Agent;
+
+const PAGE: &str = include_str!("console/assets/agent.html");
+const SCRIPT: &str = include_str!("console/assets/agent.js");
+const STYLE: &str = include_str!("console/assets/agent.css");
+
+/// Every path the agent's console answers: what a test walks unauthenticated.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/console"),
+    ("POST", "/console/login"),
+    ("POST", "/console/logout"),
+    ("GET", "/console/assets/agent.js"),
+    ("GET", "/console/assets/agent.css"),
+    ("GET", "/console/api/agent"),
+    ("GET", "/console/api/audit"),
+    ("GET", "/console/api/metrics"),
+];
+
+/// How long a login lasts (12 h).
+const SESSION_S: u64 = 43_200;
+/// The largest login form read.
+const MAX_FORM_BYTES: usize = 8 * 1024;
+
+static FLAG: AtomicBool = AtomicBool::new(false);
+
+/// Turns the console on for every configuration this process loads (`a2a-server --console`), as `[admin] console =
+/// true` does for one file.
+pub fn enable_from_command_line() {
+    FLAG.store(true, Ordering::Relaxed);
+}
+
+/// Whether `--console` was given.
+pub fn enabled_by_command_line() -> bool {
+    FLAG.load(Ordering::Relaxed)
+}
+
+fn respond(status: StatusCode, content_type: &'static str, body: impl Into<Body>) -> Response<Body> {
+    let mut r = Response::new(body.into());
+    *r.status_mut() = status;
+    secure_headers(r.headers_mut(), content_type, CSP);
+    r
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Response<Body> {
+    respond(status, "application/json", serde_json::to_vec(v).unwrap_or_default())
+}
+
+fn error(e: A2aError) -> Response<Body> {
+    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_response(status, &serde_json::to_value(e.to_body()).unwrap_or_default())
+}
+
+/// The console's router for `agent`; with `token`, every request needs it (or a login made with it).
+pub fn router(agent: &Agent, token: Option<String>) -> Router {
+    let agent = agent.clone();
+    let key = token.map(|t| auth::key_of(&t));
+    let handler = move |req: Request| {
+        let agent = agent.clone();
+        async move { handle(&agent, key, req).await }
+    };
+    Router::new()
+        .route("/console", axum::routing::any(handler.clone()))
+        .route("/console/{*rest}", axum::routing::any(handler))
+}
+
+async fn handle(agent: &Agent, key: Option<[u8; 32]>, req: Request) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_owned();
+    let secure = parts.headers.get("x-forwarded-proto").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+    if let Some(key) = &key {
+        if path == "/console/login" {
+            if parts.method != Method::POST {
+                return method_not_allowed("POST");
+            }
+            let form = match http_body_util::BodyExt::collect(http_body_util::Limited::new(body, MAX_FORM_BYTES)).await
+            {
+                Ok(b) => b.to_bytes(),
+                Err(_) => {
+                    return auth::login_page(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "a2a-server",
+                        Some("The form is too large."),
+                    );
+                }
+            };
+            return match auth::form_token(&form) {
+                Some(t) if auth::token_matches(key, &t) => {
+                    auth::redirect("/console", Some(auth::cookie(key, SESSION_S, secure)))
+                }
+                _ => auth::login_page(StatusCode::UNAUTHORIZED, "a2a-server", Some("That is not the admin token.")),
+            };
+        }
+        if path == "/console"
+            && let Some(t) = auth::query_token(&parts.uri)
+        {
+            return if auth::token_matches(key, &t) {
+                auth::redirect("/console", Some(auth::cookie(key, SESSION_S, secure)))
+            } else {
+                auth::login_page(StatusCode::UNAUTHORIZED, "a2a-server", Some("That is not the admin token."))
+            };
+        }
+        if let Some(refused) = auth::refuse(key, &parts.headers, path == "/console", "a2a-server") {
+            return refused;
+        }
+    } else if path == "/console/login" || path == "/console/logout" {
+        // Nothing to log in to: the console is open where it is served (the admin listener).
+        return auth::redirect("/console", None);
+    }
+    if path == "/console/logout" {
+        if parts.method != Method::POST {
+            return method_not_allowed("POST");
+        }
+        return auth::redirect("/console", Some(auth::clear_cookie(secure)));
+    }
+    if parts.method != Method::GET && parts.method != Method::HEAD {
+        return method_not_allowed("GET, HEAD");
+    }
+    match path.as_str() {
+        "/console" => respond(StatusCode::OK, "text/html; charset=utf-8", PAGE),
+        "/console/assets/agent.js" => respond(StatusCode::OK, "text/javascript; charset=utf-8", SCRIPT),
+        "/console/assets/agent.css" => respond(StatusCode::OK, "text/css; charset=utf-8", STYLE),
+        "/console/api/agent" => {
+            let engine = agent.engine();
+            let caps: Vec<_> = engine.caps.iter().map(|c| c.decl.clone()).collect();
+            json_response(
+                StatusCode::OK,
+                &json!({
+                    "did": agent.did(),
+                    "capabilities": caps,
+                    "streaming": engine.streaming().is_some(),
+                    "sessions": agent.sessions().is_some(),
+                    "limits": {"max_body_bytes": engine.limits().max_body_bytes},
+                }),
+            )
+        }
+        "/console/api/audit" => {
+            let limit = url::form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
+                .find(|(k, _)| k == "limit")
+                .and_then(|(_, v)| v.parse::<usize>().ok())
+                .unwrap_or(200)
+                .clamp(1, 10_000);
+            let q = crate::store::audit::AuditQuery { limit, ..Default::default() };
+            match agent.engine().audit().query(&q).await {
+                Ok(records) => json_response(StatusCode::OK, &json!({"records": records})),
+                Err(e) => error(A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, e.to_string())),
+            }
+        }
+        "/console/api/metrics" => json_response(StatusCode::OK, &summary(&agent.engine().metrics.encode())),
+        _ => error(A2aError::with_message(ErrorCode::NOT_FOUND, "no console page or API at this path")),
+    }
+}
+
+fn method_not_allowed(allow: &'static str) -> Response<Body> {
+    let mut r = error(A2aError::with_message(ErrorCode::METHOD_NOT_ALLOWED, format!("this path accepts {allow}")));
+    r.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+/// What the agent's console draws from its `/metrics` exposition: requests by step and outcome, the latency
+/// histogram over every step (cumulative buckets, seconds), signature failures, fallbacks offered, executions in
+/// flight. The page keeps its own ring of these readings to draw rates.
+pub fn summary(exposition: &str) -> Value {
+    let mut requests: Vec<Value> = Vec::new();
+    let mut buckets: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+    let (mut signature, mut fallback, mut in_flight) = (0.0, 0.0, 0.0);
+    for line in exposition.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else { continue };
+        let Ok(value) = value.parse::<f64>() else { continue };
+        let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+        let label = |k: &str| {
+            let start = labels.find(&format!("{k}=\""))? + k.len() + 2;
+            labels[start..].split('"').next().map(str::to_owned)
+        };
+        match name {
+            "a2a_requests_total" => {
+                requests.push(json!({"step": label("step"), "outcome": label("outcome"), "value": value}));
+            }
+            "a2a_request_duration_seconds_bucket" => {
+                *buckets.entry(label("le").unwrap_or_default()).or_default() += value;
+            }
+            "a2a_signature_failures_total" => signature += value,
+            "a2a_fallback_offered_total" => fallback += value,
+            "a2a_executions_in_flight" => in_flight += value,
+            _ => {}
+        }
+    }
+    let mut latency: Vec<(f64, f64)> = buckets
+        .into_iter()
+        .map(|(le, n)| (if le == "+Inf" { f64::INFINITY } else { le.parse().unwrap_or(f64::INFINITY) }, n))
+        .collect();
+    latency.sort_by(|a, b| a.0.total_cmp(&b.0));
+    json!({
+        "requests": requests,
+        "latency_buckets": latency.iter().map(|(le, n)| json!([if le.is_finite() { json!(le) } else { json!("+Inf") }, n])).collect::<Vec<_>>(),
+        "signature_failures": signature,
+        "fallback_offered": fallback,
+        "executions_in_flight": in_flight,
+        "at_ms": crate::store::now_ms(),
+    })
+}

@@ -1,0 +1,464 @@
+// a2a-gateway operator console. Vanilla JavaScript, no build step, nothing loaded from elsewhere.
+"use strict";
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const el = (tag, attrs = {}, ...children) => {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") e.className = v;
+    else if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children) if (c !== null && c !== undefined) e.append(c instanceof Node ? c : String(c));
+  return e;
+};
+const SVG = "http://www.w3.org/2000/svg";
+const svg = (tag, attrs = {}) => {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  return e;
+};
+const fmt = (n, digits = 2) => (n === null || n === undefined || Number.isNaN(n)) ? "–" :
+  (Number.isInteger(n) ? String(n) : n.toFixed(digits));
+
+async function api(path) {
+  const r = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  if (r.status === 401) { location.assign("/console"); throw new Error("logged out"); }
+  if (!r.ok) throw new Error(path + ": " + r.status + " " + (await r.text()));
+  return r.json();
+}
+
+const state = { agents: null, capabilities: {}, labels: {}, selected: null };
+
+// ---------- tabs (WAI-ARIA tabs pattern: arrows move, Enter/Space or focus selects) ----------
+function selectTab(tab, focus) {
+  for (const t of document.querySelectorAll("[role=tab]")) {
+    const on = t === tab;
+    t.setAttribute("aria-selected", String(on));
+    t.tabIndex = on ? 0 : -1;
+    $("#" + t.getAttribute("aria-controls")).hidden = !on;
+  }
+  if (focus) tab.focus();
+  const view = tab.id.replace("tab-", "");
+  if (location.hash !== "#" + view) history.replaceState(null, "", "#" + view);
+  if (view === "metrics") refreshMetrics();
+}
+function setupTabs() {
+  const tabs = [...document.querySelectorAll("[role=tab]")];
+  tabs.forEach((t, i) => {
+    t.addEventListener("click", () => selectTab(t, false));
+    t.addEventListener("keydown", (e) => {
+      let j = null;
+      if (e.key === "ArrowRight") j = (i + 1) % tabs.length;
+      else if (e.key === "ArrowLeft") j = (i - 1 + tabs.length) % tabs.length;
+      else if (e.key === "Home") j = 0;
+      else if (e.key === "End") j = tabs.length - 1;
+      if (j !== null) { e.preventDefault(); selectTab(tabs[j], true); }
+    });
+  });
+  const initial = $("#tab-" + location.hash.slice(1));
+  if (initial) selectTab(initial, false);
+}
+
+// ---------- network: the permission matrix ----------
+async function refreshNetwork() {
+  try {
+    const data = await api("/console/api/agents");
+    state.agents = data.agents;
+    $("#gateway-did").textContent = (data.gateway.name ? data.gateway.name + " · " : "") + data.gateway.did;
+    state.capabilities = {};
+    state.labels = {};
+    for (const a of data.agents) {
+      state.labels[a.endpoint] = a.label;
+      for (const c of a.capabilities) if (!state.capabilities[c.name]) state.capabilities[c.name] = { decl: c, agent: a };
+    }
+    renderMatrix(data);
+    fillCapabilities(data.capabilities);
+    $("#network-error").textContent = "";
+    $("#network-updated").textContent = "Updated " + new Date().toLocaleTimeString() + ".";
+  } catch (e) {
+    $("#network-error").textContent = "Cannot read the agents: " + e.message;
+  }
+}
+function renderMatrix(data) {
+  const table = $("#matrix");
+  const head = el("tr", {}, el("th", { scope: "col", text: "Agent" }), el("th", { scope: "col", text: "Health" }),
+    el("th", { scope: "col", text: "In flight" }), el("th", { scope: "col", text: "Version" }));
+  for (const name of data.capabilities) head.append(el("th", { scope: "col", "data-capability": name, text: name }));
+  table.tHead.replaceChildren(head);
+  const rows = data.agents.map((a) => {
+    const tr = el("tr", { "data-agent": a.label });
+    tr.append(el("th", { scope: "row" },
+      el("div", {}, el("strong", { text: a.label }), " ", el("span", { class: "muted", text: a.from_config ? "(config)" : "(registry)" })),
+      el("div", { class: "mono", text: a.endpoint }),
+      el("div", { class: "mono muted", text: a.did || "" }),
+      a.error ? el("div", { class: "err", text: a.error }) : null));
+    tr.append(el("td", {}, el("span", { class: a.healthy ? "ok" : "bad", text: a.healthy ? "healthy" : "ejected" })));
+    tr.append(el("td", { text: String(a.in_flight) }));
+    tr.append(el("td", { text: a.version || "–" }, a.features.length ? el("div", { class: "muted", text: a.features.join(", ") }) : null));
+    for (const name of data.capabilities) {
+      const c = a.capabilities.find((x) => x.name === name);
+      if (!c) { tr.append(el("td", { class: "muted", text: "–" })); continue; }
+      const regions = (c.region_restriction || []).length ? c.region_restriction.join(", ") : "any region";
+      tr.append(el("td", { "data-capability": name },
+        el("span", { class: "cell auth-" + c.auth_requirement, text: c.auth_requirement }),
+        el("div", { class: "muted", text: regions })));
+    }
+    return tr;
+  });
+  table.tBodies[0].replaceChildren(...rows);
+}
+
+// ---------- traffic: the audit trail, live ----------
+const MAX_ROWS = 500;
+let source = null;
+function filterQuery() {
+  const p = new URLSearchParams();
+  for (const k of ["sender", "capability", "agent", "outcome"]) {
+    const v = $("#f-" + k).value.trim();
+    if (v) p.set(k, v);
+  }
+  return p.toString();
+}
+function connectTraffic() {
+  if (source) source.close();
+  $("#traffic").tBodies[0].replaceChildren();
+  const q = filterQuery();
+  source = new EventSource("/console/api/traffic" + (q ? "?" + q : ""));
+  source.addEventListener("open", () => { $("#traffic-status").textContent = "Live."; });
+  source.addEventListener("error", () => { $("#traffic-status").textContent = "Reconnecting…"; });
+  source.addEventListener("record", (e) => addRecord(JSON.parse(e.data)));
+  source.addEventListener("lagged", (e) => {
+    $("#traffic-status").textContent = "Live (" + e.data + " records were missed: the view fell behind).";
+  });
+}
+function addRecord(r) {
+  const body = $("#traffic").tBodies[0];
+  const ok = r.outcome === "ok";
+  const tr = el("tr", {
+    "data-step": r.step, "data-execution": r.execution_id || "", "data-capability": r.capability || "",
+    "data-outcome": r.outcome,
+  });
+  const when = new Date(r.time_ms);
+  tr.append(el("td", { class: "mono", text: when.toLocaleTimeString() + "." + String(when.getMilliseconds()).padStart(3, "0") }),
+    el("td", { text: r.step }), el("td", { text: r.capability || "" }), el("td", { class: "mono", text: r.sender_id }),
+    el("td", { text: r.agent_label || (r.agent ? r.agent : "gateway") }),
+    el("td", {}, el("span", { class: ok ? "ok" : "bad", text: r.outcome })),
+    el("td", { text: r.status === undefined ? "" : String(r.status) }),
+    el("td", { text: fmt(r.latency_us / 1000, 1) + " ms" }),
+    el("td", { text: r.verified ? "verified" : "unsigned" }));
+  if (r.execution_id) {
+    tr.classList.add("selectable");
+    tr.tabIndex = 0;
+    tr.setAttribute("aria-label", r.step + " of execution " + r.execution_id + ": open its timeline");
+    const open = () => openTimeline(r.execution_id, tr);
+    tr.addEventListener("click", open);
+    tr.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); open(); } });
+  }
+  body.prepend(tr);
+  while (body.rows.length > MAX_ROWS) body.deleteRow(body.rows.length - 1);
+}
+async function openTimeline(id, row) {
+  for (const r of document.querySelectorAll("#traffic tr[aria-selected]")) r.removeAttribute("aria-selected");
+  if (row) row.setAttribute("aria-selected", "true");
+  const aside = $("#timeline");
+  aside.replaceChildren(el("h3", { text: "Timeline of " + id }), el("p", { class: "muted", text: "Loading…" }));
+  try {
+    const t = await api("/console/api/execution/" + encodeURIComponent(id));
+    const steps = t.steps;
+    if (!steps.length) {
+      aside.replaceChildren(el("h3", { text: "Timeline of " + id }), el("p", { class: "muted", text: "No audit record of this execution." }));
+      return;
+    }
+    const start = Math.min(...steps.map((s) => s.start_ms));
+    const end = Math.max(...steps.map((s) => s.time_ms));
+    const span = Math.max(end - start, 1);
+    const list = el("div", { class: "tl", role: "list" });
+    for (const s of steps) {
+      const bar = el("div", { class: "tl-bar" + (s.outcome === "ok" ? "" : " bad") });
+      bar.style.marginLeft = ((s.start_ms - start) / span * 100).toFixed(1) + "%";
+      bar.style.width = Math.max(s.duration_ms / span * 100, 0.5).toFixed(1) + "%";
+      list.append(el("div", { class: "tl-row", role: "listitem", "data-step": s.step },
+        el("span", {}, el("strong", { text: s.step }), el("br"), el("span", { class: s.outcome === "ok" ? "ok" : "bad", text: s.outcome })),
+        el("div", {}, bar, el("span", { class: "muted", text: "+" + (s.start_ms - start) + " ms · " + s.signature +
+          (s.execution_status ? " · " + s.execution_status : "") + (s.agent_label ? " · " + s.agent_label : "") })),
+        el("span", { class: "mono", text: fmt(s.duration_ms, 1) + " ms" })));
+    }
+    aside.replaceChildren(el("h3", { text: "Timeline of " + id }),
+      el("p", { class: "muted mono", text: "negotiation " + (t.negotiation_id || "–") }), list);
+    aside.focus();
+  } catch (e) {
+    aside.replaceChildren(el("h3", { text: "Timeline" }), el("p", { class: "err", text: e.message }));
+  }
+}
+
+// ---------- golden metrics, drawn in SVG ----------
+const COLOURS = ["#0b57d0", "#a50e0e", "#0a6b2f", "#7a4b00", "#6a1b9a"];
+function chart(title, id, series, unit) {
+  const W = 360, H = 140, L = 40, B = 18, T = 8;
+  const fig = el("figure", { class: "chart", id: "chart-" + id });
+  fig.append(el("figcaption", { text: title }));
+  const s = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": title });
+  const all = series.flatMap((x) => x.points.map((p) => p[1])).filter((v) => v !== null);
+  const max = Math.max(1e-9, ...all);
+  const t0 = Math.min(...series.flatMap((x) => x.points.map((p) => p[0])));
+  const t1 = Math.max(...series.flatMap((x) => x.points.map((p) => p[0])));
+  const x = (t) => L + (t1 > t0 ? (t - t0) / (t1 - t0) : 1) * (W - L - 4);
+  const y = (v) => T + (1 - v / max) * (H - T - B);
+  s.append(svg("line", { class: "axis", x1: L, y1: H - B, x2: W - 4, y2: H - B }),
+    svg("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
+  const top = svg("text", { x: 2, y: T + 8 }); top.textContent = fmt(max); s.append(top);
+  const zero = svg("text", { x: 2, y: H - B }); zero.textContent = "0"; s.append(zero);
+  const ago = svg("text", { x: L, y: H - 4 }); ago.textContent = all.length ? `−${Math.round((t1 - t0) / 1000)} s` : "no samples yet"; s.append(ago);
+  const legend = el("div", { class: "legend" });
+  series.forEach((ser, i) => {
+    const pts = ser.points.filter((p) => p[1] !== null);
+    const colour = COLOURS[i % COLOURS.length];
+    if (pts.length) {
+      const d = pts.map((p, k) => (k ? "L" : "M") + x(p[0]).toFixed(1) + " " + y(p[1]).toFixed(1)).join(" ");
+      s.append(svg("path", { d, fill: "none", stroke: colour, "stroke-width": 2, "data-series": ser.name }));
+    }
+    const last = pts.length ? pts[pts.length - 1][1] : null;
+    const item = el("span", { "data-series": ser.name, text: ser.name + ": " + fmt(last) + (unit ? " " + unit : "") });
+    item.style.setProperty("--c", colour);
+    legend.append(item);
+  });
+  fig.append(s, legend);
+  return fig;
+}
+async function refreshMetrics() {
+  if ($("#view-metrics").hidden) return;
+  try {
+    const m = await api("/console/api/metrics");
+    const t = m.totals;
+    const total = (k, label, v) => el("div", {}, el("dt", { text: label }), el("dd", { "data-total": k, text: fmt(v) }));
+    const errs = Object.values(t.errors).reduce((a, b) => a + b, 0);
+    $("#totals").replaceChildren(total("requests", "Requests", t.requests), total("errors", "Errors", errs),
+      total("signature_rejections", "Signature rejections", t.signature_rejections),
+      total("clock_skew_rejections", "Clock-skew rejections", t.clock_skew_rejections),
+      total("fallback_answers", "Fallback answers", t.fallback_answers),
+      total("p95", "p95 since start (ms)", t.p95));
+    const w = m.windows;
+    const pts = (f) => w.map((x) => [x.t, f(x)]);
+    const codes = [...new Set(w.flatMap((x) => Object.keys(x.errors)))];
+    $("#charts").replaceChildren(
+      chart("Request rate (/s)", "rate", [{ name: "rate", points: pts((x) => x.rate) }], "/s"),
+      chart("Latency (ms)", "latency", ["p50", "p95", "p99"].map((q) => ({ name: q, points: pts((x) => x[q]) })), "ms"),
+      chart("Errors by code (/s)", "errors", codes.length ? codes.map((c) => ({ name: c, points: pts((x) => (x.errors[c] || 0) / x.seconds) }))
+        : [{ name: "errors", points: pts((x) => x.error_rate) }], "/s"),
+      chart("Rejections and fallbacks (per window)", "rejections", [
+        { name: "signature", points: pts((x) => x.signature_rejections) },
+        { name: "clock skew", points: pts((x) => x.clock_skew_rejections) },
+        { name: "fallback", points: pts((x) => x.fallback_answers) }]));
+    const last = w.length ? w[w.length - 1] : { agents: {}, capabilities: {} };
+    const agentRows = Object.entries(t.by_agent).map(([label, tot]) => {
+      const l = last.agents[label] || {};
+      return el("tr", { "data-agent": label }, el("th", { scope: "row", title: m.agents[label] || "edge (answered by the gateway)", text: label }),
+        el("td", { "data-total": "requests", text: fmt(tot.requests) }), el("td", { text: fmt(tot.errors) }),
+        el("td", { text: fmt(l.rate) }), el("td", { text: fmt(l.p50) }), el("td", { text: fmt(l.p95) }), el("td", { text: fmt(l.p99) }));
+    });
+    $("#per-agent").tBodies[0].replaceChildren(...agentRows);
+    const capRows = Object.entries(t.by_capability).map(([cap, n]) => {
+      const l = last.capabilities[cap] || {};
+      return el("tr", { "data-capability": cap }, el("th", { scope: "row", text: cap }), el("td", { "data-total": "requests", text: fmt(n) }),
+        el("td", { text: fmt(l.rate) }), el("td", { text: fmt(l.p50) }), el("td", { text: fmt(l.p95) }), el("td", { text: fmt(l.p99) }));
+    });
+    $("#per-capability").tBodies[0].replaceChildren(...capRows);
+    $("#metrics-updated").textContent = "Updated " + new Date().toLocaleTimeString() + ".";
+    document.body.dataset.metricsAt = String(Date.now());
+  } catch (e) {
+    $("#metrics-updated").textContent = "Cannot read the metrics: " + e.message;
+  }
+}
+
+// ---------- try it: a handshake through the gateway ----------
+function fillCapabilities(names) {
+  const sel = $("#try-capability");
+  const current = sel.value;
+  if ([...sel.options].map((o) => o.value).join() === names.join()) return;
+  sel.replaceChildren(...names.map((n) => el("option", { value: n, text: n })));
+  if (names.includes(current)) sel.value = current;
+  showCapability();
+}
+function example(schema) {
+  if (!schema || typeof schema !== "object") return null;
+  if (schema.default !== undefined) return schema.default;
+  if (Array.isArray(schema.enum) && schema.enum.length) return schema.enum[0];
+  const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== "null") : schema.type;
+  switch (type) {
+    case "string": return schema.format === "date-time" ? new Date().toISOString().replace(/\.\d+Z$/, "Z") : "";
+    case "integer": case "number": return schema.minimum !== undefined ? schema.minimum : 0;
+    case "boolean": return false;
+    case "array": return [];
+    case "object": {
+      const o = {};
+      for (const [k, v] of Object.entries(schema.properties || {})) o[k] = example(v);
+      return o;
+    }
+    default: return null;
+  }
+}
+function showCapability() {
+  const name = $("#try-capability").value;
+  const entry = state.capabilities[name];
+  const form = $("#try-form");
+  form.replaceChildren(el("legend", { text: "Payload" }));
+  if (!entry) return;
+  const decl = entry.decl;
+  $("#try-declaration").textContent = JSON.stringify(decl, null, 2);
+  $("#try-proposal").value = JSON.stringify(decl.input_schema, null, 2);
+  const streams = (entry.agent.features || []).includes("streaming");
+  $("#try-stream").disabled = !streams;
+  $("#try-stream").checked = false;
+  const schema = decl.input_schema || {};
+  const required = new Set(schema.required || []);
+  for (const [key, prop] of Object.entries(schema.properties || {})) {
+    const id = "field-" + key;
+    const type = Array.isArray(prop.type) ? prop.type.find((t) => t !== "null") : prop.type;
+    let input;
+    if (Array.isArray(prop.enum)) {
+      input = el("select", { id, "data-key": key, "data-type": "enum" }, ...prop.enum.map((v) => el("option", { value: JSON.stringify(v), text: String(v) })));
+    } else if (type === "boolean") {
+      input = el("input", { id, type: "checkbox", "data-key": key, "data-type": "boolean" });
+    } else if (type === "integer" || type === "number") {
+      input = el("input", { id, type: "number", step: type === "integer" ? "1" : "any", "data-key": key, "data-type": type, value: String(example(prop)) });
+    } else if (type === "string") {
+      input = el("input", { id, "data-key": key, "data-type": "string", value: example(prop) });
+    } else {
+      input = el("textarea", { id, rows: "3", "data-key": key, "data-type": "json" });
+      input.value = JSON.stringify(example(prop));
+    }
+    input.addEventListener("input", buildPayload);
+    input.addEventListener("change", buildPayload);
+    form.append(el("label", { for: id, text: key + (required.has(key) ? " (required)" : "") + (prop.description ? " — " + prop.description : "") }), input);
+  }
+  buildPayload();
+}
+function buildPayload() {
+  const out = {};
+  for (const input of document.querySelectorAll("#try-form [data-key]")) {
+    const key = input.dataset.key;
+    const t = input.dataset.type;
+    try {
+      if (t === "boolean") out[key] = input.checked;
+      else if (t === "integer" || t === "number") { if (input.value !== "") out[key] = Number(input.value); }
+      else if (t === "enum" || t === "json") out[key] = JSON.parse(input.value);
+      else out[key] = input.value;
+    } catch { out[key] = input.value; }
+  }
+  $("#try-payload").value = JSON.stringify(out, null, 2);
+}
+const run = { negotiation: null, execution: null };
+function headersOf(extra) {
+  return Object.assign({ "A2A-Version": "0.3", "A2A-Sender-ID": $("#try-sender").value.trim() }, extra);
+}
+function logExchange(step, req, res) {
+  const box = el("section", { class: "exchange", "data-step": step });
+  box.append(el("h3", { text: step }),
+    el("div", { class: "muted", text: "Request" }),
+    el("pre", { tabindex: "0", text: req.method + " " + req.path + "\n" + Object.entries(req.headers).map(([k, v]) => k + ": " + v).join("\n") +
+      (req.body ? "\n\n" + req.body : "") }),
+    el("div", { class: "muted", text: "Response" }),
+    el("pre", { tabindex: "0", "data-status": String(res.status), text: "HTTP " + res.status + "\n" + res.headers.map(([k, v]) => k + ": " + v).join("\n") +
+      "\n\n" + res.body }));
+  $("#try-log").prepend(box);
+}
+async function exchange(step, method, path, extra, body) {
+  const headers = headersOf(body === undefined ? extra : Object.assign({ "Content-Type": "application/json" }, extra));
+  const req = { method, path, headers, body: body === undefined ? "" : JSON.stringify(body) };
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : req.body, credentials: "omit" });
+  const res = { status: r.status, headers: [...r.headers.entries()], body: "" };
+  if ((r.headers.get("content-type") || "").startsWith("text/event-stream")) {
+    // Streamed RESULT (§18): each event shown as it arrives.
+    const reader = r.body.getReader();
+    const dec = new TextDecoder();
+    logExchange(step, req, res);
+    const pre = $("#try-log .exchange pre[data-status]");
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      res.body += dec.decode(value, { stream: true });
+      pre.textContent = "HTTP " + res.status + "\n" + res.headers.map(([k, v]) => k + ": " + v).join("\n") + "\n\n" + res.body;
+    }
+    const last = res.body.trim().split(/\n\n/).reverse().find((b) => /^event: result$/m.test(b));
+    const data = last ? last.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n") : "null";
+    return { status: r.status, json: JSON.parse(data) };
+  }
+  res.body = await r.text();
+  let json = null;
+  try { json = JSON.parse(res.body); res.body = JSON.stringify(json, null, 2); } catch { /* not JSON */ }
+  logExchange(step, req, res);
+  return { status: r.status, json };
+}
+function status(text, bad) {
+  const s = $("#try-status");
+  s.textContent = text;
+  s.className = bad ? "err" : "";
+}
+async function negotiate() {
+  let proposal;
+  try { proposal = JSON.parse($("#try-proposal").value); } catch (e) { status("The proposed schema is not JSON: " + e.message, true); return false; }
+  const r = await exchange("NEGOTIATE", "POST", "/a2a/negotiate", {}, { target_capability: $("#try-capability").value, proposed_schema: proposal });
+  if (r.status !== 200) { status("NEGOTIATE answered " + r.status + (r.json && r.json.error ? " " + r.json.error.code : ""), true); return false; }
+  run.negotiation = r.json.negotiation_id;
+  status("Negotiated " + run.negotiation + (r.json.tightened ? " (the agent tightened the schema: see agreed_schema and changes)" : ""));
+  return true;
+}
+async function execute() {
+  if (!run.negotiation) { status("Negotiate first.", true); return false; }
+  let payload;
+  try { payload = JSON.parse($("#try-payload").value); } catch (e) { status("The payload is not JSON: " + e.message, true); return false; }
+  const r = await exchange("EXECUTE", "POST", "/a2a/execute", { "A2A-Negotiation-ID": run.negotiation }, payload);
+  if (r.status >= 300) { status("EXECUTE answered " + r.status + (r.json && r.json.error ? " " + r.json.error.code : ""), true); return false; }
+  run.execution = r.json.execution_id;
+  status("Execution " + run.execution + " received; confirm it.");
+  return true;
+}
+async function confirmRun() {
+  if (!run.execution) { status("Execute first.", true); return false; }
+  const r = await exchange("CONFIRM", "POST", "/a2a/confirm", {}, { execution_id: run.execution });
+  if (r.status >= 300) { status("CONFIRM answered " + r.status, true); return false; }
+  status("Confirmed " + run.execution + ".");
+  return true;
+}
+async function result() {
+  if (!run.execution) { status("Execute first.", true); return false; }
+  const stream = $("#try-stream").checked;
+  const r = await exchange("RESULT", "GET", "/a2a/result/" + encodeURIComponent(run.execution) + "?wait_ms=5000",
+    stream ? { "A2A-Stream": "true" } : {});
+  const st = r.json && r.json.status;
+  status("RESULT: " + (st || r.status), !(r.status === 200 && st === "succeeded"));
+  document.body.dataset.lastResult = st || String(r.status);
+  document.body.dataset.lastExecution = run.execution;
+  return r.status === 200;
+}
+async function runAll() {
+  $("#try-all").disabled = true;
+  try {
+    if (await negotiate() && await execute() && await confirmRun()) await result();
+  } catch (e) {
+    status(e.message, true);
+  } finally {
+    $("#try-all").disabled = false;
+  }
+}
+
+// ---------- start ----------
+function start() {
+  setupTabs();
+  $("#traffic-filter").addEventListener("submit", (e) => { e.preventDefault(); connectTraffic(); });
+  $("#traffic-filter").addEventListener("reset", () => setTimeout(connectTraffic, 0));
+  $("#try-capability").addEventListener("change", showCapability);
+  $("#try-negotiate").addEventListener("click", () => negotiate().catch((e) => status(e.message, true)));
+  $("#try-execute").addEventListener("click", () => execute().catch((e) => status(e.message, true)));
+  $("#try-confirm").addEventListener("click", () => confirmRun().catch((e) => status(e.message, true)));
+  $("#try-result").addEventListener("click", () => result().catch((e) => status(e.message, true)));
+  $("#try-all").addEventListener("click", runAll);
+  refreshNetwork().then(() => { document.body.dataset.ready = "true"; });
+  setInterval(refreshNetwork, 2000);
+  connectTraffic();
+  setInterval(refreshMetrics, 2000);
+}
+document.addEventListener("DOMContentLoaded", start);
