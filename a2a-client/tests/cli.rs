@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 struct Run {
     code: i32,

@@ -1,6 +1,5 @@
 //! The `a2a` binary, run as a subprocess against real agents: output, errors on stderr and exit codes.
 
-use std::path::Path;
 use std::time::Duration;
 
 use a2a_client::ExecuteOptions;
