@@ -812,8 +812,10 @@ async fn bridge_bodies_count_in_the_process_budget_once_and_are_refused_503_past
     let mut c = Conn::open(&gw.base).await;
     let body = " ".repeat(30_000);
     c.send(
-        format!("POST {SEND} HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 30000\r\n\r\n{body}")
-            .as_bytes(),
+        format!(
+            "POST {SEND} HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 30000\r\n\r\n{body}"
+        )
+        .as_bytes(),
     )
     .await;
     let a = c.answer().await;

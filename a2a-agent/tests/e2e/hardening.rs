@@ -390,7 +390,11 @@ async fn serving_threads_share_the_connection_limit_and_keep_what_requests_start
         .expect("task")
         .expect("served");
     let slow = slow.await.expect("task");
-    assert!(slow.starts_with(b"HTTP/1.1 200"), "the request in flight was answered: {}", String::from_utf8_lossy(&slow));
+    assert!(
+        slow.starts_with(b"HTTP/1.1 200"),
+        "the request in flight was answered: {}",
+        String::from_utf8_lossy(&slow)
+    );
     assert!(TcpStream::connect(&a).await.is_err(), "no longer accepting");
     // The task the request started still runs on its serving thread until released.
     let until = std::time::Instant::now() + Duration::from_secs(10);

@@ -324,7 +324,9 @@ handler = {{ type = "command", argv = ["sh", "-c", "grep THP_enabled /proc/$$/st
     p.wait_log("shutting down", 1);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(p.alive(), "the agent exited with an execution in flight");
-    assert!(http.get(format!("{}/healthz", p.base)).send().await.is_err(), "still accepting after SIGTERM");
+    // A client of its own: no connection kept alive from before.
+    let fresh = reqwest::Client::new().get(format!("{}/healthz", p.base)).send().await;
+    assert!(fresh.is_err(), "still accepting after SIGTERM: {fresh:?}");
     std::fs::write(&go, "").expect("go");
     let until = Instant::now() + Duration::from_secs(20);
     let exit = loop {

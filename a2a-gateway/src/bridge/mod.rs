@@ -243,7 +243,8 @@ async fn process(
     let budget = gw.body_budget.for_request(&parts.extensions);
     let (bytes, _held) = if parts.method == Method::POST {
         let timeout = Duration::from_millis(gw.limits.body_read_timeout_ms);
-        let (bytes, held) = bridge1x::read_body_within(headers, body, gw.limits.max_body_bytes, timeout, budget).await?;
+        let (bytes, held) =
+            bridge1x::read_body_within(headers, body, gw.limits.max_body_bytes, timeout, budget).await?;
         (bytes, Some(held))
     } else {
         (Bytes::new(), None)
