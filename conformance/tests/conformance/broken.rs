@@ -344,7 +344,7 @@ pub enum Fault {
     ViolationsWithExtraMember,
     /// At most 32 violations are reported, not 256 (SCH-4).
     ViolationsCapped32,
-    /// The rule `type_missing` is reported as `missing_type` (SCH-5).
+    /// The rule `format_requires_string` is reported as `format_not_string` (SCH-5).
     RuleIdsRenamed,
     /// URLs in proposals (`$ref`) and payloads are fetched (SCH-14, NEG-41).
     FetchesReferences,
@@ -1633,17 +1633,17 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::ProvenanceClaimsUser, &["sessions/provenance-and-hops"]),
     (Fault::RefreshAnswered201, &["sessions/registry"]),
     (Fault::EndedSessionStillListed, &["sessions/registry"]),
-    (Fault::TypeNotAllowedAccepted, &["schema-rules/"]),
-    (Fault::TypeMissingAccepted, &["schema-rules/"]),
-    (Fault::UndefinedRequiredAccepted, &["schema-rules/"]),
-    (Fault::FormatOnNonStringAccepted, &["schema-rules/"]),
-    (Fault::RefsAccepted, &["schema-rules/"]),
-    (Fault::UnknownKeywordsIgnored, &["schema-rules/"]),
-    (Fault::EmptyBoundsAccepted, &["schema-rules/"]),
-    (Fault::ViolationsUnsorted, &["schema-rules/"]),
-    (Fault::ViolationsWithExtraMember, &["schema-rules/"]),
-    (Fault::ViolationsCapped32, &["schema-rules/"]),
-    (Fault::RuleIdsRenamed, &["schema-rules/"]),
+    (Fault::TypeNotAllowedAccepted, &["schema-rules/format", "schema-rules/integer-message", "schema-rules/limits", "schema-rules/types", "schema-rules/worked-example"]),
+    (Fault::TypeMissingAccepted, &["schema-rules/no-fetch", "schema-rules/references", "schema-rules/type-missing"]),
+    (Fault::UndefinedRequiredAccepted, &["schema-rules/required", "schema-rules/worked-example"]),
+    (Fault::FormatOnNonStringAccepted, &["schema-rules/format", "schema-rules/worked-example"]),
+    (Fault::RefsAccepted, &["schema-rules/no-fetch", "schema-rules/references"]),
+    (Fault::UnknownKeywordsIgnored, &["schema-rules/keywords"]),
+    (Fault::EmptyBoundsAccepted, &["schema-rules/bounds", "schema-rules/keywords", "schema-rules/types"]),
+    (Fault::ViolationsUnsorted, &["schema-rules/format", "schema-rules/keywords", "schema-rules/limits", "schema-rules/no-fetch", "schema-rules/references", "schema-rules/required", "schema-rules/worked-example"]),
+    (Fault::ViolationsWithExtraMember, &["schema-rules/bounds", "schema-rules/format", "schema-rules/integer-message", "schema-rules/keywords", "schema-rules/limits", "schema-rules/no-fetch", "schema-rules/non-object-proposal", "schema-rules/nullable", "schema-rules/references", "schema-rules/required", "schema-rules/root", "schema-rules/type-missing", "schema-rules/types", "schema-rules/worked-example"]),
+    (Fault::ViolationsCapped32, &["schema-rules/limits"]),
+    (Fault::RuleIdsRenamed, &["schema-rules/format", "schema-rules/worked-example"]),
     (Fault::FetchesReferences, &["schema-rules/no-fetch"]),
 ];
 
@@ -3095,8 +3095,8 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                         }
                     }
                     _ => {
-                        for x in list.iter_mut().filter(|x| x["rule"] == "type_missing") {
-                            x["rule"] = json!("missing_type");
+                        for x in list.iter_mut().filter(|x| x["rule"] == "format_requires_string") {
+                            x["rule"] = json!("format_not_string");
                         }
                     }
                 }
