@@ -329,7 +329,9 @@ async fn compare_with_reference(t: &mut Trial<'_>, plan: &CapPlan, what: &str, p
             // NEG-30: each change is {path, kind, message}.
             let shaped = body["changes"].as_array().is_some_and(|a| {
                 a.iter().all(|c| {
-                    c["path"].is_string() && c["kind"].is_string() && c["message"].as_str().is_some_and(|m| !m.is_empty())
+                    c["path"].is_string()
+                        && c["kind"].is_string()
+                        && c["message"].as_str().is_some_and(|m| !m.is_empty())
                 })
             });
             t.check(shaped, "changes: an array of {path, kind, message}", show(&body["changes"]));

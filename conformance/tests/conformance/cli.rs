@@ -46,8 +46,7 @@ fn only_selects_areas_requirements_and_globs_as_the_readme_documents() {
         .collect();
     assert_eq!(areas, want);
     // A requirement id: every check citing it.
-    let want: Vec<String> =
-        all.iter().filter(|c| c.requirements.contains(&"EXE-4")).map(|c| c.id.to_owned()).collect();
+    let want: Vec<String> = all.iter().filter(|c| c.requirements.contains(&"EXE-4")).map(|c| c.id.to_owned()).collect();
     assert!(want.len() >= 2, "{want:?}");
     assert_eq!(list("EXE-4"), want);
     // Globs, as before.
