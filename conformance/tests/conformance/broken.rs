@@ -561,11 +561,14 @@ struct State {
     other_key: Option<a2a_core::keys::SigningKey>,
     /// NEGOTIATE responses by sender and body (NegotiationReplayed), EXECUTE responses by sender and
     /// Idempotency-Key (IdempotencyBeforeValidation).
-    negotiations: Mutex<HashMap<String, (StatusCode, HeaderMap, Vec<u8>)>>,
+    negotiations: Mutex<HashMap<String, Kept>>,
     /// Negotiation ids that served an EXECUTE (NegotiationSingleUse); execution ids read while received
     /// (ResultConfirms) or confirmed and not read since (ConfirmedShowsReceived).
     used: Mutex<std::collections::HashSet<String>>,
 }
+
+/// A response a broken agent keeps to answer again: status, headers, body.
+type Kept = (StatusCode, HeaderMap, Vec<u8>);
 
 /// A slow execution as the broken agent tracks it.
 #[derive(Debug, Clone, Copy)]
@@ -2748,7 +2751,7 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             let seg = path.trim_start_matches("/a2a/result/");
             let id = ExecutionId::parse(seg).or_else(|_| ExecutionId::from_path_segment(seg));
             if let Ok(id) = id
-                && let Ok(v) = HeaderValue::from_str(&id.sender().to_string())
+                && let Ok(v) = HeaderValue::from_str(id.sender().as_ref())
             {
                 req.headers_mut().insert("a2a-sender-id", v);
             }
