@@ -296,18 +296,56 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
     pi == p.len()
 }
 
-/// Whether a check is selected by `--only` (comma-separated globs over the check id and its requirement ids).
+/// Whether one `--only` pattern selects a check. A pattern ending with `/` is an area (a section of the suite:
+/// `negotiate/` selects every check whose id starts with it); any other is a glob over the check id and its
+/// requirement ids (`EXE-4` selects the checks citing EXE-4, `INT-*` those citing any INT requirement,
+/// `signature/replay` one check).
+pub fn pattern_selects(pattern: &str, check: &Check) -> bool {
+    if pattern.ends_with('/') && !pattern.contains(['*', '?']) {
+        return check.id.get(..pattern.len()).is_some_and(|head| head.eq_ignore_ascii_case(pattern));
+    }
+    glob_match(pattern, check.id) || check.requirements.iter().any(|r| glob_match(pattern, r))
+}
+
+/// Whether a check is selected by `--only` (comma-separated patterns, see [`pattern_selects`]; none selects all).
 pub fn selected(check: &Check, only: Option<&str>) -> bool {
     let Some(only) = only else { return true };
-    only.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .any(|p| glob_match(p, check.id) || check.requirements.iter().any(|r| glob_match(p, r)))
+    only.split(',').map(str::trim).filter(|p| !p.is_empty()).any(|p| pattern_selects(p, check))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::glob_match;
+    use super::{Check, glob_match, selected};
+
+    fn check(id: &'static str, requirements: &'static [&'static str]) -> Check {
+        Check {
+            id,
+            requirements,
+            level: crate::report::Level::Must,
+            title: "",
+            applies: "",
+            after_all: false,
+            run: crate::run_fn!(nothing),
+        }
+    }
+
+    async fn nothing(_: &mut super::Trial<'_>) -> super::Outcome {
+        Ok(())
+    }
+
+    #[test]
+    fn only_selects_areas_by_prefix_and_checks_by_requirement() {
+        let happy = check("execute/happy-path", &["EXE-4", "EID-1"]);
+        let tight = check("negotiate/tightening", &["NEG-10"]);
+        let exec_ids = check("executions/ids", &["EID-5"]);
+        let only = Some("negotiate/,execute/");
+        assert!(selected(&happy, only) && selected(&tight, only));
+        assert!(!selected(&exec_ids, only), "an area is the id up to its slash, not a prefix of the area's name");
+        assert!(selected(&happy, Some("EXE-4")) && !selected(&tight, Some("EXE-4")));
+        assert!(selected(&happy, Some(" NEGOTIATE/ , EID-*")) && selected(&exec_ids, Some("EID-*")));
+        assert!(selected(&happy, None) && !selected(&happy, Some("execute")));
+        assert!(!selected(&happy, Some("")) && !selected(&happy, Some(",")));
+    }
 
     #[test]
     fn globs_match_ids_and_requirements() {

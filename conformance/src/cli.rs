@@ -42,7 +42,9 @@ pub struct Cli {
     /// The highest level to check: must (MUST checks only), should (MUST and SHOULD) or may (every check).
     #[arg(long, value_enum, default_value = "may")]
     pub level: LevelArg,
-    /// Only the checks whose id or requirement id matches one of these comma-separated globs (`INT-*,negotiate/*`).
+    /// Only these checks, comma-separated: an area ending with `/` (`negotiate/,execute/`: every check of those
+    /// areas), a requirement id (`EXE-4`: every check citing it) or a glob over check and requirement ids
+    /// (`INT-*`, `signature/replay`).
     #[arg(long, value_name = "PATTERN")]
     pub only: Option<String>,
     /// List the checks (with --level and --only) instead of running them.

@@ -55,6 +55,26 @@ pub fn invalid(schema: &Value) -> Vec<Invalid> {
             push(format!("member {name:?} of the wrong type ({wrong})"), Value::Object(p));
         }
     }
+    // Several errors in one payload, so that their order (by path, then by message) and their uniqueness show
+    // (NEG-43): every required member left out (several errors at ""), and every member of the wrong type.
+    let required: Vec<&str> =
+        schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    if required.len() >= 2 {
+        push(format!("every required member ({}) left out", required.join(", ")), json!({}));
+    }
+    if let Some(obj) = good.as_object() {
+        let mut p = obj.clone();
+        let mut wrong_members = 0;
+        for (name, sub) in props.into_iter().flatten() {
+            if let Some(wrong) = wrong_type(sub) {
+                p.insert(name.clone(), wrong);
+                wrong_members += 1;
+            }
+        }
+        if wrong_members >= 2 {
+            push("every member of the wrong type".into(), Value::Object(p));
+        }
+    }
     out
 }
 

@@ -59,6 +59,9 @@ fn text(r: &Report) -> String {
         "features  {}",
         if r.run.features.is_empty() { "none".to_owned() } else { r.run.features.join(", ") }
     );
+    if let Some(only) = &r.run.only {
+        let _ = writeln!(s, "only      {only} ({} checks selected)", r.checks.len());
+    }
     // Which capability each check drove, and why (grouped: most checks drive the same one).
     let mut driven: Vec<(&str, &str, Vec<&str>)> = Vec::new();
     for c in &r.checks {

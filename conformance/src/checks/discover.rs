@@ -3,7 +3,7 @@
 use a2a_core::capability;
 use a2a_core::did::Did;
 use a2a_core::headers as h;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::applies::ALWAYS;
 use crate::check;
@@ -83,7 +83,7 @@ pub(super) fn checks() -> Vec<Check> {
             ["DISC-10"],
             Must,
             ALWAYS,
-            "features is an array of feature names; every feature listed is exercised by the checks gated on it",
+            "features is an array of distinct feature names; CANCEL is served exactly when cancel is listed; every other feature listed is exercised by the checks gated on it",
             features
         ),
         check!(
@@ -307,6 +307,28 @@ async fn features(t: &mut Trial<'_>) -> Outcome {
     let f = &doc["features"];
     let ok = f.is_null() || f.as_array().is_some_and(|a| a.iter().all(Value::is_string));
     t.check(ok, "an array of feature names (long_poll, cancel, idempotency)", super::show(f));
+    let names: Vec<&str> = f.as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let mut distinct = names.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    t.check(distinct.len() == names.len(), "each feature listed once", super::show(f));
+    // DISC-10 both ways for the one optional endpoint: CANCEL is served exactly when `cancel` is listed. The
+    // execution is unknown, so the request changes nothing; an agent that serves CANCEL answers 404
+    // unknown_execution, one that does not answers its unknown path (404 not_found) or 405.
+    let listed = t.ctx.disc.has_feature("cancel");
+    let body = json!({"execution_id": "did:web:conformance.example_1_aaaaaaaaaaaaaaaaaaaaaaaaaa"});
+    let r = t.send("POST /a2a/cancel of an unknown execution", t.ctx.request("POST", "/cancel").json(&body)).await?;
+    let code = r.error_code();
+    let served = r.status != 405 && !matches!(code.as_deref(), Some("not_found" | "method_not_allowed"));
+    t.check(
+        served == listed,
+        if listed {
+            "features lists cancel: POST /a2a/cancel is served (404 unknown_execution here)"
+        } else {
+            "features does not list cancel: POST /a2a/cancel is not served (404 not_found or 405)"
+        },
+        r.summary(),
+    );
     Ok(())
 }
 

@@ -221,9 +221,17 @@ async fn payload_invalid(t: &mut Trial<'_>) -> Outcome {
             && list.iter().all(|e| e["path"].is_string() && e["message"].is_string());
         t.check(shaped, "details.errors: 1 to 32 {path, message}", show(&errors));
         let paths: Vec<String> = list.iter().filter_map(|e| e["path"].as_str().map(str::to_owned)).collect();
-        let mut sorted = paths.clone();
-        sorted.sort_by(|a, b| pointer_order(a, b));
-        t.check(paths == sorted, "errors sorted by path", format!("{paths:?}"));
+        // NEG-43: sorted by path (SCH-3), then by message; identical errors once.
+        let pairs: Vec<(String, String)> = list
+            .iter()
+            .map(|e| (e["path"].as_str().unwrap_or("").to_owned(), e["message"].as_str().unwrap_or("").to_owned()))
+            .collect();
+        let mut sorted = pairs.clone();
+        sorted.sort_by(|a, b| pointer_order(&a.0, &b.0).then_with(|| a.1.cmp(&b.1)));
+        t.check(pairs == sorted, "errors sorted by path, then by message", format!("{pairs:?}"));
+        let mut once = sorted.clone();
+        once.dedup();
+        t.check(once.len() == sorted.len(), "identical errors once", format!("{pairs:?}"));
         let mut distinct = paths.clone();
         distinct.dedup();
         if !case.paths.is_empty() && case.paths != [String::new()] {

@@ -326,6 +326,15 @@ async fn compare_with_reference(t: &mut Trial<'_>, plan: &CapPlan, what: &str, p
                 agreement.changes.iter().map(|c| (c.path.clone(), kind_name(c.kind))).collect();
             let got = changes_of(&body["changes"]);
             t.check(got == want, format!("changes (path, kind) {want:?}"), format!("{got:?}"));
+            // NEG-30: each change is {path, kind, message}.
+            let shaped = body["changes"].as_array().is_some_and(|a| {
+                a.iter().all(|c| {
+                    c["path"].is_string()
+                        && c["kind"].is_string()
+                        && c["message"].as_str().is_some_and(|m| !m.is_empty())
+                })
+            });
+            t.check(shaped, "changes: an array of {path, kind, message}", show(&body["changes"]));
             t.check(
                 body["tightened"] == !want.is_empty(),
                 format!("tightened {}", !want.is_empty()),

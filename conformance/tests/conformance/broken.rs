@@ -3,6 +3,10 @@
 //! one. A middleware in front of the correct agent does the breaking; where the fault is "accepts what it must
 //! refuse", the middleware re-signs with the caller's key or writes the execution to the agent's store, so that the
 //! agent really accepts it.
+//!
+//! Each broken agent's run is the suite restricted (`--only`) to the areas of the checks that catch it ([`scope`]),
+//! so that a fixture costs what its area costs; [`FULL_SUITE_SAMPLE`] runs the whole suite, and
+//! `A2A_CONFORMANCE_FIXTURES_FULL=1` runs every fixture against the whole suite.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -143,6 +147,207 @@ pub enum Fault {
     DiscoverRequiresVersion,
     /// `capabilities` of `GET /a2a/capabilities` is in the reverse order of `A2A-Capabilities` (DISC-9).
     CapabilitiesReordered,
+    /// `details.errors` of `422 payload_invalid` is in the reverse order (NEG-43).
+    UnsortedValidationErrors,
+    /// CANCEL is served but `cancel` is not listed in `features` (DISC-10).
+    CancelServedButNotListed,
+    /// A request without `A2A-Version` is served as version 0.3 (HDR-3).
+    MissingVersionAccepted,
+    /// NEGOTIATE's `200` lacks `A2A-Negotiation-ID` (NEG-3).
+    NegotiationIdHeaderMissing,
+    /// NEGOTIATE answers another `auth_requirement` than the capability's (NEG-7).
+    AuthRequirementMisreported,
+    /// A repeated NEGOTIATE is answered with the first negotiation again (NEG-8).
+    NegotiationReplayed,
+    /// NEGOTIATE answers `tightened: false` whatever the changes (NEG-12).
+    TightenedAlwaysFalse,
+    /// `409 schema_incompatible` comes without `fallback_options` (NEG-11, FB-3).
+    ConflictWithoutFallback,
+    /// `strict: true` is ignored: the tightened schema is agreed (NEG-13).
+    StrictIgnored,
+    /// A negotiation serves one EXECUTE only: the next is `404 unknown_negotiation` (NEG-5).
+    NegotiationSingleUse,
+    /// EXECUTE accepts another sender's negotiation (NEG-4).
+    NegotiationsNotSenderScoped,
+    /// Unknown members of NegotiateRequest, ExecutionRef and FallbackRequest are ignored (TR-8).
+    UnknownMembersIgnored,
+    /// `POST /a2a/fallback` is not served (TR-1).
+    FallbackNotServed,
+    /// `A2A-Capabilities` names a capability twice (DISC-3).
+    DuplicateCapabilityName,
+    /// The capabilities document says `a2a_version: "0.2"` (DISC-8).
+    WrongDocumentVersion,
+    /// RESULT takes the sender from the execution id instead of `A2A-Sender-ID`: anyone reads anyone's result (RES-1).
+    ResultTrustsIdSender,
+    /// RESULT does not percent-decode its path segment: an encoded id is unknown (RES-5).
+    ResultNotDecoded,
+    /// A signature whose `s` is above `n/2` is refused (JWS-4).
+    HighSRefused,
+    /// A signature that does not verify is accepted (JWS-1).
+    InvalidSignaturesAccepted,
+    /// A `header_only` signature is accepted on a request with a body (AUTH-5).
+    HeaderOnlyBodyAccepted,
+    /// `integrity_mismatch` errors do not say which part did not match (INT-7).
+    MismatchUnnamed,
+    /// Stream event ids start at 0 (STR-4); `Last-Event-ID` is read in the same numbering.
+    StreamIdsFromZero,
+    /// The stream's `result` event carries a member the plain RESULT has not (STR-6).
+    StreamResultDiffers,
+    /// The timestamp of an execution id has a leading zero (EID-3).
+    LeadingZeroTimestamps,
+    /// An execution shows `running` before it is confirmed (EXE-5).
+    WorkBeforeConfirm,
+    /// A known `Idempotency-Key` is answered with the stored execution before the payload is validated (EXE-9).
+    IdempotencyBeforeValidation,
+    /// `OPTIONS` on a path below the endpoint is answered as DISCOVER (DISC-13).
+    OptionsBelowIsDiscover,
+    /// Reading RESULT of a `received` execution confirms it: the first CONFIRM is answered as a repeated one (RES-4).
+    ResultConfirms,
+    /// The first RESULT after CONFIRM shows `received` again, a step backwards from CONFIRM's `accepted` (ST-1).
+    ConfirmedShowsReceived,
+    /// The body digest's canonical form sorts members by code point, not UTF-16 code unit (JCS-15).
+    CanonKeysByCodePoint,
+    /// The body digest's canonical form writes numbers as Rust does, not as ECMAScript (JCS-16).
+    CanonNumbersAsRust,
+    /// The body digest's canonical form escapes control characters with upper-case hex (JCS-17).
+    CanonUpperCaseEscapes,
+    /// The body digest's canonical form normalizes `e` + U+0301 to U+00E9 (JCS-10).
+    CanonNormalizesStrings,
+    /// A signed body holding a noncharacter (U+FDD0, U+FFFE) is refused `400 invalid_json` (JCS-9).
+    CanonRefusesNoncharacters,
+    /// The body digest's canonical form sorts arrays (JCS-14).
+    CanonArraysSorted,
+    /// A signed body holding the escape `\/` is refused `400 invalid_json` (JCS-5).
+    CanonRefusesSolidusEscape,
+    /// The body digest's canonical form writes a supplementary character as its `\u` surrogate pair (JCS-6).
+    CanonSurrogatesEscaped,
+    /// Numbers of signed bodies are read to 15 significant digits, not the nearest binary64 (JCS-4).
+    CanonNumbersRounded,
+    /// A signed body with a member given twice is read (the last wins) instead of refused (JCS-7).
+    DuplicateMembersAccepted,
+    /// A signed body with a number with a leading zero is read instead of refused (JCS-3).
+    LeadingZerosAccepted,
+    /// The body digest is computed over the raw bytes, not their canonical form (JCS-19).
+    DigestOverRawBytes,
+    /// A caller whose DID document publishes an RSA key is accepted (DID-26, KEY-2).
+    ResolverAcceptsRsaKeys,
+    /// A caller whose DID document publishes its private key is accepted (KEY-3).
+    ResolverAcceptsPrivateKeys,
+    /// A key listed only in `keyAgreement` verifies signatures (DID-25).
+    ResolverAcceptsKeyAgreementKeys,
+    /// A DID document whose `id` is another DID is accepted (DID-19).
+    ResolverAcceptsOtherIds,
+    /// A DID document that is not JSON is answered `401 unknown_key` instead of `did_resolution_failed` (DID-18, DID-31).
+    ResolverMisnamesNonJson,
+    /// A DID document over 65 536 bytes is accepted (DID-17).
+    ResolverAcceptsHugeDocuments,
+    /// A DID document with 65 verification methods is accepted (DID-20).
+    ResolverAcceptsManyMethods,
+    /// A verification method without `type` is accepted (DID-21).
+    ResolverAcceptsUntypedMethods,
+    /// The resolver follows a redirect to a valid document (DID-30).
+    ResolverFollowsRedirects,
+    /// A DID document with members the protocol does not use is refused (DID-22).
+    ResolverRefusesUnusedMembers,
+    /// `429 quota_exceeded` comes without `Retry-After` (LIM-5).
+    QuotaWithoutRetryAfter,
+    /// An EXECUTE identical to an earlier one (sender, negotiation, payload; no Idempotency-Key) is answered with the
+    /// earlier execution and its id (EID-7).
+    ExecuteDeduplicatedWithoutKey,
+    /// The random suffix of an execution id is written in upper case (EID-1).
+    UppercaseIdSuffix,
+    /// NEGOTIATE's agreed schema drops the proposal's `enum` (NEG-16).
+    TightenDropsEnum,
+    /// NEGOTIATE's agreed schema drops the proposal's `const` (NEG-17).
+    TightenDropsConst,
+    /// NEGOTIATE's agreed schema drops the proposal's lower bounds (NEG-18).
+    TightenDropsLowerBound,
+    /// NEGOTIATE's agreed schema drops the proposal's upper bounds (NEG-19).
+    TightenDropsUpperBound,
+    /// NEGOTIATE's agreed schema drops the proposal's `multipleOf` (NEG-21).
+    TightenDropsMultipleOf,
+    /// NEGOTIATE's agreed schema drops the proposal's length bounds (NEG-22).
+    TightenDropsLengths,
+    /// NEGOTIATE's agreed schema drops the proposal's `pattern` (NEG-24).
+    TightenDropsPattern,
+    /// NEGOTIATE's agreed schema drops the proposal's annotations (NEG-29).
+    TightenDropsAnnotations,
+    /// NEGOTIATE's agreed schema drops the proposal's `additionalProperties` (NEG-28).
+    TightenOpensClosedProposal,
+    /// NEGOTIATE's agreed schema lacks the capability's `required` when the proposal has none (NEG-27).
+    TightenSkipsCapabilityRequired,
+    /// NEGOTIATE's `changes` are in the reverse order (NEG-31).
+    ChangesUnsorted,
+    /// NEGOTIATE's `changes` have no `message` (NEG-30).
+    ChangesWithoutMessage,
+    /// The first declaration of the capabilities document has a member the table does not have (CAP-1).
+    DeclarationWithUnknownMember,
+    /// The first declaration of the capabilities document has `description: null` (CAP-2).
+    DeclarationWithNullRequired,
+    /// The first declaration of the capabilities document has a blank `description` (CAP-3).
+    BlankDescription,
+    /// The first declaration of the capabilities document has no `auth_requirement` (CAP-8).
+    DeclarationWithoutAuthRequirement,
+    /// The first declaration of the capabilities document says `auth_requirement: "None"` (CAP-9).
+    AuthRequirementCapitalized,
+    /// The first declaration of the capabilities document has a region name with blanks (CAP-10).
+    InvalidRegionName,
+    /// The first declaration of the capabilities document lists itself in `sub_capabilities` (CAP-14).
+    SubCapabilityOfItself,
+    /// The first declaration of the capabilities document has `estimated_cost: -1` (CAP-17).
+    NegativeCost,
+    /// The first declaration of the capabilities document lists itself in `fallback_for` (CAP-18).
+    FallbackForItself,
+    /// The first declaration of the capabilities document has an `input_schema` with `nullable` (it breaks the schema rules) (CAP-19, SCH-18, CAP-20).
+    InputSchemaBreaksRules,
+    /// FALLBACK's `200` has no `fallback_options` (FB-1).
+    FallbackWithoutOptions,
+    /// FALLBACK leaves out the options of capabilities that declare `fallback_for` the requested one (FB-2).
+    FallbackDropsDegraded,
+    /// A send to an unknown session is `400 invalid_request` instead of `404 unknown_session` (SND-5).
+    UnknownSessionIs400,
+    /// `A2A-Wait-Chain` is ignored: a wait cycle is left to time out (POL-5).
+    IgnoresWaitChain,
+    /// History with `limit=0` is answered `200` with no message instead of `400` (HIS-2).
+    HistoryAcceptsLimitZero,
+    /// History lacks `truncated` (HIS-1).
+    HistoryWithoutTruncated,
+    /// A run ended `no_reply` does not keep the skip token as `reply` (SND-14).
+    NoReplyWithoutToken,
+    /// A send with `reply: false` is answered only after its `wait_ms` (SND-9).
+    ReplyFalseWaits,
+    /// A send that was only stored is answered `200 ok` instead of `202 accepted` (SND-7).
+    SendAcceptedAsOk,
+    /// Deliveries carry `provenance.is_user: true` (POL-3).
+    ProvenanceClaimsUser,
+    /// Registering an inbox session again (a refresh) is answered `201` instead of `200` (SES-4).
+    RefreshAnswered201,
+    /// An ended session is still listed (SES-7).
+    EndedSessionStillListed,
+    /// NEGOTIATE's schema check misses a rule: a `type` the rules refuse (`integer`, unions) is read as `string` (SCH-7).
+    TypeNotAllowedAccepted,
+    /// NEGOTIATE's schema check misses a rule: a subschema without `type` is read as `string` (SCH-9).
+    TypeMissingAccepted,
+    /// NEGOTIATE's schema check misses a rule: `required` names without a property are dropped (SCH-10).
+    UndefinedRequiredAccepted,
+    /// NEGOTIATE's schema check misses a rule: `format` on a non-string is dropped (SCH-11).
+    FormatOnNonStringAccepted,
+    /// NEGOTIATE's schema check misses a rule: `$ref` and the other reference keywords are dropped (SCH-13).
+    RefsAccepted,
+    /// NEGOTIATE's schema check misses a rule: unknown keywords are dropped (SCH-15).
+    UnknownKeywordsIgnored,
+    /// NEGOTIATE's schema check misses a rule: keywords with values the rules refuse (bounds that leave no value) are dropped (SCH-16).
+    EmptyBoundsAccepted,
+    /// `details.violations` of `422 schema_rule_violation` is in the reverse order (SCH-3).
+    ViolationsUnsorted,
+    /// Each violation carries a member beyond `{rule, path, message}` (SCH-2).
+    ViolationsWithExtraMember,
+    /// At most 32 violations are reported, not 256 (SCH-4).
+    ViolationsCapped32,
+    /// The rule `format_requires_string` is reported as `format_not_string` (SCH-5).
+    RuleIdsRenamed,
+    /// URLs in proposals (`$ref`) and payloads are fetched (SCH-14, NEG-41).
+    FetchesReferences,
 }
 
 /// A broken agent, running.
@@ -173,6 +378,10 @@ enum Resign {
     FreshJti,
     /// Unsigned requests from the caller are signed.
     Unsigned,
+    /// A signature under the caller's kid that does not verify is replaced by one that does.
+    Invalid,
+    /// A valid `header_only` signature of a request with a body is replaced by a `payload_hash` one.
+    HeaderOnly,
 }
 
 fn resign(
@@ -239,6 +448,28 @@ fn resign(
                 Ok(t) => t,
                 Err(_) => return,
             }
+        }
+        (Some(token), Resign::Invalid) => {
+            let Ok(jws) = jws::decode_typed::<SignatureClaims>(&token) else { return };
+            if jws.kid() != Some(caller.kid().as_str()) || jws.verify(caller.key.verifying_key()).is_ok() {
+                return;
+            }
+            match integrity::sign_claims(&caller.key, jws.claims()) {
+                Ok(t) => t,
+                Err(_) => return,
+            }
+        }
+        (Some(token), Resign::HeaderOnly) => {
+            let Ok(jws) = jws::decode_typed::<SignatureClaims>(&token) else { return };
+            if jws.kid() != Some(caller.kid().as_str())
+                || jws.verify(caller.key.verifying_key()).is_err()
+                || jws.claims().message_integrity.coverage != Coverage::HeaderOnly
+                || body.is_empty()
+            {
+                return;
+            }
+            sign_anew(req, body, caller, agent_did);
+            return;
         }
         _ => return,
     };
@@ -328,7 +559,16 @@ struct State {
     agent_key: Option<a2a_core::keys::SigningKey>,
     /// A key not in the agent's DID document (ResponsesSignedWithAnotherKey).
     other_key: Option<a2a_core::keys::SigningKey>,
+    /// NEGOTIATE responses by sender and body (NegotiationReplayed), EXECUTE responses by sender and
+    /// Idempotency-Key (IdempotencyBeforeValidation).
+    negotiations: Mutex<HashMap<String, Kept>>,
+    /// Negotiation ids that served an EXECUTE (NegotiationSingleUse); execution ids read while received
+    /// (ResultConfirms) or confirmed and not read since (ConfirmedShowsReceived).
+    used: Mutex<std::collections::HashSet<String>>,
 }
+
+/// A response a broken agent keeps to answer again: status, headers, body.
+type Kept = (StatusCode, HeaderMap, Vec<u8>);
 
 /// A slow execution as the broken agent tracks it.
 #[derive(Debug, Clone, Copy)]
@@ -389,7 +629,20 @@ async fn counter_ids(state: Arc<State>, req: Request<Body>, next: Next) -> Respo
     if is_execute && let Some(id) = header(&parts.headers, "a2a-execution-id").and_then(|i| ExecutionId::parse(i).ok())
     {
         let mut counters = lock(&state.counters);
-        if !counters.iter().any(|(r, _)| r == id.suffix()) {
+        if state.fault == Fault::UppercaseIdSuffix {
+            let real = format!("_{}_{}", id.timestamp_ns(), id.suffix());
+            if !counters.iter().any(|(r, _)| *r == real) {
+                let fake = format!("_{}_{}", id.timestamp_ns(), id.suffix().to_ascii_uppercase());
+                counters.push((real, fake));
+            }
+        } else if state.fault == Fault::LeadingZeroTimestamps {
+            // `_<time>_<suffix>` reads the same in an id and in its path segment.
+            let real = format!("_{}_{}", id.timestamp_ns(), id.suffix());
+            if !counters.iter().any(|(r, _)| *r == real) {
+                let fake = format!("_0{}_{}", id.timestamp_ns(), id.suffix());
+                counters.push((real, fake));
+            }
+        } else if !counters.iter().any(|(r, _)| r == id.suffix()) {
             let n = 1_000_000u128 + counters.len() as u128;
             let fake = ExecutionId::from_parts(id.sender(), id.timestamp_ns(), n.to_be_bytes());
             counters.push((id.suffix().to_owned(), fake.suffix().to_owned()));
@@ -1071,7 +1324,7 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             }
             next.run(req).await
         }
-        _ => next.run(req).await,
+        other => more_faults(other, state, req, next).await,
     }
 }
 
@@ -1141,7 +1394,12 @@ pub async fn start(fault: Fault) -> Broken {
             | Fault::IgnoresRunTimeout
             | Fault::RegistersReservedKeys
             | Fault::PublishesSkippedAnnounce
-    );
+            | Fault::InvalidSignaturesAccepted
+            | Fault::HeaderOnlyBodyAccepted
+            | Fault::DuplicateMembersAccepted
+            | Fault::LeadingZerosAccepted
+            | Fault::IgnoresWaitChain
+    ) || resolver_fault(fault).is_some();
     let caller = if needs_caller { Some(common::caller().await) } else { None };
     let mut work: Option<Arc<dyn Fn(String, Value) -> Value + Send + Sync>> = None;
     let parts = if fault == Fault::ConfirmRunsTwice {
@@ -1184,6 +1442,8 @@ pub async fn start(fault: Fault) -> Broken {
         slow: Mutex::new(HashMap::new()),
         agent_key: parts.key.clone(),
         other_key: a2a_core::keys::SigningKey::generate().ok(),
+        negotiations: Mutex::new(HashMap::new()),
+        used: Mutex::new(Default::default()),
     });
     let app = match fault {
         Fault::CardSignedWithAnotherKey => {
@@ -1288,11 +1548,222 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::CorsMissingOnResponses, &["cors/actual-responses", "identity/agent-document-headers"]),
     (Fault::DiscoverRequiresVersion, &["discover/status-204"]),
     (Fault::CapabilitiesReordered, &["capabilities/order", "discover/capability-names"]),
+    (Fault::UnsortedValidationErrors, &["execute/payload-invalid"]),
+    (Fault::CancelServedButNotListed, &["capabilities/features"]),
+    (Fault::MissingVersionAccepted, &["version/missing"]),
+    (Fault::NegotiationIdHeaderMissing, &["negotiate/happy-path"]),
+    (Fault::AuthRequirementMisreported, &["negotiate/happy-path"]),
+    (Fault::NegotiationReplayed, &["negotiate/ids-unique"]),
+    (Fault::TightenedAlwaysFalse, &["negotiate/tightening"]),
+    (Fault::ConflictWithoutFallback, &["negotiate/conflict"]),
+    (Fault::StrictIgnored, &["negotiate/strict"]),
+    (Fault::NegotiationSingleUse, &["negotiate/usable-until-expiry"]),
+    (Fault::NegotiationsNotSenderScoped, &["negotiate/sender-scoped"]),
+    (Fault::UnknownMembersIgnored, &["transport/unknown-members"]),
+    (
+        Fault::FallbackNotServed,
+        &[
+            "transport/content-type",
+            "transport/endpoints-served",
+            "transport/invalid-json",
+            "transport/invalid-request",
+            "transport/unknown-members",
+        ],
+    ),
+    (Fault::DuplicateCapabilityName, &["discover/capability-names"]),
+    (Fault::WrongDocumentVersion, &["capabilities/document"]),
+    (Fault::ResultTrustsIdSender, &["result/other-sender"]),
+    (Fault::ResultNotDecoded, &["execute/location-encoded", "execute/sender-with-path-and-port"]),
+    (Fault::InvalidSignaturesAccepted, &["signature/invalid"]),
+    (Fault::HeaderOnlyBodyAccepted, &["did-auth/body-coverage"]),
+    (Fault::MismatchUnnamed, &["signature/integrity"]),
+    (Fault::StreamIdsFromZero, &["streaming/events", "streaming/last-event-id", "streaming/resume-after-drop"]),
+    (Fault::StreamResultDiffers, &["streaming/events", "streaming/resume-after-drop"]),
+    (
+        Fault::LeadingZeroTimestamps,
+        &["execute/happy-path", "execute/id-randomness", "execute/sender-with-path-and-port"],
+    ),
+    (Fault::WorkBeforeConfirm, &["execute/no-work-before-confirm"]),
+    (Fault::IdempotencyBeforeValidation, &["execute/idempotency", "execute/idempotency-after-validation"]),
+    (Fault::ResultConfirms, &["execute/no-work-before-confirm"]),
+    (Fault::ConfirmedShowsReceived, &["result/happy-path", "result/long-poll"]),
+    (Fault::CanonKeysByCodePoint, &["signature/canonical-json"]),
+    (Fault::CanonNumbersAsRust, &["signature/canonical-json", "signature/python-recipe-refused"]),
+    (Fault::CanonUpperCaseEscapes, &["signature/canonical-json"]),
+    (Fault::CanonNormalizesStrings, &["signature/canonical-json"]),
+    (Fault::CanonRefusesNoncharacters, &["signature/canonical-json"]),
+    (Fault::CanonArraysSorted, &["signature/canonical-json"]),
+    (Fault::CanonRefusesSolidusEscape, &["signature/canonical-json"]),
+    (Fault::CanonSurrogatesEscaped, &["signature/canonical-json"]),
+    (Fault::CanonNumbersRounded, &["signature/canonical-json"]),
+    (Fault::DuplicateMembersAccepted, &["signature/duplicate-member", "signature/non-json-reason"]),
+    (Fault::LeadingZerosAccepted, &["signature/non-json-body"]),
+    (
+        Fault::DigestOverRawBytes,
+        &["signature/canonical-json", "signature/python-recipe-refused", "signature/reserialized-body"],
+    ),
+    (Fault::ResolverAcceptsRsaKeys, &["did-resolver/rsa-key"]),
+    (Fault::ResolverAcceptsPrivateKeys, &["did-resolver/private-key"]),
+    (Fault::ResolverAcceptsKeyAgreementKeys, &["did-resolver/key-agreement-only"]),
+    (Fault::ResolverAcceptsOtherIds, &["did-resolver/id-mismatch"]),
+    (Fault::ResolverMisnamesNonJson, &["did-resolver/not-json"]),
+    (Fault::ResolverAcceptsHugeDocuments, &["did-resolver/too-large"]),
+    (Fault::ResolverAcceptsManyMethods, &["did-resolver/too-many-methods"]),
+    (Fault::ResolverAcceptsUntypedMethods, &["did-resolver/bad-method"]),
+    (Fault::ResolverFollowsRedirects, &["did-resolver/redirect"]),
+    (Fault::ResolverRefusesUnusedMembers, &["did-resolver/unused-members"]),
+    (Fault::QuotaWithoutRetryAfter, &["limits/received-per-sender"]),
+    (Fault::ExecuteDeduplicatedWithoutKey, &["execute/id-randomness", "execute/ids-unique"]),
+    (Fault::UppercaseIdSuffix, &["execute/happy-path", "execute/id-randomness", "execute/sender-with-path-and-port"]),
+    (Fault::TightenDropsEnum, &["negotiate/tightening"]),
+    (Fault::TightenDropsConst, &["negotiate/tightening"]),
+    (Fault::TightenDropsLowerBound, &["negotiate/tightening"]),
+    (Fault::TightenDropsUpperBound, &["negotiate/tightening"]),
+    (Fault::TightenDropsMultipleOf, &["negotiate/tightening"]),
+    (Fault::TightenDropsLengths, &["negotiate/tightening"]),
+    (Fault::TightenDropsPattern, &["negotiate/tightening"]),
+    (Fault::TightenDropsAnnotations, &["negotiate/tightening"]),
+    (Fault::TightenOpensClosedProposal, &["negotiate/tightening"]),
+    (Fault::TightenSkipsCapabilityRequired, &["negotiate/tightening"]),
+    (Fault::ChangesUnsorted, &["negotiate/tightening"]),
+    (Fault::ChangesWithoutMessage, &["negotiate/tightening"]),
+    (Fault::DeclarationWithUnknownMember, &["capabilities/declarations-valid"]),
+    (
+        Fault::DeclarationWithNullRequired,
+        &["capabilities/declarations-valid", "capabilities/document", "capabilities/order"],
+    ),
+    (Fault::BlankDescription, &["capabilities/declarations-valid"]),
+    (
+        Fault::DeclarationWithoutAuthRequirement,
+        &["capabilities/declarations-valid", "capabilities/document", "capabilities/order"],
+    ),
+    (
+        Fault::AuthRequirementCapitalized,
+        &["capabilities/declarations-valid", "capabilities/document", "capabilities/order"],
+    ),
+    (Fault::InvalidRegionName, &["capabilities/declarations-valid"]),
+    (Fault::SubCapabilityOfItself, &["capabilities/declarations-valid"]),
+    (Fault::NegativeCost, &["capabilities/declarations-valid"]),
+    (Fault::FallbackForItself, &["capabilities/declarations-valid"]),
+    (Fault::InputSchemaBreaksRules, &["capabilities/declarations-valid"]),
+    (Fault::FallbackWithoutOptions, &["fallback/degraded-options", "fallback/response"]),
+    (Fault::FallbackDropsDegraded, &["fallback/degraded-options"]),
+    (Fault::UnknownSessionIs400, &["sessions/unknown"]),
+    (Fault::IgnoresWaitChain, &["sessions/wait-cycle"]),
+    (Fault::HistoryAcceptsLimitZero, &["sessions/history-bounds"]),
+    (Fault::HistoryWithoutTruncated, &["sessions/history-bounds"]),
+    (Fault::NoReplyWithoutToken, &["sessions/no-reply-ends-run"]),
+    (Fault::ReplyFalseWaits, &["sessions/send-accepted-at-once"]),
+    (Fault::SendAcceptedAsOk, &["sessions/send-accepted-at-once"]),
+    (Fault::ProvenanceClaimsUser, &["sessions/provenance-and-hops"]),
+    (Fault::RefreshAnswered201, &["sessions/registry"]),
+    (Fault::EndedSessionStillListed, &["sessions/registry"]),
+    (
+        Fault::TypeNotAllowedAccepted,
+        &[
+            "schema-rules/format",
+            "schema-rules/integer-message",
+            "schema-rules/limits",
+            "schema-rules/types",
+            "schema-rules/worked-example",
+        ],
+    ),
+    (Fault::TypeMissingAccepted, &["schema-rules/no-fetch", "schema-rules/references", "schema-rules/type-missing"]),
+    (Fault::UndefinedRequiredAccepted, &["schema-rules/required", "schema-rules/worked-example"]),
+    (Fault::FormatOnNonStringAccepted, &["schema-rules/format", "schema-rules/worked-example"]),
+    (Fault::RefsAccepted, &["schema-rules/no-fetch", "schema-rules/references"]),
+    (Fault::UnknownKeywordsIgnored, &["schema-rules/keywords"]),
+    (Fault::EmptyBoundsAccepted, &["schema-rules/bounds", "schema-rules/keywords", "schema-rules/types"]),
+    (
+        Fault::ViolationsUnsorted,
+        &[
+            "schema-rules/format",
+            "schema-rules/keywords",
+            "schema-rules/limits",
+            "schema-rules/no-fetch",
+            "schema-rules/references",
+            "schema-rules/required",
+            "schema-rules/worked-example",
+        ],
+    ),
+    (
+        Fault::ViolationsWithExtraMember,
+        &[
+            "schema-rules/bounds",
+            "schema-rules/format",
+            "schema-rules/integer-message",
+            "schema-rules/keywords",
+            "schema-rules/limits",
+            "schema-rules/no-fetch",
+            "schema-rules/non-object-proposal",
+            "schema-rules/nullable",
+            "schema-rules/references",
+            "schema-rules/required",
+            "schema-rules/root",
+            "schema-rules/type-missing",
+            "schema-rules/types",
+            "schema-rules/worked-example",
+        ],
+    ),
+    (Fault::ViolationsCapped32, &["schema-rules/limits"]),
+    (Fault::RuleIdsRenamed, &["schema-rules/format", "schema-rules/worked-example"]),
+    (Fault::FetchesReferences, &["schema-rules/no-fetch"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
 pub fn expected(fault: Fault) -> &'static [&'static str] {
     CAUGHT.iter().find(|(f, _)| *f == fault).map_or(&[], |(_, c)| c)
+}
+
+/// The fixture run against the whole suite, the sample that shows that a fault is caught by no check outside the
+/// areas of the checks that catch it: error responses without `A2A-Version` are sent by nearly every area.
+pub const FULL_SUITE_SAMPLE: Fault = Fault::ErrorsWithoutVersion;
+
+/// Fixtures whose catching checks read what checks of other areas sent (the `responses/*` checks read the run's
+/// transcript): the `--only` of their run.
+const SCOPE: &[(Fault, &str)] = &[
+    (Fault::ErrorsWithoutSenderId, "responses/,errors/,version/"),
+    (Fault::ResponsesSignedWithAnotherKey, "responses/,negotiate/,errors/"),
+    (Fault::NonCanonicalResponseSignatures, "responses/,negotiate/,errors/"),
+    // The session faults run only the check that catches them: the sessions area waits on runs and inboxes.
+    (Fault::UnknownSessionIs400, "sessions/unknown"),
+    (Fault::IgnoresWaitChain, "sessions/wait-cycle"),
+    (Fault::HistoryAcceptsLimitZero, "sessions/history-bounds"),
+    (Fault::HistoryWithoutTruncated, "sessions/history-bounds"),
+    (Fault::NoReplyWithoutToken, "sessions/no-reply-ends-run"),
+    (Fault::ReplyFalseWaits, "sessions/send-accepted-at-once"),
+    (Fault::SendAcceptedAsOk, "sessions/send-accepted-at-once"),
+    (Fault::ProvenanceClaimsUser, "sessions/provenance-and-hops"),
+    (Fault::RefreshAnswered201, "sessions/registry"),
+    (Fault::EndedSessionStillListed, "sessions/registry"),
+    // The resolver faults run with the test's caller identity (whose key the breaker signs with) beside --serve-did:
+    // the checks of the primary served identity (did-resolver/document-url, did-resolver/cache) do not apply.
+    (Fault::ResolverAcceptsRsaKeys, "did-resolver/rsa-key"),
+    (Fault::ResolverAcceptsPrivateKeys, "did-resolver/private-key"),
+    (Fault::ResolverAcceptsKeyAgreementKeys, "did-resolver/key-agreement-only"),
+    (Fault::ResolverAcceptsOtherIds, "did-resolver/id-mismatch"),
+    (Fault::ResolverMisnamesNonJson, "did-resolver/not-json"),
+    (Fault::ResolverAcceptsHugeDocuments, "did-resolver/too-large"),
+    (Fault::ResolverAcceptsManyMethods, "did-resolver/too-many-methods"),
+    (Fault::ResolverAcceptsUntypedMethods, "did-resolver/bad-method"),
+    (Fault::ResolverFollowsRedirects, "did-resolver/redirect"),
+    (Fault::ResolverRefusesUnusedMembers, "did-resolver/unused-members"),
+];
+
+/// The `--only` of `fault`'s run: its entry of [`SCOPE`], else the areas (`negotiate/`) of the checks that catch it.
+/// A fixture's run is the suite restricted to these (the whole suite for [`FULL_SUITE_SAMPLE`], and for every
+/// fixture when `A2A_CONFORMANCE_FIXTURES_FULL=1`).
+pub fn scope(fault: Fault) -> Option<String> {
+    if fault == FULL_SUITE_SAMPLE || std::env::var("A2A_CONFORMANCE_FIXTURES_FULL").is_ok_and(|v| v == "1") {
+        return None;
+    }
+    if let Some((_, only)) = SCOPE.iter().find(|(f, _)| *f == fault) {
+        return Some((*only).to_owned());
+    }
+    let mut areas: Vec<&str> = expected(fault).iter().map(|c| c.find('/').map_or(*c, |i| &c[..=i])).collect();
+    areas.sort_unstable();
+    areas.dedup();
+    Some(areas.join(","))
 }
 
 /// Runs the suite against the agent with `fault` and checks that exactly the checks of [`CAUGHT`] fail.
@@ -1302,20 +1773,66 @@ async fn caught(fault: Fault) -> Broken {
     caught_by(fault, expected).await
 }
 
-/// Runs the suite against the agent with `fault` and checks that exactly `expected` fail.
+/// Runs the suite (restricted to [`scope`]) against the agent with `fault` and checks that exactly `expected` fail.
 async fn caught_by(fault: Fault, expected: &[&str]) -> Broken {
     let agent = start(fault).await;
-    let opts = common::options(&agent.running.base, agent.caller.as_ref().map(|c| &c.identity));
-    let report = common::run(opts).await;
+    let report = run_scoped(fault, &agent).await;
     let mut want: Vec<String> = expected.iter().map(|s| (*s).to_owned()).collect();
     want.sort();
     assert_eq!(
         common::failed(&report),
         want,
-        "{fault:?} must be caught by exactly these checks:\n{}",
+        "{fault:?} must be caught by exactly these checks (run with --only {:?}):\n{}",
+        report.run.only,
         common::explain(&report)
     );
     agent
+}
+
+/// The suite's run against a broken agent, restricted to [`scope`]; every check that catches it must have run.
+async fn run_scoped(fault: Fault, agent: &Broken) -> a2a_conformance::Report {
+    let mut opts = common::options(&agent.running.base, agent.caller.as_ref().map(|c| &c.identity));
+    opts.only = scope(fault);
+    if resolver_fault(fault).is_some() {
+        // The suite's wrongly published documents, beside the caller identity the breaker signs with.
+        opts.serve_did = Some("127.0.0.1:0".into());
+    }
+    if matches!(fault, Fault::TightenDropsLowerBound | Fault::TightenDropsUpperBound | Fault::TightenDropsMultipleOf) {
+        // The tightening variants of numeric keywords need a capability with numbers.
+        opts.capability = Some("add_numbers".into());
+    }
+    if fault == Fault::UnsortedValidationErrors {
+        // NEG-43 shows only on payloads with several errors: a capability with two required members.
+        opts.capability = Some("submit_report".into());
+    }
+    let report = common::run(opts).await;
+    for want in expected(fault) {
+        assert!(
+            report.checks.iter().any(|c| c.id == *want),
+            "{fault:?}: {want} did not run with --only {:?}",
+            report.run.only
+        );
+    }
+    report
+}
+
+#[test]
+fn every_fixture_runs_only_the_areas_of_its_checks_but_one_runs_the_whole_suite() {
+    let all = a2a_conformance::checks::all();
+    let mut full = 0;
+    for (fault, checks) in CAUGHT {
+        let Some(only) = scope(*fault) else {
+            full += 1;
+            continue;
+        };
+        let selected: Vec<&str> =
+            all.iter().filter(|c| a2a_conformance::check::selected(c, Some(&only))).map(|c| c.id).collect();
+        for c in *checks {
+            assert!(selected.contains(c), "{fault:?}: --only {only} does not select {c}");
+        }
+        assert!(selected.len() < all.len(), "{fault:?}: --only {only} selects the whole suite");
+    }
+    assert!(full >= 1, "no fixture runs the whole suite (FULL_SUITE_SAMPLE)");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1545,8 +2062,7 @@ async fn a_result_without_error_for_a_failed_execution_is_caught() {
     ];
     let fault = Fault::ResultWithoutError;
     let agent = start(fault).await;
-    let opts = common::options(&agent.running.base, agent.caller.as_ref().map(|c| &c.identity));
-    let report = common::run(opts).await;
+    let report = run_scoped(fault, &agent).await;
     let failed = common::failed(&report);
     for want in expected(fault) {
         assert!(failed.iter().any(|f| f == want), "{fault:?} was not caught by {want}:\n{}", common::explain(&report));
@@ -1643,4 +2159,1677 @@ async fn discover_requiring_a_version_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn capabilities_in_another_order_are_caught() {
     caught(Fault::CapabilitiesReordered).await;
+}
+
+/// An error response as the agent would write it (its A2A headers included).
+fn error_response(state: &State, status: StatusCode, code: &str, message: &str) -> Response {
+    let body = json!({"error": {"code": code, "message": message}});
+    let mut out = (status, axum::Json(body)).into_response();
+    out.headers_mut().insert("a2a-version", HeaderValue::from_static("0.3"));
+    if let Ok(did) = HeaderValue::from_str(&state.agent_did) {
+        out.headers_mut().insert("a2a-sender-id", did);
+    }
+    out
+}
+
+/// The response with its JSON body rewritten by `edit` when `when` holds for its status and body.
+async fn edit_response(
+    resp: Response,
+    when: impl FnOnce(StatusCode, &Value) -> bool,
+    edit: impl FnOnce(&mut Value),
+) -> Response {
+    let (mut parts, body) = resp.into_parts();
+    let bytes = body_bytes(body).await;
+    let mut v: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) if when(parts.status, &v) => v,
+        _ => return Response::from_parts(parts, Body::from(bytes)),
+    };
+    edit(&mut v);
+    parts.headers.remove("content-length");
+    Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+}
+
+/// Half the order of P-256, big-endian: a signature's `s` above it is "high" (JWS-4).
+const HALF_N: [u8; 32] = [
+    0x7f, 0xff, 0xff, 0xff, 0x80, 0x00, 0x00, 0x00, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xde, 0x73, 0x7d,
+    0x56, 0xd3, 0x8b, 0xcf, 0x42, 0x79, 0xdc, 0xe5, 0x61, 0x7e, 0x31, 0x92, 0xa8,
+];
+
+/// Whether a compact JWS carries a 64-byte ES256 signature whose `s` is above `n/2`.
+fn high_s(token: &str) -> bool {
+    let Some(sig) = token.rsplit('.').next() else { return false };
+    match jws::base64url_decode(sig) {
+        Ok(b) if b.len() == 64 => b[32..] > HALF_N[..],
+        _ => false,
+    }
+}
+
+/// The known members of the request bodies TR-8 names, by path.
+fn known_members(path: &str) -> Option<&'static [&'static str]> {
+    match path {
+        "/a2a/negotiate" => Some(&["target_capability", "proposed_schema", "timeout_ms", "strict"]),
+        "/a2a/confirm" | "/a2a/cancel" => Some(&["execution_id"]),
+        "/a2a/fallback" => Some(&["target_capability", "reason"]),
+        _ => None,
+    }
+}
+
+/// Rewrites the `id:` lines of an SSE chunk by `delta` (StreamIdsFromZero).
+fn shift_event_ids(text: &str, delta: i64) -> String {
+    text.split_inclusive('\n')
+        .map(|line| match line.strip_prefix("id:").map(str::trim).and_then(|n| n.parse::<i64>().ok()) {
+            Some(n) => format!("id: {}\n", n + delta),
+            None => line.to_owned(),
+        })
+        .collect()
+}
+
+/// Adds a member to the data of a `result` event in an SSE chunk (StreamResultDiffers).
+fn alter_result_event(text: &str) -> String {
+    if !text.lines().any(|l| l.trim() == "event: result" || l.trim() == "event:result") {
+        return text.to_owned();
+    }
+    text.split_inclusive('\n')
+        .map(|line| {
+            let Some(data) = line.strip_prefix("data:") else { return line.to_owned() };
+            match serde_json::from_str::<Value>(data.trim()) {
+                Ok(mut v) if v.is_object() => {
+                    v["streamed"] = json!(true);
+                    format!("data: {}\n", serde_json::to_string(&v).unwrap_or_default())
+                }
+                _ => line.to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// The body of a response rewritten chunk by chunk (an SSE event is written whole).
+fn map_stream(resp: Response, f: impl Fn(&str) -> String + Send + Sync + 'static) -> Response {
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.remove("content-length");
+    let body = http_body_util::BodyExt::map_frame(body, move |frame| {
+        frame.map_data(|d| match std::str::from_utf8(&d) {
+            Ok(text) => bytes::Bytes::from(f(text)),
+            Err(_) => d,
+        })
+    });
+    Response::from_parts(parts, Body::new(body))
+}
+
+/// A canonical form (RFC 8785, as `a2a_core::canonical` writes it) with one deliberate mistake, for the `Canon*`
+/// faults; `None` when the body is not JSON.
+fn buggy_canonical(fault: Fault, body: &[u8]) -> Option<Vec<u8>> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let mut out = Vec::new();
+    write_buggy(fault, &v, &mut out);
+    Some(out)
+}
+
+fn write_buggy(fault: Fault, v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Number(n) => match (fault, n.as_f64()) {
+            (Fault::CanonNumbersAsRust, Some(f)) if !n.is_i64() && !n.is_u64() => out.extend(f.to_string().bytes()),
+            (Fault::CanonNumbersRounded, Some(f)) => {
+                let rounded: f64 = format!("{f:.14e}").parse().unwrap_or(f);
+                a2a_core::canonical::write_canonical(&json!(rounded), out);
+            }
+            _ => a2a_core::canonical::write_canonical(v, out),
+        },
+        Value::String(text) => {
+            let text =
+                if fault == Fault::CanonNormalizesStrings { text.replace("e\u{301}", "\u{e9}") } else { text.clone() };
+            let mut canon = Vec::new();
+            a2a_core::canonical::write_canonical(&Value::String(text.clone()), &mut canon);
+            let mut canon = String::from_utf8(canon).unwrap_or_default();
+            match fault {
+                Fault::CanonUpperCaseEscapes => {
+                    for c in (0u8..0x20).map(char::from) {
+                        let lower = format!("\\u{:04x}", c as u32);
+                        canon = canon.replace(&lower, &lower.to_ascii_uppercase().replacen("\\U", "\\u", 1));
+                    }
+                }
+                Fault::CanonSurrogatesEscaped => {
+                    canon = canon
+                        .chars()
+                        .map(|c| {
+                            if (c as u32) < 0x10000 {
+                                return c.to_string();
+                            }
+                            let mut units = [0u16; 2];
+                            c.encode_utf16(&mut units).iter().map(|u| format!("\\u{u:04x}")).collect()
+                        })
+                        .collect();
+                }
+                _ => {}
+            }
+            out.extend(canon.bytes());
+        }
+        Value::Array(items) => {
+            let mut items: Vec<Vec<u8>> = items
+                .iter()
+                .map(|i| {
+                    let mut b = Vec::new();
+                    write_buggy(fault, i, &mut b);
+                    b
+                })
+                .collect();
+            if fault == Fault::CanonArraysSorted {
+                items.sort();
+            }
+            out.push(b'[');
+            out.extend(items.join(&b',')[..].iter());
+            out.push(b']');
+        }
+        Value::Object(members) => {
+            let mut keys: Vec<&String> = members.keys().collect();
+            if fault != Fault::CanonKeysByCodePoint {
+                keys.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+            }
+            out.push(b'{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_buggy(fault, &Value::String(k.clone()), out);
+                out.push(b':');
+                write_buggy(fault, &members[k], out);
+            }
+            out.push(b'}');
+        }
+        _ => a2a_core::canonical::write_canonical(v, out),
+    }
+}
+
+/// The claims of a request's `payload_hash` signature, when it has one.
+fn payload_hash_claims(headers: &HeaderMap) -> Option<SignatureClaims> {
+    let jws = jws::decode_typed::<SignatureClaims>(header(headers, "a2a-signature")?).ok()?;
+    let claims = jws.claims().clone();
+    (claims.message_integrity.coverage == Coverage::PayloadHash && claims.message_integrity.body.is_some())
+        .then_some(claims)
+}
+
+fn digest(bytes: &[u8]) -> String {
+    jws::base64url_encode(<sha2::Sha256 as sha2::Digest>::digest(bytes))
+}
+
+/// A `Canon*` fault, `DigestOverRawBytes` and the refusing ones: what the agent answers a signed `payload_hash`
+/// request whose digest is right (by RFC 8785) but not by its own mistaken reading, or `None` to serve it.
+fn canon_refusal(state: &State, headers: &HeaderMap, body: &[u8]) -> Option<Response> {
+    let claims = payload_hash_claims(headers)?;
+    let want = claims.message_integrity.body.as_deref()?;
+    let correct = a2a_core::canonical::canonicalize(body).ok()?;
+    if digest(&correct) != want {
+        return None; // the agent refuses it anyway
+    }
+    let text = String::from_utf8_lossy(body);
+    let refuse_json = match state.fault {
+        Fault::CanonRefusesNoncharacters => {
+            text.contains("\\uFDD0") || text.contains("\\uFFFE") || text.contains('\u{fdd0}')
+        }
+        Fault::CanonRefusesSolidusEscape => text.contains("\\/"),
+        _ => false,
+    };
+    if refuse_json {
+        return Some(error_response(state, StatusCode::BAD_REQUEST, "invalid_json", "the body is not JSON"));
+    }
+    let mine = match state.fault {
+        Fault::DigestOverRawBytes => body.to_vec(),
+        Fault::CanonRefusesNoncharacters | Fault::CanonRefusesSolidusEscape => return None,
+        f => buggy_canonical(f, body)?,
+    };
+    if digest(&mine) == want {
+        return None;
+    }
+    let body = json!({"error": {"code": "integrity_mismatch", "message": "the body does not match the signature",
+                                "details": {"mismatch": "body"}}});
+    let mut out = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
+    out.headers_mut().insert("a2a-version", HeaderValue::from_static("0.3"));
+    if let Ok(did) = HeaderValue::from_str(&state.agent_did) {
+        out.headers_mut().insert("a2a-sender-id", did);
+    }
+    Some(out)
+}
+
+/// What a faulty DID resolver does with one of the suite's deliberately wrong documents (`--serve-did`'s
+/// `...:fault:<case>` DIDs).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ResolverMistake {
+    /// It accepts the caller (here: the request is served as if the caller's own valid identity had sent it).
+    Accepts,
+    /// It refuses with another error code than `did_resolution_failed`.
+    Misnames,
+    /// It refuses a document it must accept.
+    Refuses,
+}
+
+/// The fault case (`didhost::FAULTS`) a resolver fault concerns, and what it does with it.
+fn resolver_fault(fault: Fault) -> Option<(&'static str, ResolverMistake)> {
+    match fault {
+        Fault::ResolverAcceptsRsaKeys => Some(("rsa", ResolverMistake::Accepts)),
+        Fault::ResolverAcceptsPrivateKeys => Some(("private", ResolverMistake::Accepts)),
+        Fault::ResolverAcceptsKeyAgreementKeys => Some(("keyagreement", ResolverMistake::Accepts)),
+        Fault::ResolverAcceptsOtherIds => Some(("mismatch", ResolverMistake::Accepts)),
+        Fault::ResolverMisnamesNonJson => Some(("notjson", ResolverMistake::Misnames)),
+        Fault::ResolverAcceptsHugeDocuments => Some(("huge", ResolverMistake::Accepts)),
+        Fault::ResolverAcceptsManyMethods => Some(("toomany", ResolverMistake::Accepts)),
+        Fault::ResolverAcceptsUntypedMethods => Some(("badmethod", ResolverMistake::Accepts)),
+        Fault::ResolverFollowsRedirects => Some(("redirect", ResolverMistake::Accepts)),
+        Fault::ResolverRefusesUnusedMembers => Some(("extras", ResolverMistake::Refuses)),
+        _ => None,
+    }
+}
+
+/// The schema keywords a `Tighten*` fault drops from the agreed schema wherever the proposal has them.
+fn dropped_keywords(fault: Fault) -> Option<&'static [&'static str]> {
+    match fault {
+        Fault::TightenDropsEnum => Some(&["enum"]),
+        Fault::TightenDropsConst => Some(&["const"]),
+        Fault::TightenDropsLowerBound => Some(&["minimum", "exclusiveMinimum"]),
+        Fault::TightenDropsUpperBound => Some(&["maximum", "exclusiveMaximum"]),
+        Fault::TightenDropsMultipleOf => Some(&["multipleOf"]),
+        Fault::TightenDropsLengths => Some(&["minLength", "maxLength"]),
+        Fault::TightenDropsPattern => Some(&["pattern"]),
+        Fault::TightenDropsAnnotations => Some(&["title", "description"]),
+        Fault::TightenOpensClosedProposal => Some(&["additionalProperties"]),
+        _ => None,
+    }
+}
+
+/// The subschemas of a schema object (the values of `properties`, `items`, an `additionalProperties` schema).
+fn subschemas(schema: &mut Value) -> Vec<&mut Value> {
+    let Some(o) = schema.as_object_mut() else { return Vec::new() };
+    let mut out = Vec::new();
+    for (k, v) in o.iter_mut() {
+        match k.as_str() {
+            "properties" => out.extend(v.as_object_mut().into_iter().flat_map(|p| p.values_mut())),
+            "items" | "additionalProperties" if v.is_object() => out.push(v),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Whether a schema (or one of its subschemas) has one of `keys` as a keyword.
+fn has_keyword(schema: &Value, keys: &[&str]) -> bool {
+    let mut copy = schema.clone();
+    let here = schema.as_object().is_some_and(|o| keys.iter().any(|k| o.contains_key(*k)));
+    here || subschemas(&mut copy).into_iter().any(|s| has_keyword(s, keys))
+}
+
+/// Removes `keys` from a schema and its subschemas.
+fn drop_keywords(schema: &mut Value, keys: &[&str]) {
+    if let Some(o) = schema.as_object_mut() {
+        for k in keys {
+            o.remove(*k);
+        }
+    }
+    for s in subschemas(schema) {
+        drop_keywords(s, keys);
+    }
+}
+
+/// Rewrites a declaration as the `Declaration*` faults publish it; `false` for the other faults.
+fn break_declaration(fault: Fault, d: &mut Value) -> bool {
+    match fault {
+        Fault::DeclarationWithUnknownMember => {
+            d["probe_member"] = json!(1);
+        }
+        Fault::DeclarationWithNullRequired => {
+            d["description"] = Value::Null;
+        }
+        Fault::BlankDescription => {
+            d["description"] = json!("   ");
+        }
+        Fault::DeclarationWithoutAuthRequirement => {
+            if let Some(o) = d.as_object_mut() {
+                o.remove("auth_requirement");
+            };
+        }
+        Fault::AuthRequirementCapitalized => {
+            d["auth_requirement"] = json!("None");
+        }
+        Fault::InvalidRegionName => {
+            d["region_restriction"] = json!(["eu west 1"]);
+        }
+        Fault::SubCapabilityOfItself => {
+            d["sub_capabilities"] = json!([d["name"].clone()]);
+        }
+        Fault::NegativeCost => {
+            d["estimated_cost"] = json!(-1);
+        }
+        Fault::FallbackForItself => {
+            d["fallback_for"] = json!([d["name"].clone()]);
+        }
+        Fault::InputSchemaBreaksRules => {
+            d["input_schema"]["properties"]["probe_nullable"] = json!({"type": "string", "nullable": true});
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// The schema rule (`a2a_core::schema_rules` id) a `*Accepted`/`*Ignored` schema fault misses.
+fn missed_rule(fault: Fault) -> Option<&'static str> {
+    match fault {
+        Fault::TypeNotAllowedAccepted => Some("type_not_allowed"),
+        Fault::TypeMissingAccepted => Some("type_missing"),
+        Fault::UndefinedRequiredAccepted => Some("required_not_defined"),
+        Fault::FormatOnNonStringAccepted => Some("format_requires_string"),
+        Fault::RefsAccepted => Some("ref_not_allowed"),
+        Fault::UnknownKeywordsIgnored => Some("unknown_keyword"),
+        Fault::EmptyBoundsAccepted => Some("invalid_keyword_value"),
+        _ => None,
+    }
+}
+
+/// The proposal as an agent that misses `rule` reads it: each violation of that rule (by the reference checker)
+/// is taken away (the keyword dropped, a missing type read as `string`, a refused type as `string`).
+fn without_violations(proposal: &Value, rule: &str) -> Option<Value> {
+    let mut paths: Vec<String> =
+        a2a_core::schema_rules::check(proposal).into_iter().filter(|v| v.rule == rule).map(|v| v.path).collect();
+    if paths.is_empty() {
+        return None;
+    }
+    paths.sort();
+    let mut fixed = proposal.clone();
+    for path in paths.into_iter().rev() {
+        match rule {
+            "type_missing" if !path.is_empty() => {
+                if let Some(o) = fixed.pointer_mut(&path).and_then(Value::as_object_mut) {
+                    o.insert("type".into(), json!("string"));
+                }
+            }
+            "type_not_allowed" => {
+                let at = if path.ends_with("/type") { path.clone() } else { format!("{path}/type") };
+                if let Some(t) = fixed.pointer_mut(&at) {
+                    *t = json!("string");
+                }
+            }
+            _ => {
+                let Some((parent, last)) = path.rsplit_once('/') else { continue };
+                let last = last.replace("~1", "/").replace("~0", "~");
+                match fixed.pointer_mut(parent) {
+                    Some(Value::Object(o)) => {
+                        o.remove(&last);
+                    }
+                    Some(Value::Array(a)) => {
+                        if let Ok(i) = last.parse::<usize>()
+                            && i < a.len()
+                        {
+                            a.remove(i);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    Some(fixed)
+}
+
+/// The `http://` URLs a JSON value holds as strings (FetchesReferences).
+fn urls_in(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) if s.starts_with("http://") => out.push(s.clone()),
+        Value::Array(a) => a.iter().for_each(|x| urls_in(x, out)),
+        Value::Object(o) => o.values().for_each(|x| urls_in(x, out)),
+        _ => {}
+    }
+}
+
+/// The faults added after the first `breaker` arms (same contract: one fault each, everything else unchanged).
+async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: Next) -> Response {
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    let result_path = method == Method::GET && path.starts_with("/a2a/result/");
+    match fault {
+        Fault::UnsortedValidationErrors if method == Method::POST && path == "/a2a/execute" => {
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |st, v| st == StatusCode::UNPROCESSABLE_ENTITY && v["error"]["details"]["errors"].is_array(),
+                |v| {
+                    if let Some(a) = v["error"]["details"]["errors"].as_array_mut() {
+                        a.reverse();
+                    }
+                },
+            )
+            .await
+        }
+        Fault::CancelServedButNotListed if method == Method::GET && path == "/a2a/capabilities" => {
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| {
+                    if let Some(f) = v["features"].as_array_mut() {
+                        f.retain(|x| x != "cancel");
+                    }
+                },
+            )
+            .await
+        }
+        Fault::MissingVersionAccepted if method != Method::OPTIONS => {
+            let mut req = req;
+            if !req.headers().contains_key("a2a-version") {
+                req.headers_mut().insert("a2a-version", HeaderValue::from_static("0.3"));
+            }
+            next.run(req).await
+        }
+        Fault::NegotiationIdHeaderMissing if method == Method::POST && path == "/a2a/negotiate" => {
+            let mut resp = next.run(req).await;
+            if resp.status() == StatusCode::OK {
+                resp.headers_mut().remove("a2a-negotiation-id");
+            }
+            resp
+        }
+        Fault::AuthRequirementMisreported if method == Method::POST && path == "/a2a/negotiate" => {
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| {
+                    let other = if v["auth_requirement"] == "none" { "api_key" } else { "none" };
+                    v["auth_requirement"] = json!(other);
+                },
+            )
+            .await
+        }
+        Fault::NegotiationReplayed if method == Method::POST && path == "/a2a/negotiate" => {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let key = format!(
+                "{} {}",
+                header(&parts.headers, "a2a-sender-id").unwrap_or(""),
+                String::from_utf8_lossy(&bytes)
+            );
+            if let Some((status, headers, body)) = lock(&state.negotiations).get(&key).cloned() {
+                let mut out = Response::new(Body::from(body));
+                *out.status_mut() = status;
+                *out.headers_mut() = headers;
+                return out;
+            }
+            let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            let (parts, body) = resp.into_parts();
+            let rbytes = body_bytes(body).await;
+            if parts.status == StatusCode::OK {
+                lock(&state.negotiations).insert(key, (parts.status, parts.headers.clone(), rbytes.clone()));
+            }
+            Response::from_parts(parts, Body::from(rbytes))
+        }
+        Fault::TightenedAlwaysFalse if method == Method::POST && path == "/a2a/negotiate" => {
+            let resp = next.run(req).await;
+            edit_response(resp, |st, _| st == StatusCode::OK, |v| v["tightened"] = json!(false)).await
+        }
+        Fault::ConflictWithoutFallback if method == Method::POST && path == "/a2a/negotiate" => {
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |_, v| v["error"]["code"] == "schema_incompatible",
+                |v| {
+                    if let Some(o) = v.as_object_mut() {
+                        o.remove("fallback_options");
+                    }
+                },
+            )
+            .await
+        }
+        Fault::StrictIgnored if method == Method::POST && path == "/a2a/negotiate" => {
+            let req = edit_body(&state, req, |v| v.as_object_mut().is_some_and(|o| o.remove("strict").is_some())).await;
+            next.run(req).await
+        }
+        Fault::NegotiationSingleUse if method == Method::POST && path == "/a2a/execute" => {
+            let neg = header(req.headers(), "a2a-negotiation-id").map(|n| n.trim().to_owned());
+            if let Some(n) = &neg
+                && lock(&state.used).contains(n)
+            {
+                return error_response(&state, StatusCode::NOT_FOUND, "unknown_negotiation", "negotiation used up");
+            }
+            let resp = next.run(req).await;
+            if resp.status() == StatusCode::CREATED
+                && let Some(n) = neg
+            {
+                lock(&state.used).insert(n);
+            }
+            resp
+        }
+        Fault::NegotiationsNotSenderScoped if method == Method::POST && path == "/a2a/execute" => {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let headers = parts.headers.clone();
+            let resp = next.run(Request::from_parts(parts, Body::from(bytes.clone()))).await;
+            let (rparts, rbody) = resp.into_parts();
+            let rbytes = body_bytes(rbody).await;
+            let code = serde_json::from_slice::<Value>(&rbytes)
+                .ok()
+                .and_then(|v| v["error"]["code"].as_str().map(str::to_owned));
+            if code.as_deref() == Some("unknown_negotiation")
+                && let Some(r) = accept_anyway(&state, &headers, &bytes).await
+            {
+                return r;
+            }
+            Response::from_parts(rparts, Body::from(rbytes))
+        }
+        Fault::UnknownMembersIgnored if method == Method::POST && known_members(&path).is_some() => {
+            let known = known_members(&path).unwrap_or(&[]);
+            let req = edit_body(&state, req, |v| {
+                let Some(o) = v.as_object_mut() else { return false };
+                let before = o.len();
+                o.retain(|k, _| known.contains(&k.as_str()));
+                o.len() != before
+            })
+            .await;
+            next.run(req).await
+        }
+        Fault::FallbackNotServed if path == "/a2a/fallback" && method != Method::OPTIONS => {
+            error_response(&state, StatusCode::NOT_FOUND, "not_found", "no such endpoint")
+        }
+        Fault::DuplicateCapabilityName
+            if method == Method::OPTIONS
+                && path == "/a2a"
+                && !req.headers().contains_key("access-control-request-method") =>
+        {
+            let mut resp = next.run(req).await;
+            let names = header(resp.headers(), "a2a-capabilities")
+                .and_then(|v| serde_json::from_str::<Vec<String>>(v).ok())
+                .unwrap_or_default();
+            if let Some(first) = names.first().cloned() {
+                let mut names = names;
+                names.push(first);
+                if let Ok(v) = HeaderValue::from_str(&serde_json::to_string(&names).unwrap_or_default()) {
+                    resp.headers_mut().insert("a2a-capabilities", v);
+                }
+            }
+            resp
+        }
+        Fault::WrongDocumentVersion if method == Method::GET && path == "/a2a/capabilities" => {
+            let resp = next.run(req).await;
+            edit_response(resp, |st, _| st == StatusCode::OK, |v| v["a2a_version"] = json!("0.2")).await
+        }
+        Fault::ResultTrustsIdSender if result_path && !req.headers().contains_key("a2a-signature") => {
+            let mut req = req;
+            let seg = path.trim_start_matches("/a2a/result/");
+            let id = ExecutionId::parse(seg).or_else(|_| ExecutionId::from_path_segment(seg));
+            if let Ok(id) = id
+                && let Ok(v) = HeaderValue::from_str(id.sender().as_ref())
+            {
+                req.headers_mut().insert("a2a-sender-id", v);
+            }
+            next.run(req).await
+        }
+        Fault::ResultNotDecoded if result_path && path.contains('%') => {
+            error_response(&state, StatusCode::NOT_FOUND, "unknown_execution", "no such execution")
+        }
+        Fault::HighSRefused if header(req.headers(), "a2a-signature").is_some_and(high_s) => {
+            error_response(&state, StatusCode::UNAUTHORIZED, "signature_invalid", "the signature does not verify")
+        }
+        Fault::InvalidSignaturesAccepted | Fault::HeaderOnlyBodyAccepted => {
+            let policy = if fault == Fault::InvalidSignaturesAccepted { Resign::Invalid } else { Resign::HeaderOnly };
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let mut req = Request::from_parts(parts, Body::from(bytes.clone()));
+            if let Some(caller) = &state.caller {
+                resign(&mut req, &bytes, caller, &state.agent_did, policy);
+            }
+            next.run(req).await
+        }
+        Fault::MismatchUnnamed => {
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |_, v| v["error"]["code"] == "integrity_mismatch",
+                |v| {
+                    if let Some(d) = v["error"]["details"].as_object_mut() {
+                        d.remove("mismatch");
+                        d.remove("header");
+                    }
+                },
+            )
+            .await
+        }
+        Fault::StreamIdsFromZero if result_path => {
+            let mut req = req;
+            let last = header(req.headers(), "last-event-id").and_then(|v| v.trim().parse::<u64>().ok());
+            if let Some(v) = last.and_then(|l| HeaderValue::from_str(&(l + 1).to_string()).ok()) {
+                req.headers_mut().insert("last-event-id", v);
+            }
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") != Some("text/event-stream") {
+                return resp;
+            }
+            map_stream(resp, |t| shift_event_ids(t, -1))
+        }
+        Fault::StreamResultDiffers if result_path => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") != Some("text/event-stream") {
+                return resp;
+            }
+            map_stream(resp, alter_result_event)
+        }
+        Fault::LeadingZeroTimestamps | Fault::UppercaseIdSuffix => counter_ids(state.clone(), req, next).await,
+        Fault::QuotaWithoutRetryAfter => {
+            let mut resp = next.run(req).await;
+            if resp.status() == StatusCode::TOO_MANY_REQUESTS {
+                resp.headers_mut().remove("retry-after");
+            }
+            resp
+        }
+        Fault::ExecuteDeduplicatedWithoutKey
+            if method == Method::POST && path == "/a2a/execute" && !req.headers().contains_key("idempotency-key") =>
+        {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let key = format!(
+                "{} {} {}",
+                header(&parts.headers, "a2a-sender-id").unwrap_or("").trim(),
+                header(&parts.headers, "a2a-negotiation-id").unwrap_or("").trim(),
+                String::from_utf8_lossy(&bytes)
+            );
+            if let Some((status, headers, body)) = lock(&state.negotiations).get(&key).cloned() {
+                let mut out = Response::new(Body::from(body));
+                *out.status_mut() = status;
+                *out.headers_mut() = headers;
+                return out;
+            }
+            let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            let (parts, body) = resp.into_parts();
+            let rbytes = body_bytes(body).await;
+            if parts.status == StatusCode::CREATED {
+                lock(&state.negotiations).insert(key, (parts.status, parts.headers.clone(), rbytes.clone()));
+            }
+            Response::from_parts(parts, Body::from(rbytes))
+        }
+        Fault::WorkBeforeConfirm if result_path => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") == Some("text/event-stream") {
+                return resp;
+            }
+            edit_response(
+                resp,
+                |st, v| st == StatusCode::OK && v["status"] == "received",
+                |v| {
+                    v["status"] = json!("running");
+                },
+            )
+            .await
+        }
+        Fault::CanonKeysByCodePoint
+        | Fault::CanonNumbersAsRust
+        | Fault::CanonUpperCaseEscapes
+        | Fault::CanonNormalizesStrings
+        | Fault::CanonRefusesNoncharacters
+        | Fault::CanonArraysSorted
+        | Fault::CanonRefusesSolidusEscape
+        | Fault::CanonSurrogatesEscaped
+        | Fault::CanonNumbersRounded
+        | Fault::DigestOverRawBytes
+            if method == Method::POST =>
+        {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            if let Some(refused) = canon_refusal(&state, &parts.headers, &bytes) {
+                return refused;
+            }
+            next.run(Request::from_parts(parts, Body::from(bytes))).await
+        }
+        Fault::DuplicateMembersAccepted | Fault::LeadingZerosAccepted
+            if method == Method::POST && req.headers().contains_key("a2a-signature") =>
+        {
+            // A lenient parser: the body is read as it understands it, and served as if that had been sent.
+            let (mut parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let lenient = if fault == Fault::LeadingZerosAccepted {
+                let fixed = text.replace(":01", ":1");
+                (fixed != text).then_some(fixed)
+            } else {
+                // serde_json keeps the last of a repeated member, as such a parser does.
+                serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| serde_json::to_string(&v).ok())
+                    .filter(|_| text.matches("\"probe_twice\"").count() > 1)
+            };
+            let Some(fixed) = lenient else {
+                return next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            };
+            parts.headers.remove("content-length");
+            let mut req = Request::from_parts(parts, Body::from(fixed.clone()));
+            if let Some(caller) = &state.caller {
+                sign_anew(&mut req, fixed.as_bytes(), caller, &state.agent_did);
+            }
+            next.run(req).await
+        }
+        f if resolver_fault(f).is_some() => {
+            let Some((case, mistake)) = resolver_fault(f) else { return next.run(req).await };
+            let sender = header(req.headers(), "a2a-sender-id").unwrap_or("").trim().to_owned();
+            if !sender.ends_with(&format!(":fault:{case}")) {
+                return next.run(req).await;
+            }
+            match mistake {
+                ResolverMistake::Accepts => {
+                    let Some(caller) = &state.caller else { return next.run(req).await };
+                    let (mut parts, body) = req.into_parts();
+                    let bytes = body_bytes(body).await;
+                    if let Ok(v) = HeaderValue::from_str(&caller.did) {
+                        parts.headers.insert("a2a-sender-id", v);
+                    }
+                    let mut req = Request::from_parts(parts, Body::from(bytes.clone()));
+                    sign_anew(&mut req, &bytes, caller, &state.agent_did);
+                    next.run(req).await
+                }
+                ResolverMistake::Misnames => {
+                    let resp = next.run(req).await;
+                    edit_response(
+                        resp,
+                        |_, v| v["error"]["code"] == "did_resolution_failed",
+                        |v| {
+                            v["error"]["code"] = json!("unknown_key");
+                        },
+                    )
+                    .await
+                }
+                ResolverMistake::Refuses => error_response(
+                    &state,
+                    StatusCode::UNAUTHORIZED,
+                    "did_resolution_failed",
+                    "the DID document is invalid",
+                ),
+            }
+        }
+        f if method == Method::POST
+            && path == "/a2a/negotiate"
+            && (dropped_keywords(f).is_some()
+                || matches!(
+                    f,
+                    Fault::TightenSkipsCapabilityRequired | Fault::ChangesUnsorted | Fault::ChangesWithoutMessage
+                )) =>
+        {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let proposal =
+                serde_json::from_slice::<Value>(&bytes).map(|v| v["proposed_schema"].clone()).unwrap_or(Value::Null);
+            let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| match f {
+                    Fault::TightenSkipsCapabilityRequired => {
+                        if proposal.get("required").is_none()
+                            && let Some(g) = v["agreed_schema"].as_object_mut()
+                        {
+                            g.remove("required");
+                            if let Some(c) = v["changes"].as_array_mut() {
+                                c.retain(|c| c["kind"] != "added_required");
+                            }
+                        }
+                    }
+                    Fault::ChangesUnsorted => {
+                        if let Some(c) = v["changes"].as_array_mut() {
+                            c.reverse();
+                        }
+                    }
+                    Fault::ChangesWithoutMessage => {
+                        for c in v["changes"].as_array_mut().into_iter().flatten() {
+                            if let Some(o) = c.as_object_mut() {
+                                o.remove("message");
+                            }
+                        }
+                    }
+                    _ => {
+                        let keys = dropped_keywords(f).unwrap_or(&[]);
+                        if has_keyword(&proposal, keys) {
+                            drop_keywords(&mut v["agreed_schema"], keys);
+                        }
+                    }
+                },
+            )
+            .await
+        }
+        f if method == Method::GET && path == "/a2a/capabilities" && break_declaration(f, &mut json!({})) => {
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| {
+                    if let Some(d) = v["capabilities"].get_mut(0) {
+                        break_declaration(f, d);
+                    }
+                },
+            )
+            .await
+        }
+        Fault::FallbackWithoutOptions | Fault::FallbackDropsDegraded
+            if method == Method::POST && path == "/a2a/fallback" =>
+        {
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| {
+                    if fault == Fault::FallbackWithoutOptions {
+                        if let Some(o) = v.as_object_mut() {
+                            o.remove("fallback_options");
+                        }
+                    } else if let Some(a) = v["fallback_options"].as_array_mut() {
+                        a.retain(|o| o["relation"] != "degraded");
+                    }
+                },
+            )
+            .await
+        }
+        Fault::UnknownSessionIs400 if method == Method::POST && path == "/a2a/sessions/send" => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            if v["error"]["code"] != "unknown_session" {
+                return Response::from_parts(parts, Body::from(bytes));
+            }
+            parts.status = StatusCode::BAD_REQUEST;
+            parts.headers.remove("content-length");
+            let body = json!({"error": {"code": "invalid_request", "message": "no such target"}});
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+        }
+        Fault::IgnoresWaitChain if method == Method::POST && path == "/a2a/sessions/send" => {
+            if !req.headers().contains_key("a2a-wait-chain") {
+                return next.run(req).await;
+            }
+            let (mut parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            parts.headers.remove("a2a-wait-chain");
+            let mut req = Request::from_parts(parts, Body::from(bytes.clone()));
+            if let Some(caller) = &state.caller {
+                sign_anew(&mut req, &bytes, caller, &state.agent_did);
+            }
+            next.run(req).await
+        }
+        Fault::HistoryAcceptsLimitZero | Fault::HistoryWithoutTruncated
+            if method == Method::GET && path.starts_with("/a2a/sessions/") && path.ends_with("/history") =>
+        {
+            let limit_zero = req.uri().query().is_some_and(|q| q.split('&').any(|p| p == "limit=0"));
+            let resp = next.run(req).await;
+            if fault == Fault::HistoryWithoutTruncated {
+                return edit_response(
+                    resp,
+                    |st, _| st == StatusCode::OK,
+                    |v| {
+                        if let Some(o) = v.as_object_mut() {
+                            o.remove("truncated");
+                        }
+                    },
+                )
+                .await;
+            }
+            if !limit_zero || resp.status() != StatusCode::BAD_REQUEST {
+                return resp;
+            }
+            let (mut parts, _) = resp.into_parts();
+            parts.status = StatusCode::OK;
+            parts.headers.remove("content-length");
+            let session = path.trim_start_matches("/a2a/sessions/").trim_end_matches("/history");
+            let body =
+                json!({"session": session, "messages": [], "truncated": true, "bytes_capped": false, "redacted": 0});
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+        }
+        Fault::NoReplyWithoutToken if method == Method::GET && path.starts_with("/a2a/runs/") => {
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |st, v| st == StatusCode::OK && v["status"] == "no_reply",
+                |v| {
+                    if let Some(o) = v.as_object_mut() {
+                        o.remove("reply");
+                    }
+                },
+            )
+            .await
+        }
+        Fault::ReplyFalseWaits | Fault::SendAcceptedAsOk if method == Method::POST && path == "/a2a/sessions/send" => {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let sent: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            if fault == Fault::ReplyFalseWaits {
+                if sent["reply"] == false
+                    && let Some(ms) = sent["wait_ms"].as_u64()
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(ms.min(10_000))).await;
+                }
+                return resp;
+            }
+            let (mut parts, body) = resp.into_parts();
+            let rbytes = body_bytes(body).await;
+            let mut v: Value = serde_json::from_slice(&rbytes).unwrap_or(Value::Null);
+            if parts.status != StatusCode::ACCEPTED || v["status"] != "accepted" {
+                return Response::from_parts(parts, Body::from(rbytes));
+            }
+            v["status"] = json!("ok");
+            parts.status = StatusCode::OK;
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+        }
+        Fault::ProvenanceClaimsUser if method == Method::GET && path.ends_with("/inbox") => {
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| {
+                    for d in v["deliveries"].as_array_mut().into_iter().flatten() {
+                        if d["provenance"].is_object() {
+                            d["provenance"]["is_user"] = json!(true);
+                        }
+                    }
+                },
+            )
+            .await
+        }
+        Fault::RefreshAnswered201 if method == Method::POST && path == "/a2a/sessions" => {
+            let mut resp = next.run(req).await;
+            if resp.status() == StatusCode::OK {
+                *resp.status_mut() = StatusCode::CREATED;
+            }
+            resp
+        }
+        Fault::EndedSessionStillListed if path == "/a2a/sessions" || path.starts_with("/a2a/sessions/") => {
+            // Sessions as registered are remembered; an ended one is put back into every list that includes the
+            // sender's own sessions (the agent "forgets" to drop it).
+            let query = req.uri().query().unwrap_or("").to_owned();
+            let is_list = method == Method::GET && path == "/a2a/sessions";
+            let ended = (method == Method::DELETE).then(|| path.trim_start_matches("/a2a/sessions/").to_owned());
+            let resp = next.run(req).await;
+            if let Some(key) = ended {
+                if resp.status() == StatusCode::OK {
+                    lock(&state.used).insert(key);
+                }
+                return resp;
+            }
+            if method == Method::POST && path == "/a2a/sessions" {
+                let (parts, body) = resp.into_parts();
+                let rbytes = body_bytes(body).await;
+                if let Ok(v) = serde_json::from_slice::<Value>(&rbytes)
+                    && let Some(key) = v["session_key"].as_str()
+                {
+                    let entry = (StatusCode::OK, HeaderMap::new(), rbytes.clone());
+                    lock(&state.negotiations).insert(key.to_owned(), entry);
+                }
+                return Response::from_parts(parts, Body::from(rbytes));
+            }
+            if !is_list || !query.contains("include_self=true") {
+                return resp;
+            }
+            let ended: Vec<Value> = lock(&state.used)
+                .iter()
+                .filter(|k| query.contains(k.as_str()))
+                .filter_map(|k| lock(&state.negotiations).get(k).and_then(|(_, _, b)| serde_json::from_slice(b).ok()))
+                .collect();
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| {
+                    if let Some(list) = v["sessions"].as_array_mut() {
+                        for e in ended {
+                            if !list.iter().any(|s| s["session_key"] == e["session_key"]) {
+                                list.push(e);
+                            }
+                        }
+                    }
+                },
+            )
+            .await
+        }
+        f if method == Method::POST && path == "/a2a/negotiate" && missed_rule(f).is_some() => {
+            let rule = missed_rule(f).unwrap_or("");
+            let req =
+                edit_body(&state, req, |v| match v.get("proposed_schema").and_then(|p| without_violations(p, rule)) {
+                    Some(fixed) => {
+                        v["proposed_schema"] = fixed;
+                        true
+                    }
+                    None => false,
+                })
+                .await;
+            next.run(req).await
+        }
+        Fault::ViolationsUnsorted
+        | Fault::ViolationsWithExtraMember
+        | Fault::ViolationsCapped32
+        | Fault::RuleIdsRenamed
+            if method == Method::POST && path == "/a2a/negotiate" =>
+        {
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |_, v| v["error"]["code"] == "schema_rule_violation",
+                |v| {
+                    let Some(list) = v["error"]["details"]["violations"].as_array_mut() else { return };
+                    match fault {
+                        Fault::ViolationsUnsorted => list.reverse(),
+                        Fault::ViolationsCapped32 => list.truncate(32),
+                        Fault::ViolationsWithExtraMember => {
+                            for x in list.iter_mut() {
+                                x["severity"] = json!("error");
+                            }
+                        }
+                        _ => {
+                            for x in list.iter_mut().filter(|x| x["rule"] == "format_requires_string") {
+                                x["rule"] = json!("format_not_string");
+                            }
+                        }
+                    }
+                },
+            )
+            .await
+        }
+        Fault::FetchesReferences if method == Method::POST => {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let mut urls = Vec::new();
+            if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
+                urls_in(&v, &mut urls);
+            }
+            for url in urls {
+                let _ = reqwest::Client::new().get(&url).timeout(std::time::Duration::from_secs(2)).send().await;
+            }
+            next.run(Request::from_parts(parts, Body::from(bytes))).await
+        }
+        Fault::IdempotencyBeforeValidation if method == Method::POST && path == "/a2a/execute" => {
+            let key = header(req.headers(), "idempotency-key")
+                .map(|k| format!("{} {}", header(req.headers(), "a2a-sender-id").unwrap_or("").trim(), k.trim()));
+            if let Some(k) = &key
+                && let Some((_, headers, body)) = lock(&state.negotiations).get(k).cloned()
+            {
+                let mut out = Response::new(Body::from(body));
+                *out.headers_mut() = headers;
+                out.headers_mut().remove("content-length");
+                return out;
+            }
+            let resp = next.run(req).await;
+            let (parts, body) = resp.into_parts();
+            let rbytes = body_bytes(body).await;
+            if parts.status == StatusCode::CREATED
+                && let Some(k) = key
+            {
+                lock(&state.negotiations).insert(k, (parts.status, parts.headers.clone(), rbytes.clone()));
+            }
+            Response::from_parts(parts, Body::from(rbytes))
+        }
+        Fault::OptionsBelowIsDiscover
+            if method == Method::OPTIONS
+                && path.starts_with("/a2a/")
+                && !req.headers().contains_key("access-control-request-method") =>
+        {
+            let (mut parts, body) = req.into_parts();
+            if let Ok(u) = "/a2a".parse::<axum::http::Uri>() {
+                parts.extensions.insert(axum::extract::OriginalUri(u.clone()));
+                parts.uri = u;
+            }
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Fault::ResultConfirms if result_path => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") == Some("text/event-stream") {
+                return resp;
+            }
+            let (parts, body) = resp.into_parts();
+            let rbytes = body_bytes(body).await;
+            let v: Value = serde_json::from_slice(&rbytes).unwrap_or(Value::Null);
+            if v["status"] == "received"
+                && let Some(id) = v["execution_id"].as_str()
+            {
+                lock(&state.used).insert(id.to_owned());
+            }
+            Response::from_parts(parts, Body::from(rbytes))
+        }
+        Fault::ResultConfirms if method == Method::POST && path == "/a2a/confirm" => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let rbytes = body_bytes(body).await;
+            let mut v: Value = serde_json::from_slice(&rbytes).unwrap_or(Value::Null);
+            let read = v["execution_id"].as_str().is_some_and(|id| lock(&state.used).contains(id));
+            if parts.status != StatusCode::ACCEPTED || !read {
+                return Response::from_parts(parts, Body::from(rbytes));
+            }
+            // The read confirmed it: this CONFIRM is answered as a repeated one.
+            v["already_confirmed"] = json!(true);
+            parts.status = StatusCode::OK;
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+        }
+        Fault::ConfirmedShowsReceived if method == Method::POST && path == "/a2a/confirm" => {
+            let resp = next.run(req).await;
+            let (parts, body) = resp.into_parts();
+            let rbytes = body_bytes(body).await;
+            let v: Value = serde_json::from_slice(&rbytes).unwrap_or(Value::Null);
+            if parts.status == StatusCode::ACCEPTED
+                && let Some(id) = v["execution_id"].as_str()
+            {
+                lock(&state.used).insert(id.to_owned());
+            }
+            Response::from_parts(parts, Body::from(rbytes))
+        }
+        Fault::ConfirmedShowsReceived if result_path => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") == Some("text/event-stream") {
+                return resp;
+            }
+            let st = &state;
+            edit_response(
+                resp,
+                |status, v| {
+                    status == StatusCode::OK && v["execution_id"].as_str().is_some_and(|id| lock(&st.used).remove(id))
+                },
+                |v| {
+                    if let Some(o) = v.as_object_mut() {
+                        o.remove("result");
+                        o.remove("error");
+                        o.insert("status".into(), json!("received"));
+                    }
+                },
+            )
+            .await
+        }
+        _ => next.run(req).await,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validation_errors_out_of_order_are_caught() {
+    caught(Fault::UnsortedValidationErrors).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_served_but_not_listed_in_features_is_caught() {
+    caught(Fault::CancelServedButNotListed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_a2a_version_served_is_caught() {
+    caught(Fault::MissingVersionAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negotiate_without_a2a_negotiation_id_is_caught() {
+    caught(Fault::NegotiationIdHeaderMissing).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negotiate_misreporting_auth_requirement_is_caught() {
+    caught(Fault::AuthRequirementMisreported).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_negotiate_answered_with_the_same_negotiation_is_caught() {
+    caught(Fault::NegotiationReplayed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tightened_false_despite_changes_is_caught() {
+    caught(Fault::TightenedAlwaysFalse).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_incompatible_without_fallback_options_is_caught() {
+    caught(Fault::ConflictWithoutFallback).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_strict_is_caught() {
+    caught(Fault::StrictIgnored).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_negotiation_that_serves_one_execute_is_caught() {
+    caught(Fault::NegotiationSingleUse).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executing_another_senders_negotiation_is_caught() {
+    caught(Fault::NegotiationsNotSenderScoped).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_unknown_request_members_is_caught() {
+    caught(Fault::UnknownMembersIgnored).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_not_served_is_caught() {
+    caught(Fault::FallbackNotServed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capability_named_twice_in_discover_is_caught() {
+    caught(Fault::DuplicateCapabilityName).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capabilities_document_of_another_version_is_caught() {
+    caught(Fault::WrongDocumentVersion).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_readable_by_another_sender_is_caught() {
+    caught(Fault::ResultTrustsIdSender).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_that_does_not_decode_its_path_segment_is_caught() {
+    caught(Fault::ResultNotDecoded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "not single-fault: about half of the suite's signatures are high-S, so refusing them trips other signature checks at random (JWS-4)"]
+async fn refusing_high_s_signatures_is_caught() {
+    caught(Fault::HighSRefused).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_signatures_that_do_not_verify_is_caught() {
+    caught(Fault::InvalidSignaturesAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_header_only_signatures_on_bodies_is_caught() {
+    caught(Fault::HeaderOnlyBodyAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integrity_mismatch_without_the_part_is_caught() {
+    caught(Fault::MismatchUnnamed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_event_ids_from_zero_are_caught() {
+    caught(Fault::StreamIdsFromZero).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_result_unlike_the_plain_result_is_caught() {
+    caught(Fault::StreamResultDiffers).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execution_ids_with_a_leading_zero_timestamp_are_caught() {
+    caught(Fault::LeadingZeroTimestamps).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_started_before_confirm_is_caught() {
+    caught(Fault::WorkBeforeConfirm).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_looked_up_before_validation_is_caught() {
+    caught(Fault::IdempotencyBeforeValidation).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "blind spot under investigation: this breaker's OPTIONS /a2a/... answered as DISCOVER is not seen failing by cors/options-below-endpoint (DISC-13)"]
+async fn options_below_the_endpoint_answered_as_discover_is_caught() {
+    caught(Fault::OptionsBelowIsDiscover).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_that_confirms_is_caught() {
+    caught(Fault::ResultConfirms).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_moving_backwards_is_caught() {
+    caught(Fault::ConfirmedShowsReceived).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_with_members_in_code_point_order_is_caught() {
+    caught(Fault::CanonKeysByCodePoint).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_with_rust_number_spelling_is_caught() {
+    caught(Fault::CanonNumbersAsRust).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_with_upper_case_escapes_is_caught() {
+    caught(Fault::CanonUpperCaseEscapes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_over_normalized_strings_is_caught() {
+    caught(Fault::CanonNormalizesStrings).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusing_noncharacters_is_caught() {
+    caught(Fault::CanonRefusesNoncharacters).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_over_sorted_arrays_is_caught() {
+    caught(Fault::CanonArraysSorted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusing_the_solidus_escape_is_caught() {
+    caught(Fault::CanonRefusesSolidusEscape).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_with_escaped_surrogates_is_caught() {
+    caught(Fault::CanonSurrogatesEscaped).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numbers_read_to_fifteen_digits_are_caught() {
+    caught(Fault::CanonNumbersRounded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_duplicate_members_is_caught() {
+    caught(Fault::DuplicateMembersAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepting_leading_zeros_is_caught() {
+    caught(Fault::LeadingZerosAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_over_the_raw_body_is_caught() {
+    caught(Fault::DigestOverRawBytes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_accepting_rsa_keys_is_caught() {
+    caught(Fault::ResolverAcceptsRsaKeys).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_accepting_private_keys_is_caught() {
+    caught(Fault::ResolverAcceptsPrivateKeys).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_accepting_key_agreement_keys_is_caught() {
+    caught(Fault::ResolverAcceptsKeyAgreementKeys).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_accepting_a_document_of_another_did_is_caught() {
+    caught(Fault::ResolverAcceptsOtherIds).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_misnaming_a_non_json_document_is_caught() {
+    caught(Fault::ResolverMisnamesNonJson).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_accepting_huge_documents_is_caught() {
+    caught(Fault::ResolverAcceptsHugeDocuments).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_accepting_65_methods_is_caught() {
+    caught(Fault::ResolverAcceptsManyMethods).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_accepting_untyped_methods_is_caught() {
+    caught(Fault::ResolverAcceptsUntypedMethods).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_following_redirects_is_caught() {
+    caught(Fault::ResolverFollowsRedirects).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_refusing_unused_members_is_caught() {
+    caught(Fault::ResolverRefusesUnusedMembers).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_refusal_without_retry_after_is_caught() {
+    caught(Fault::QuotaWithoutRetryAfter).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_id_issued_twice_is_caught() {
+    caught(Fault::ExecuteDeduplicatedWithoutKey).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_id_with_an_upper_case_suffix_is_caught() {
+    caught(Fault::UppercaseIdSuffix).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_drops_the_proposed_enum_is_caught() {
+    caught(Fault::TightenDropsEnum).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_drops_the_proposed_const_is_caught() {
+    caught(Fault::TightenDropsConst).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_drops_the_proposed_lower_bound_is_caught() {
+    caught(Fault::TightenDropsLowerBound).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_drops_the_proposed_upper_bound_is_caught() {
+    caught(Fault::TightenDropsUpperBound).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_drops_the_proposed_multiple_of_is_caught() {
+    caught(Fault::TightenDropsMultipleOf).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_drops_the_proposed_lengths_is_caught() {
+    caught(Fault::TightenDropsLengths).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_drops_the_proposed_pattern_is_caught() {
+    caught(Fault::TightenDropsPattern).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_drops_the_proposed_annotations_is_caught() {
+    caught(Fault::TightenDropsAnnotations).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_opens_a_closed_proposal_is_caught() {
+    caught(Fault::TightenOpensClosedProposal).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_skips_the_capabilitys_required_is_caught() {
+    caught(Fault::TightenSkipsCapabilityRequired).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_out_of_order_are_caught() {
+    caught(Fault::ChangesUnsorted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_without_a_message_are_caught() {
+    caught(Fault::ChangesWithoutMessage).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declaration_with_an_unknown_member_is_caught() {
+    caught(Fault::DeclarationWithUnknownMember).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declaration_with_a_null_required_member_is_caught() {
+    caught(Fault::DeclarationWithNullRequired).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blank_description_is_caught() {
+    caught(Fault::BlankDescription).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declaration_without_auth_requirement_is_caught() {
+    caught(Fault::DeclarationWithoutAuthRequirement).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capitalized_auth_requirement_is_caught() {
+    caught(Fault::AuthRequirementCapitalized).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_region_name_is_caught() {
+    caught(Fault::InvalidRegionName).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capability_that_is_its_own_sub_capability_is_caught() {
+    caught(Fault::SubCapabilityOfItself).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_negative_estimated_cost_is_caught() {
+    caught(Fault::NegativeCost).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capability_that_is_its_own_fallback_is_caught() {
+    caught(Fault::FallbackForItself).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_schema_that_breaks_the_rules_is_caught() {
+    caught(Fault::InputSchemaBreaksRules).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fallback_without_options_is_caught() {
+    caught(Fault::FallbackWithoutOptions).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fallback_without_the_degraded_options_is_caught() {
+    caught(Fault::FallbackDropsDegraded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_to_an_unknown_session_answered_400_is_caught() {
+    caught(Fault::UnknownSessionIs400).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignoring_the_wait_chain_is_caught() {
+    caught(Fault::IgnoresWaitChain).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_with_limit_zero_accepted_is_caught() {
+    caught(Fault::HistoryAcceptsLimitZero).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_without_truncated_is_caught() {
+    caught(Fault::HistoryWithoutTruncated).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_no_reply_run_without_its_token_is_caught() {
+    caught(Fault::NoReplyWithoutToken).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_without_reply_that_waits_is_caught() {
+    caught(Fault::ReplyFalseWaits).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_send_answered_ok_is_caught() {
+    caught(Fault::SendAcceptedAsOk).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provenance_claiming_a_user_is_caught() {
+    caught(Fault::ProvenanceClaimsUser).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_answered_201_is_caught() {
+    caught(Fault::RefreshAnswered201).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_session_still_listed_is_caught() {
+    caught(Fault::EndedSessionStillListed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_the_rules_refuse_accepted_is_caught() {
+    caught(Fault::TypeNotAllowedAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subschema_without_type_accepted_is_caught() {
+    caught(Fault::TypeMissingAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn required_names_without_properties_accepted_are_caught() {
+    caught(Fault::UndefinedRequiredAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn format_on_a_non_string_accepted_is_caught() {
+    caught(Fault::FormatOnNonStringAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn references_accepted_are_caught() {
+    caught(Fault::RefsAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_keywords_ignored_are_caught() {
+    caught(Fault::UnknownKeywordsIgnored).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounds_that_leave_no_value_accepted_are_caught() {
+    caught(Fault::EmptyBoundsAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn violations_out_of_order_are_caught() {
+    caught(Fault::ViolationsUnsorted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn violations_with_an_extra_member_are_caught() {
+    caught(Fault::ViolationsWithExtraMember).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn violations_capped_at_32_are_caught() {
+    caught(Fault::ViolationsCapped32).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_rule_id_is_caught() {
+    caught(Fault::RuleIdsRenamed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetching_references_is_caught() {
+    caught(Fault::FetchesReferences).await;
 }

@@ -22,6 +22,38 @@ fn list_prints_every_check_without_a_target() {
 }
 
 #[test]
+fn only_selects_areas_requirements_and_globs_as_the_readme_documents() {
+    let list = |only: &str| -> Vec<String> {
+        let out = bin().args(["--list", "--only", only]).output().expect("runs");
+        assert!(out.status.success(), "--only {only}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        // `LEVEL  id  requirements`, then indented lines about it.
+        let ids: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with(['M', 'S']))
+            .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
+            .collect();
+        assert!(text.contains(&format!("{} checks", ids.len())), "--only {only}: {text}");
+        ids
+    };
+    // An area ends with `/`: every check whose id starts with it, and no other.
+    let areas = list("negotiate/,execute/");
+    let all = a2a_conformance::checks::all();
+    let want: Vec<String> = all
+        .iter()
+        .filter(|c| c.id.starts_with("negotiate/") || c.id.starts_with("execute/"))
+        .map(|c| c.id.to_owned())
+        .collect();
+    assert_eq!(areas, want);
+    // A requirement id: every check citing it.
+    let want: Vec<String> = all.iter().filter(|c| c.requirements.contains(&"EXE-4")).map(|c| c.id.to_owned()).collect();
+    assert!(want.len() >= 2, "{want:?}");
+    assert_eq!(list("EXE-4"), want);
+    // Globs, as before.
+    assert!(list("INT-*,signature/replay").contains(&"signature/replay".to_owned()));
+}
+
+#[test]
 fn an_unreachable_target_exits_2_with_advice() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
     let out = bin().args(["--target", &format!("http://127.0.0.1:{port}")]).output().expect("runs");
@@ -91,9 +123,12 @@ async fn the_binary_passes_the_demo_with_exit_0_and_writes_json_and_junit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_must_exits_1_and_the_text_report_says_what_was_expected_and_observed() {
     let agent = broken::start(broken::Fault::NoExecutionHeader).await;
-    let out = run_bin(vec!["--target".into(), agent.running.base.clone(), "--only".into(), "execute/*".into()]).await;
+    let out =
+        run_bin(vec!["--target".into(), agent.running.base.clone(), "--only".into(), "negotiate/,execute/".into()])
+            .await;
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("only      negotiate/,execute/"), "the report names the selection: {text}");
     assert!(text.contains("FAIL  MUST   execute/happy-path"), "{text}");
     assert!(text.contains("expected A2A-Execution-ID") && text.contains("observed None"), "{text}");
     assert!(text.contains("compliance: none"), "{text}");
