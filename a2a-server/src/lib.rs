@@ -62,6 +62,7 @@ mod response_signing;
 pub use response_signing::{RESPONSE_SIGNATURE_LIFETIME_S, response_signature, response_signature_of};
 mod router;
 pub mod serve;
+mod shares;
 pub mod sessions;
 pub mod sessions_demo;
 pub mod store;
@@ -392,6 +393,12 @@ impl AgentBuilder {
             router::discover_parts(&engine, self.name, &features, sessions_info);
         let sender_header = HeaderValue::from_str(&self.did)
             .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
+        // LIM-14, LIM-15: each sender's share of the requests served at once.
+        let shares = Arc::new(shares::Shares::new(
+            engine.limits.max_in_progress_per_sender,
+            engine.limits.max_queued_per_sender,
+            Duration::from_millis(engine.limits.sender_queue_timeout_ms),
+        ));
         let state = Arc::new(router::AppState {
             engine,
             auth,
@@ -403,6 +410,7 @@ impl AgentBuilder {
             agent_name,
             bridge: std::sync::OnceLock::new(),
             sessions,
+            shares,
         });
         Ok(Agent { state })
     }
