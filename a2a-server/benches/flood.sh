@@ -21,9 +21,10 @@
 # SHARE (unset: the agent's default `max_in_progress_per_sender`, LIM-14; e.g. SHARE=100000 for no share at all),
 # AGENT_LOG (1: the agent logs each of sender A's requests with its latency inside the agent, JSON, and the slow
 # handshakes are listed with the time the agent spent on them).
-# Where a tail comes from: under `rt` a probe (benches/flood/stall_probe.py) runs at a real-time priority above all
-# the others (`chrt -f 50`) and records every time it woke more than 2 ms late — then no real-time task ran on any
-# CPU, whatever the agent did; each of A's handshakes over 10 ms is listed with the probe's stalls it overlapped.
+# Where a tail comes from: under `rt` a probe (benches/flood/stall_probe.py) per CPU, pinned to it, runs at a
+# real-time priority above all the others (`chrt -f 50`) and records every time it woke more than 2 ms late — then no
+# real-time task ran on that CPU, whatever the agent did; each of A's handshakes over 10 ms is listed with the
+# probes' stalls it overlapped (on any CPU) and, with AGENT_LOG=1, the time the agent spent on its requests.
 # Exits 1 if any of sender A's handshakes failed.
 set -euo pipefail
 bin=${1:?usage: flood.sh <a2a-server binary> [memory|redis]}
@@ -95,32 +96,34 @@ measure() { # label flood_conns(0 = none)
     wrk_pid=$!
     sleep 1 # B's shares fill
   fi
-  local probe_pid=
-  : >"$work/probe.out"
+  local probe_pids=() cpu
+  rm -f "$work"/probe.*.out
   if [ "${prio[*]:-}" = "chrt -f 10" ]; then
-    chrt -f 50 python3 "$here/stall_probe.py" >"$work/probe.out" &
-    probe_pid=$!
+    for cpu in $(seq 0 $(($(nproc) - 1))); do # one probe per CPU: the kernel holds real-time tasks per CPU
+      taskset -c "$cpu" chrt -f 50 python3 "$here/stall_probe.py" >"$work/probe.$cpu.out" &
+      probe_pids+=($!)
+    done
   fi
   out=$("${prio[@]}" python3 "$here/measure.py" "$port" "$handshakes" "$rate" did:web:measured.example.com)
-  if [ -n "$probe_pid" ]; then
-    kill -TERM "$probe_pid"
-    wait "$probe_pid" || true
-  fi
+  for p in "${probe_pids[@]}"; do kill -TERM "$p"; done
+  for p in "${probe_pids[@]}"; do wait "$p" || true; done
   if [ -n "$wrk_pid" ]; then
     kill -INT "$wrk_pid"
     wait "$wrk_pid" || true
   fi
-  python3 - "$label" "$c" "$work/wrk.out" "$out" "$results" "$work/probe.out" "$work/agent.log" <<'PY'
+  python3 - "$label" "$c" "$work/wrk.out" "$out" "$results" "$work/agent.log" "$work"/probe.*.out <<'PY'
 import datetime, json, math, re, sys
 label, c, wrk_out, out, results = sys.argv[1], int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]), sys.argv[5]
-probe_text = open(sys.argv[6]).read().strip()
-probe = json.loads(probe_text) if probe_text else None
+probes = [json.loads(t) for t in (open(f).read().strip() for f in sys.argv[7:] if not f.endswith("*.out")) if t]
+probe = {"stalls": sorted(st for p in probes for st in p["stalls"])} if probes else None
 agent_times = []  # (wall-clock end, ms) of sender A's requests, when the agent logs them (AGENT_LOG=1)
-for l in open(sys.argv[7], errors="replace"):
+for l in open(sys.argv[6], errors="replace"):
     if '"request answered"' not in l:
         continue
     try:
         r = json.loads(l)
+        if r.get("span", {}).get("sender_id") != "did:web:measured.example.com":
+            continue  # another sender's 4xx, logged at info
         end = datetime.datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")).timestamp()
         agent_times.append((end, r["fields"]["latency_us"] / 1000))
     except (ValueError, KeyError):
@@ -163,7 +166,7 @@ row["slow_in_stall"] = explained
 row["stall_ms"] = sum(ms for _, ms in stalls)
 row["stalls"] = len(stalls)
 if probe:
-    line += (f"\n              probe: {len(stalls)} stalls over 2 ms, {row['stall_ms']:.0f} ms in all"
+    line += (f"\n              probes: {len(stalls)} stalls over 2 ms, {row['stall_ms']:.0f} ms in all (all CPUs)"
              f" (longest {max([ms for _, ms in stalls], default=0):.0f} ms)")
 if slow:
     line += f"\n              handshakes over 10 ms (start:latency[probe stall overlapping, ms][agent-side ms]) {' '.join(slow)}"

@@ -92,7 +92,7 @@ impl Default for Limits {
             max_nonces_per_sender: 100_000,
             max_buffered_body_bytes: 64 * 1024 * 1024,
             max_connections: 4096,
-            max_in_progress_per_sender: 4,
+            max_in_progress_per_sender: 2,
             max_queued_per_sender: 64,
             sender_queue_timeout_ms: 5_000,
         }
