@@ -194,7 +194,7 @@ mod tests {
     async fn a_sender_past_its_share_waits_in_its_own_queue_then_is_refused() {
         let shares = Arc::new(Shares::new(2, 1, Duration::from_millis(200)));
         let (a1, _) = shares.acquire("a").await.unwrap();
-        let (_a2, _) = shares.acquire("a").await.unwrap();
+        let (a2, _) = shares.acquire("a").await.unwrap();
         // Another sender is not held behind a's share.
         let (b1, how) = shares.acquire("b").await.unwrap();
         assert_eq!(how, Admission::Immediate);
@@ -202,7 +202,7 @@ mod tests {
         assert_eq!(shares.counts("b"), (0, 0));
         // a's third request waits; its fourth finds the queue full.
         let s = shares.clone();
-        let third = tokio::spawn(async move { s.acquire("a").await.map(|(slot, how)| (slot, how)) });
+        let third = tokio::spawn(async move { s.acquire("a").await });
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert_eq!(shares.counts("a"), (2, 1));
         let refused = shares.acquire("a").await.err().unwrap();
@@ -217,7 +217,7 @@ mod tests {
         assert_eq!((refused.quota, refused.limit), ("max_in_progress_per_sender", 2));
         assert_eq!(shares.counts("a"), (2, 0));
         drop(slot);
-        drop(_a2);
+        drop(a2);
         assert_eq!(shares.counts("a"), (0, 0));
         assert!(shares.senders.lock().unwrap().is_empty());
     }

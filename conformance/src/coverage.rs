@@ -49,7 +49,10 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "LIM-16",
         "a long-poll's slot given back is visible only with the sender's share filled by long-polls; a2a-server's e2e tests check it (steady_state: sender_share_long_polls_do_not_hold_the_share)",
     ),
-    ("LIM-17", "how the share compares with the agent's capacity is a deployment choice and a benchmark figure (docs/BENCHMARKS.md)"),
+    (
+        "LIM-17",
+        "how the share compares with the agent's capacity is a deployment choice and a benchmark figure (docs/BENCHMARKS.md)",
+    ),
     (
         "BR-27",
         "where a message that names no skill goes depends on the agent's skills and its configured default skill; checked with the official a2a-sdk client in a2a-server's tests (a2a1x_sdk.rs)",

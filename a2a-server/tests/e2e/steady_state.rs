@@ -718,7 +718,12 @@ async fn sender_share_long_polls_do_not_hold_the_share() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     refused_naming(&negotiate_as(&t, SENDER).await, "max_queued_per_sender", 0);
     assert_eq!(finish_stalled(stalled).await, "HTTP/1.1 200 OK");
-    let neg = t.negotiated("run_slow_task", json!({"type": "object", "properties": {"ms": {"type": "number"}}, "required": ["ms"]})).await;
+    let neg = t
+        .negotiated(
+            "run_slow_task",
+            json!({"type": "object", "properties": {"ms": {"type": "number"}}, "required": ["ms"]}),
+        )
+        .await;
     let exe = t.executed(&neg, json!({"ms": 1_500})).await;
     assert_eq!(t.confirm(&exe).await.status, StatusCode::ACCEPTED);
     let poll = {
