@@ -27,6 +27,12 @@ pub enum Step {
 }
 
 impl Step {
+    /// Whether requests of this step draw on their sender's share of the requests in progress (LIM-14): the
+    /// handshake's steps after DISCOVER.
+    pub fn shared(self) -> bool {
+        matches!(self, Step::Negotiate | Step::Execute | Step::Confirm | Step::Result | Step::Cancel | Step::Fallback)
+    }
+
     /// How many steps there are.
     pub const COUNT: usize = 10;
 

@@ -57,6 +57,14 @@ pub struct Limits {
     /// listen backlog) and logs it. Lowered to three quarters of the process's file descriptor limit when that is
     /// smaller.
     pub max_connections: usize,
+    /// Requests of one sender (`A2A-Sender-ID`) served at once, NEGOTIATE, EXECUTE, CONFIRM, RESULT, CANCEL and
+    /// FALLBACK together (LIM-14); past it a request waits in the sender's own queue. At least 1 (0 counts as 1).
+    pub max_in_progress_per_sender: usize,
+    /// Requests of one sender waiting for a slot of its share (LIM-15: `429 quota_exceeded` above; 0 refuses a
+    /// request past the share at once instead of queueing it).
+    pub max_queued_per_sender: usize,
+    /// Longest time a request waits in its sender's queue, in milliseconds (LIM-15: `429 quota_exceeded` after).
+    pub sender_queue_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -84,6 +92,9 @@ impl Default for Limits {
             max_nonces_per_sender: 100_000,
             max_buffered_body_bytes: 64 * 1024 * 1024,
             max_connections: 4096,
+            max_in_progress_per_sender: 2,
+            max_queued_per_sender: 64,
+            sender_queue_timeout_ms: 5_000,
         }
     }
 }

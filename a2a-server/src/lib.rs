@@ -54,6 +54,7 @@ pub mod handlers;
 pub mod metrics;
 mod router;
 pub mod sessions;
+mod shares;
 pub mod streaming;
 
 use std::sync::Arc;
@@ -399,6 +400,12 @@ impl AgentBuilder {
             router::discover_parts(&engine, self.name, &features, sessions_info);
         let sender_header = HeaderValue::from_str(&self.did)
             .map_err(|e| BuildError::Did { did: self.did.clone(), reason: e.to_string() })?;
+        // LIM-14, LIM-15: each sender's share of the requests served at once.
+        let shares = Arc::new(shares::Shares::new(
+            engine.limits.max_in_progress_per_sender,
+            engine.limits.max_queued_per_sender,
+            Duration::from_millis(engine.limits.sender_queue_timeout_ms),
+        ));
         let state = Arc::new(router::AppState {
             engine,
             auth,
@@ -410,6 +417,7 @@ impl AgentBuilder {
             agent_name,
             bridge: std::sync::OnceLock::new(),
             sessions,
+            shares,
         });
         Ok(Agent { state })
     }

@@ -38,9 +38,10 @@ struct Reason {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Quota {
-    /// The limit's configuration key (a fixed set, LIM-4, LIM-5).
+    /// The limit's configuration key (a fixed set, LIM-4, LIM-5, LIM-15).
     quota: &'static str,
-    /// `refused`, or `replaced` (a sender's negotiation replaced its own closest to expiry).
+    /// `refused`, `replaced` (a sender's negotiation replaced its own closest to expiry) or `queued` (a request
+    /// waited for a slot of its sender's share, LIM-15).
     outcome: &'static str,
 }
 
@@ -112,8 +113,9 @@ impl Metrics {
         let quota = Family::<Quota, Counter>::default();
         registry.register(
             "quota",
-            "Inserts held to a sender's share of the agent's state (LIM-4, LIM-5), by limit and outcome: refused \
-             (429 quota_exceeded) or replaced (a negotiation replaced the sender's own closest to expiry)",
+            "Requests held to a sender's share of the agent's state or of its requests in progress (LIM-4, LIM-5, \
+             LIM-15), by limit and outcome: refused (429 quota_exceeded), replaced (a negotiation replaced the \
+             sender's own closest to expiry) or queued (a request waited in its sender's queue)",
             quota.clone(),
         );
         let in_flight = Gauge::<i64, AtomicI64>::default();
@@ -136,7 +138,14 @@ impl Metrics {
                 let _ = finished.get_or_create(&Finished { capability: capability.clone(), status: status.as_str() });
             }
         }
-        for q in ["max_negotiations", "max_received_per_sender", "max_nonces", "max_nonces_per_sender"] {
+        for q in [
+            "max_negotiations",
+            "max_received_per_sender",
+            "max_nonces",
+            "max_nonces_per_sender",
+            "max_in_progress_per_sender",
+            "max_queued_per_sender",
+        ] {
             let _ = quota.get_or_create(&Quota { quota: q, outcome: "refused" });
         }
         let _ = signature_failures.get_or_create(&Reason { reason: "signature_invalid" });
@@ -189,6 +198,11 @@ impl Metrics {
     pub fn quota(&self, quota: &'static str, replaced: bool) {
         let outcome = if replaced { "replaced" } else { "refused" };
         self.quota.get_or_create(&Quota { quota, outcome }).inc();
+    }
+
+    /// Counts a request that waited in its sender's queue for a slot of its share (LIM-15).
+    pub fn quota_queued(&self, quota: &'static str) {
+        self.quota.get_or_create(&Quota { quota, outcome: "queued" }).inc();
     }
 
     /// Counts a refused signature.

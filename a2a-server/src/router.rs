@@ -41,6 +41,8 @@ pub(crate) struct AppState {
     /// Set when an A2A 1.x bridge serves this agent: NEGOTIATE then offers `bridge_to` (BR-17).
     pub(crate) bridge: std::sync::OnceLock<crate::a2a1x::Announce>,
     pub(crate) sessions: Option<Arc<crate::sessions::Sessions>>,
+    /// Each sender's share of the handshake requests served at once (LIM-14, LIM-15).
+    pub(crate) shares: Arc<crate::shares::Shares>,
 }
 
 /// Which browser origins may call the agent (DISC-6, DISC-7).
@@ -256,6 +258,15 @@ async fn a2a_layer_inner(state: &Arc<AppState>, step: Step, req: Request, next: 
             .details(json!({"max_headers": limits.max_headers, "max_header_bytes": limits.max_header_bytes})),
         )
         .into_response()
+    } else if step.shared() {
+        match sender_share(state, step, req).await {
+            Ok((req, held)) => {
+                let resp = next.run(req).await;
+                held.give_back();
+                resp
+            }
+            Err(refused) => refused,
+        }
     } else {
         next.run(req).await
     };
@@ -276,6 +287,35 @@ async fn a2a_layer_inner(state: &Arc<AppState>, step: Step, req: Request, next: 
             crate::response_signing::sign(signer, &state.engine.did, answered, resp).await
         }
         _ => resp,
+    }
+}
+
+/// LIM-14, LIM-15: a slot of the sender's share for a handshake request, held in its extensions
+/// ([`crate::shares::HeldSlot`]) — at once, after waiting in the sender's queue, or `429 quota_exceeded` naming the
+/// limit. A request without `A2A-Sender-ID` has no share (the handler refuses it at once, HDR-6).
+async fn sender_share(
+    state: &Arc<AppState>,
+    step: Step,
+    mut req: Request,
+) -> Result<(Request, crate::shares::HeldSlot), Response> {
+    let Some(sender) = req.headers().get(h::A2A_SENDER_ID) else {
+        return Ok((req, crate::shares::HeldSlot(Default::default())));
+    };
+    let sender = String::from_utf8_lossy(sender.as_bytes());
+    match state.shares.acquire(sender.trim()).await {
+        Ok((slot, how)) => {
+            if how == crate::shares::Admission::Queued {
+                state.engine.metrics.quota_queued("max_in_progress_per_sender");
+            }
+            let held = crate::shares::HeldSlot(Arc::new(std::sync::Mutex::new(Some(slot))));
+            req.extensions_mut().insert(held.clone());
+            Ok((req, held))
+        }
+        Err(q) => {
+            state.engine.metrics.quota(q.quota, false);
+            let what = format!("{} refused", step.as_str());
+            Err(ApiError::from(crate::engine::quota_error(&q, &what)).into_response())
+        }
     }
 }
 
@@ -650,7 +690,12 @@ async fn confirm(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: 
 }
 
 /// `GET /a2a/result/{execution_id}` (§8.3).
-async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: HeaderMap) -> ApiResult {
+async fn result(
+    State(state): State<Arc<AppState>>,
+    uri: OriginalUri,
+    headers: HeaderMap,
+    held: Option<axum::Extension<crate::shares::HeldSlot>>,
+) -> ApiResult {
     let mut caller = caller(&headers)?;
     let segment = uri.0.path().rsplit('/').next().unwrap_or("");
     let id = ExecutionId::from_path_segment(segment).map_err(|e| {
@@ -691,6 +736,12 @@ async fn result(State(state): State<Arc<AppState>>, uri: OriginalUri, headers: H
         let mut r = crate::streaming::sse::respond(&state, &streaming, rec, &headers, target, caller.sender).await?;
         r.extensions_mut().insert(tag);
         return Ok(r);
+    }
+    // LIM-16: a long-poll waits without working; the sender's slot serves its other requests meanwhile.
+    if !wait.is_zero()
+        && let Some(axum::Extension(held)) = &held
+    {
+        held.give_back();
     }
     let resp = if read == ReadFor::Wait {
         state.engine.result_for_wait(rec, wait).await?

@@ -38,6 +38,22 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     ),
     ("LIM-6", "a cost that does not grow with the state held is a benchmark figure (docs/BENCHMARKS.md), not a check"),
     (
+        "LIM-14",
+        "seeing a sender held to its share of requests in progress needs more requests in flight at once than the share, each held long enough to overlap, which the suite's one-at-a-time client does not make; a2a-server's e2e tests cover it (steady_state: sender_share_*)",
+    ),
+    (
+        "LIM-15",
+        "a queue filled past max_queued_per_sender needs the share's requests held in progress while more wait; a2a-server's e2e tests fill it on memory and Redis (steady_state: sender_share_*)",
+    ),
+    (
+        "LIM-16",
+        "a long-poll's slot given back is visible only with the sender's share filled by long-polls; a2a-server's e2e tests check it (steady_state: sender_share_long_polls_do_not_hold_the_share)",
+    ),
+    (
+        "LIM-17",
+        "how the share compares with the agent's capacity is a deployment choice and a benchmark figure (docs/BENCHMARKS.md)",
+    ),
+    (
         "BR-27",
         "where a message that names no skill goes depends on the agent's skills and its configured default skill; checked with the official a2a-sdk client in a2a-server's tests (a2a1x_sdk.rs)",
     ),

@@ -1,7 +1,7 @@
-//! Steady state (`spec/PROTOCOL.md` LIM-4, LIM-5, LIM-6): the stores' per-sender bounds, filled past them, on the
+//! Steady state (`spec/PROTOCOL.md` LIM-4, LIM-5, LIM-6, LIM-14..LIM-16): the stores' per-sender bounds, filled past them, on the
 //! in-memory store and on a real Redis and Redis Cluster; over HTTP, the `429 quota_exceeded` answers, what the
 //! capabilities document and `/metrics` say of them; and a flood: one sender at full speed does not make another
-//! sender's handshakes fail.
+//! sender's handshakes fail; a sender's share of the requests in progress, filled past it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -578,4 +578,162 @@ handler = {{ kind = "echo" }}
     assert_eq!(refusals, Some(1.0), "{m}");
     assert_eq!(t.confirm(&first).await.status, StatusCode::ACCEPTED);
     assert_eq!(t.execute(&neg, report()).await.status, StatusCode::CREATED, "CONFIRM made room");
+}
+
+/// A NEGOTIATE of `sender` whose body is sent only in part: the request is in progress (LIM-14) until
+/// [`finish_stalled`] sends the rest or the stream is dropped.
+async fn stalled_negotiate(t: &TestAgent, sender: &str) -> (tokio::net::TcpStream, Vec<u8>) {
+    use tokio::io::AsyncWriteExt;
+    let body = serde_json::to_vec(&json!({"target_capability": "submit_report", "proposed_schema": report_schema()}))
+        .expect("json");
+    let addr = t.base.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "POST /a2a/negotiate HTTP/1.1\r\nHost: {addr}\r\nA2A-Version: 0.3\r\nA2A-Sender-ID: {sender}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.expect("head");
+    s.write_all(&body[..10]).await.expect("part of the body");
+    (s, body[10..].to_vec())
+}
+
+/// Sends the rest of a [`stalled_negotiate`] and returns the status line of its answer.
+async fn finish_stalled((mut s, rest): (tokio::net::TcpStream, Vec<u8>)) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    s.write_all(&rest).await.expect("rest of the body");
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await.expect("answer").expect("read");
+    String::from_utf8_lossy(&buf[..n]).lines().next().unwrap_or("").to_owned()
+}
+
+fn refused_naming(a: &crate::common::Answer, quota: &str, limit: u64) {
+    assert_eq!((a.status, a.code()), (StatusCode::TOO_MANY_REQUESTS, "quota_exceeded"), "{}", a.body);
+    assert!(a.header("retry-after").is_some_and(|v| v.parse::<u64>().is_ok_and(|s| s >= 1)), "{:?}", a.headers);
+    let d = &a.body["error"]["details"];
+    assert_eq!((d["quota"].as_str(), d["limit"].as_u64()), (Some(quota), Some(limit)), "{d}");
+}
+
+/// LIM-14, LIM-15 filled past their bounds on an agent whose share is 2 requests in progress, 1 waiting, for at most
+/// `timeout`: the third request of a sender waits for one of its own to finish, the fourth finds the queue full
+/// (`429 quota_exceeded`, `max_queued_per_sender`), another sender is served meanwhile, a request that waits its time
+/// out is refused (`max_in_progress_per_sender`), and `/metrics` counts the waits and refusals.
+async fn fill_a_sender_s_share_past_its_bounds(t: Arc<TestAgent>, timeout: Duration) {
+    let mut stalled = vec![stalled_negotiate(&t, SENDER).await, stalled_negotiate(&t, SENDER).await];
+    // The agent reads both heads and gives each a slot.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiting = {
+        let t = t.clone();
+        tokio::spawn(async move { negotiate_as(&t, SENDER).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "the third request waits for a slot of its sender's share");
+    refused_naming(&negotiate_as(&t, SENDER).await, "max_queued_per_sender", 1);
+    let other = negotiate_as(&t, OTHER).await;
+    assert_eq!(other.status, StatusCode::OK, "another sender is served beside a full share: {}", other.body);
+    assert!(!waiting.is_finished(), "still waiting: only its own sender's requests free its slot");
+    assert_eq!(finish_stalled(stalled.remove(0)).await, "HTTP/1.1 200 OK");
+    let served = waiting.await.expect("waiting request");
+    assert_eq!(served.status, StatusCode::OK, "served once a slot was free: {}", served.body);
+    // The share full again (one stalled before, one now), the next request waits its time out and is refused.
+    stalled.push(stalled_negotiate(&t, SENDER).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    refused_naming(&negotiate_as(&t, SENDER).await, "max_in_progress_per_sender", 2);
+    assert!(started.elapsed() >= timeout, "refused only after waiting {timeout:?}: {:?}", started.elapsed());
+    // Requests that end without an answer (their client gone) give their slots back.
+    drop(stalled);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let a = negotiate_as(&t, SENDER).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    let m = t.http.get(t.url("/metrics")).send().await.expect("metrics").text().await.expect("text");
+    let count = |q: &str, o: &str| metric(&m, &format!("a2a_quota_total{{quota=\"{q}\",outcome=\"{o}\"}}"));
+    assert_eq!(count("max_in_progress_per_sender", "queued"), Some(1.0), "{m}");
+    assert_eq!(count("max_queued_per_sender", "refused"), Some(1.0), "{m}");
+    assert_eq!(count("max_in_progress_per_sender", "refused"), Some(1.0), "{m}");
+}
+
+/// LIM-14, LIM-15 on the in-memory store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sender_share_past_its_bounds_waits_then_is_refused_and_others_are_served() {
+    let t = TestAgent::start(agent(|l| {
+        l.max_in_progress_per_sender = 2;
+        l.max_queued_per_sender = 1;
+        l.sender_queue_timeout_ms = 1_000;
+    }))
+    .await;
+    fill_a_sender_s_share_past_its_bounds(Arc::new(t), Duration::from_millis(1_000)).await;
+}
+
+/// LIM-14, LIM-15 on Redis, configured as documented (`[limits] max_in_progress_per_sender`,
+/// `max_queued_per_sender`, `sender_queue_timeout_ms` with `[store] redis_url`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sender_share_on_redis_from_the_configuration_waits_then_is_refused() {
+    let dir = crate::common::TempDir::new("sendershare");
+    let path = dir.write(
+        "agent.toml",
+        &format!(
+            r#"
+[agent]
+did = "did:web:localhost%3A8080"
+
+[limits]
+max_in_progress_per_sender = 2
+max_queued_per_sender = 1
+sender_queue_timeout_ms = 800
+
+[store]
+redis_url = "{}"
+key_prefix = "{}"
+
+[[capabilities]]
+name = "submit_report"
+description = "Files a report (echo)"
+auth_requirement = "none"
+input_schema = {{ type = "object", properties = {{ title = {{ type = "string", minLength = 1 }}, timestamp = {{ type = "string", format = "date-time" }} }}, required = ["title", "timestamp"] }}
+handler = {{ kind = "echo" }}
+"#,
+            crate::redis_support::shared_server().url(),
+            unique_prefix("sendershare")
+        ),
+    );
+    let (agent, _) = crate::config::build(&path).expect("builds");
+    let t = TestAgent::start_built(agent).await;
+    fill_a_sender_s_share_past_its_bounds(Arc::new(t), Duration::from_millis(800)).await;
+}
+
+/// LIM-16: a RESULT long-poll gives its sender's slot back while it waits. With a share of one request and no
+/// queue (`max_queued_per_sender = 0`: refused at once), a stalled request makes the next one `429` at once, while
+/// a long-poll waiting for a running execution leaves the slot to the sender's NEGOTIATE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sender_share_long_polls_do_not_hold_the_share() {
+    let t = Arc::new(
+        TestAgent::start(agent(|l| {
+            l.max_in_progress_per_sender = 1;
+            l.max_queued_per_sender = 0;
+        }))
+        .await,
+    );
+    let stalled = stalled_negotiate(&t, SENDER).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    refused_naming(&negotiate_as(&t, SENDER).await, "max_queued_per_sender", 0);
+    assert_eq!(finish_stalled(stalled).await, "HTTP/1.1 200 OK");
+    let neg = t
+        .negotiated(
+            "run_slow_task",
+            json!({"type": "object", "properties": {"ms": {"type": "number"}}, "required": ["ms"]}),
+        )
+        .await;
+    let exe = t.executed(&neg, json!({"ms": 1_500})).await;
+    assert_eq!(t.confirm(&exe).await.status, StatusCode::ACCEPTED);
+    let poll = {
+        let (t, exe) = (t.clone(), exe.clone());
+        tokio::spawn(async move { t.result(&exe, 10_000).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!poll.is_finished(), "the long-poll waits for the handler");
+    let a = negotiate_as(&t, SENDER).await;
+    assert_eq!(a.status, StatusCode::OK, "the waiting long-poll left its slot: {}", a.body);
+    let done = poll.await.expect("long-poll");
+    assert_eq!(done.body["status"], json!("succeeded"), "{}", done.body);
 }

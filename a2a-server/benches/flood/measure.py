@@ -1,5 +1,6 @@
 """Sender A of flood.sh: HANDSHAKES full handshakes (NEGOTIATE, EXECUTE, CONFIRM, RESULT?wait_ms) at RATE per second
-over one kept-alive HTTP/1.1 connection; prints one JSON line: {"ok": n, "failed": n, "errors": [...], "ms": [...]}.
+over one kept-alive HTTP/1.1 connection; prints one JSON line: {"ok": n, "failed": n, "errors": [...], "ms": [...],
+"at": [...], "wall": [...]} (each handshake's latency, its start in seconds from the first, its wall-clock start).
 
 usage: measure.py PORT HANDSHAKES RATE [SENDER]
 """
@@ -37,20 +38,21 @@ def handshake(i):
         raise RuntimeError(f"result: {json.dumps(res)[:200]}")
 
 
-ms, at, errors = [], [], []
+ms, at, wall, errors = [], [], [], []
 start = time.monotonic()
 for i in range(count):
     due = start + i / rate
     now = time.monotonic()
     if due > now:
         time.sleep(due - now)
-    t0 = time.monotonic()
+    t0, w0 = time.monotonic(), time.time()
     try:
         handshake(i)
         ms.append((time.monotonic() - t0) * 1000)
         at.append(round(t0 - start, 2))
+        wall.append(round(w0, 4))
     except Exception as e:  # a failed handshake is counted, the connection reopened
         errors.append(str(e)[:200])
         conn.close()
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-print(json.dumps({"ok": len(ms), "failed": len(errors), "errors": errors[:5], "ms": ms, "at": at}))
+print(json.dumps({"ok": len(ms), "failed": len(errors), "errors": errors[:5], "ms": ms, "at": at, "wall": wall}))
