@@ -144,7 +144,7 @@ async fn handle(agent: &Agent, key: Option<[u8; 32]>, req: Request) -> Response<
         "/console/assets/agent.css" => respond(StatusCode::OK, "text/css; charset=utf-8", STYLE),
         "/console/api/agent" => {
             let engine = agent.engine();
-            let caps: Vec<_> = engine.caps.iter().map(|c| c.decl.clone()).collect();
+            let caps: Vec<_> = engine.capabilities().iter().map(|c| c.decl.clone()).collect();
             json_response(
                 StatusCode::OK,
                 &json!({
@@ -168,7 +168,7 @@ async fn handle(agent: &Agent, key: Option<[u8; 32]>, req: Request) -> Response<
                 Err(e) => error(A2aError::with_message(ErrorCode::STORE_UNAVAILABLE, e.to_string())),
             }
         }
-        "/console/api/metrics" => json_response(StatusCode::OK, &summary(&agent.engine().metrics.encode())),
+        "/console/api/metrics" => json_response(StatusCode::OK, &summary(&agent.engine().metrics().encode())),
         _ => error(A2aError::with_message(ErrorCode::NOT_FOUND, "no console page or API at this path")),
     }
 }

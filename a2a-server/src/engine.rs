@@ -238,6 +238,11 @@ impl Engine {
         &self.registry
     }
 
+    /// The agent's metrics (what `/metrics` encodes).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
     /// The capabilities, in declaration order.
     pub fn capabilities(&self) -> &[Arc<Capability>] {
         &self.caps
