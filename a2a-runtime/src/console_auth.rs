@@ -187,6 +187,20 @@ pub fn refuse(key: &[u8; 32], headers: &HeaderMap, page: bool, product: &str) ->
     Some(r)
 }
 
+/// The policy of the console's page: its own script and style only.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                       connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// Sets the headers every console answer carries: no caching, no sniffing, no framing, the policy given.
+pub fn secure_headers(h: &mut axum::http::HeaderMap, content_type: &'static str, csp: &'static str) {
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(csp));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,18 +235,4 @@ mod tests {
         assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/console"));
         assert!(!set.contains("secret"));
     }
-}
-
-/// The policy of the console's page: its own script and style only.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-                       connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-
-/// Sets the headers every console answer carries: no caching, no sniffing, no framing, the policy given.
-pub fn secure_headers(h: &mut axum::http::HeaderMap, content_type: &'static str, csp: &'static str) {
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(csp));
 }

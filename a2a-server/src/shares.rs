@@ -116,7 +116,7 @@ impl Shares {
     /// Requests of `sender` in progress and waiting (tests).
     #[cfg(test)]
     fn counts(&self, sender: &str) -> (usize, usize) {
-        let senders = self.senders.lock().unwrap();
+        let senders = self.senders.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         senders.get(sender).map_or((0, 0), |e| (e.in_progress, e.queue.len()))
     }
 }
@@ -193,10 +193,10 @@ mod tests {
     #[tokio::test]
     async fn a_sender_past_its_share_waits_in_its_own_queue_then_is_refused() {
         let shares = Arc::new(Shares::new(2, 1, Duration::from_millis(200)));
-        let (a1, _) = shares.acquire("a").await.unwrap();
-        let (a2, _) = shares.acquire("a").await.unwrap();
+        let (a1, _) = shares.acquire("a").await.expect("in the test");
+        let (a2, _) = shares.acquire("a").await.expect("in the test");
         // Another sender is not held behind a's share.
-        let (b1, how) = shares.acquire("b").await.unwrap();
+        let (b1, how) = shares.acquire("b").await.expect("in the test");
         assert_eq!(how, Admission::Immediate);
         drop(b1);
         assert_eq!(shares.counts("b"), (0, 0));
@@ -205,27 +205,27 @@ mod tests {
         let third = tokio::spawn(async move { s.acquire("a").await });
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert_eq!(shares.counts("a"), (2, 1));
-        let refused = shares.acquire("a").await.err().unwrap();
+        let refused = shares.acquire("a").await.err().expect("refused");
         assert_eq!((refused.quota, refused.limit), ("max_queued_per_sender", 1));
         // A slot given back goes to the waiting request, not to the share.
         drop(a1);
-        let (slot, how) = third.await.unwrap().unwrap();
+        let (slot, how) = third.await.expect("in the test").expect("in the test");
         assert_eq!(how, Admission::Queued);
         assert_eq!(shares.counts("a"), (2, 0));
         // A request that waits its time out is refused, and leaves the queue.
-        let refused = shares.acquire("a").await.err().unwrap();
+        let refused = shares.acquire("a").await.err().expect("refused");
         assert_eq!((refused.quota, refused.limit), ("max_in_progress_per_sender", 2));
         assert_eq!(shares.counts("a"), (2, 0));
         drop(slot);
         drop(a2);
         assert_eq!(shares.counts("a"), (0, 0));
-        assert!(shares.senders.lock().unwrap().is_empty());
+        assert!(shares.senders.lock().expect("in the test").is_empty());
     }
 
     #[tokio::test]
     async fn a_waiting_request_dropped_leaves_the_queue() {
         let shares = Arc::new(Shares::new(1, 4, Duration::from_secs(10)));
-        let (held, _) = shares.acquire("a").await.unwrap();
+        let (held, _) = shares.acquire("a").await.expect("in the test");
         let s = shares.clone();
         let waiting = tokio::spawn(async move { s.acquire("a").await.map(|_| ()) });
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -240,10 +240,10 @@ mod tests {
     #[tokio::test]
     async fn a_given_back_slot_serves_the_next_request() {
         let shares = Arc::new(Shares::new(1, 0, Duration::from_secs(1)));
-        let (mut slot, _) = shares.acquire("a").await.unwrap();
-        assert_eq!(shares.acquire("a").await.err().unwrap().quota, "max_queued_per_sender");
+        let (mut slot, _) = shares.acquire("a").await.expect("in the test");
+        assert_eq!(shares.acquire("a").await.err().expect("refused").quota, "max_queued_per_sender");
         slot.give_back();
-        let (_again, how) = shares.acquire("a").await.unwrap();
+        let (_again, how) = shares.acquire("a").await.expect("in the test");
         assert_eq!(how, Admission::Immediate);
         drop(slot);
         assert_eq!(shares.counts("a"), (1, 0));
