@@ -3,7 +3,7 @@
 # declared body, measured by the stall_attack bench (RSS idle / peak / after, a normal client's p50 and p99).
 # Loopback only.
 #
-#   cargo build --release -p a2a-server --bin a2a-server --bench stall_attack
+#   cargo build --release -p a2a-agent --bin a2a-server && cargo build --release -p a2a-server --bench stall_attack
 #   a2a-server/benches/stall_attack.sh target/release/a2a-server target/release/deps/stall_attack-<hash> [conns]
 #
 # nginx runs one worker (its RSS is measured; the master's does not move) with a location that buffers request bodies

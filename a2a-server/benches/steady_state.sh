@@ -4,7 +4,7 @@
 # measured alternately, ROUNDS times, in one run. Prints req/s per slice, the medians and their ratio to the fresh
 # store's, and the memory each stored negotiation costs (RSS of the agent; Redis: used_memory).
 #
-#   cargo build --release -p a2a-server
+#   cargo build --release -p a2a-agent --bin a2a-server
 #   a2a-server/benches/steady_state.sh target/release/a2a-server memory   # a2a-server --demo, in-memory store
 #   a2a-server/benches/steady_state.sh target/release/a2a-server redis    # the same capability on a redis-server each
 #
