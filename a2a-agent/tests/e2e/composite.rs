@@ -50,7 +50,9 @@ fn text_schema() -> Value {
 /// `wait_a_while` (sleeps `ms`, noting when it is canceled), `fail_on_purpose`.
 fn atomic(did: &str, c: &Arc<Counters>) -> AgentBuilder {
     let (c1, c2, c3, c4) = (c.clone(), c.clone(), c.clone(), c.clone());
+    // Composites reach the second agent as the binary's do (CMP-10): through the client library.
     AgentBuilder::new(did)
+        .remote_agents_from(a2a_agent::app::remote_agents())
         .capability(
             with_output(
                 decl("make_summary", text_schema()),
