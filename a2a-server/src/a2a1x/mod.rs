@@ -282,7 +282,7 @@ mod tests {
     #[tokio::test]
     async fn the_bridge_s_negotiation_cache_filled_past_its_bound_stays_within_it_and_keeps_the_newest() {
         let echo = a2a_core::capability::CapabilityDeclaration {
-            name: "echo".into(),
+            name: "echo_message".into(),
             description: "Echoes its input.".into(),
             auth_requirement: a2a_core::capability::AuthRequirement::None,
             sub_capabilities: vec![],
@@ -302,7 +302,7 @@ mod tests {
         let bound = ops::MAX_CACHED_NEGOTIATIONS;
         let total = bound * 2;
         for i in 0..total {
-            cache.insert((format!("did:web:s{i}.example"), "echo".to_owned()), (format!("n{i}"), u64::MAX));
+            cache.insert((format!("did:web:s{i}.example"), "echo_message".to_owned()), (format!("n{i}"), u64::MAX));
             if i % 1024 == 0 {
                 cache.run_pending_tasks();
             }
@@ -310,7 +310,7 @@ mod tests {
         cache.run_pending_tasks();
         assert!(cache.entry_count() <= bound, "{} entries held, bound {bound}", cache.entry_count());
         for i in total - 4..total {
-            let got = cache.get(&(format!("did:web:s{i}.example"), "echo".to_owned()));
+            let got = cache.get(&(format!("did:web:s{i}.example"), "echo_message".to_owned()));
             assert_eq!(got.map(|(id, _)| id), Some(format!("n{i}")), "the newest entry {i} is kept");
         }
     }
