@@ -25,7 +25,7 @@ use crate::Agent;
 
 const PAGE: &str = include_str!("console/assets/agent.html");
 const SCRIPT: &str = include_str!("console/assets/agent.js");
-const STYLE: &str = include_str!("console/assets/agent.css");
+const STYLE: &str = a2a_runtime::console_auth::STYLE;
 
 /// Every path the agent's console answers: what a test walks unauthenticated.
 pub const ROUTES: &[(&str, &str)] = &[

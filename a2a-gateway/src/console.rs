@@ -36,7 +36,7 @@ const INDEX_HTML: &str = include_str!("console/assets/index.html");
 /// Its script.
 const CONSOLE_JS: &str = include_str!("console/assets/console.js");
 /// Its style sheet.
-const CONSOLE_CSS: &str = include_str!("console/assets/console.css");
+const CONSOLE_CSS: &str = a2a_runtime::console_auth::STYLE;
 
 /// Every path the console answers (anything else below `/console` is `404`): what a test walks unauthenticated.
 pub const ROUTES: &[(&str, &str)] = &[
