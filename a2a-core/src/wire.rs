@@ -115,6 +115,16 @@ pub struct AgentLimits {
     /// request answers `429 quota_exceeded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_nonces_per_sender: Option<u64>,
+    /// Requests of one sender served at once (LIM-14): past it a sender's request waits in that sender's own queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_progress_per_sender: Option<u64>,
+    /// Requests of one sender that may wait for its share (LIM-15): past it a request answers `429 quota_exceeded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queued_per_sender: Option<u64>,
+    /// How long a request may wait for its sender's share, in milliseconds (LIM-15): past it the request answers
+    /// `429 quota_exceeded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_queue_timeout_ms: Option<u64>,
 }
 
 /// `GET /a2a/capabilities`: the full declarations (`spec/PROTOCOL.md` §5.3).

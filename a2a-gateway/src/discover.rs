@@ -89,6 +89,9 @@ pub fn document(
         max_negotiations_per_sender: min_of(a.max_negotiations_per_sender, b.max_negotiations_per_sender),
         max_received_per_sender: min_of(a.max_received_per_sender, b.max_received_per_sender),
         max_nonces_per_sender: min_of(a.max_nonces_per_sender, b.max_nonces_per_sender),
+        max_in_progress_per_sender: min_of(a.max_in_progress_per_sender, b.max_in_progress_per_sender),
+        max_queued_per_sender: min_of(a.max_queued_per_sender, b.max_queued_per_sender),
+        sender_queue_timeout_ms: min_of(a.sender_queue_timeout_ms, b.sender_queue_timeout_ms),
     });
     let limits = limits.map(|mut l| {
         l.max_body_bytes = l.max_body_bytes.min(max_body_bytes);

@@ -110,6 +110,9 @@ impl Limits {
             max_negotiations_per_sender: Some(self.max_negotiations_per_sender as u64),
             max_received_per_sender: Some(self.max_received_per_sender as u64),
             max_nonces_per_sender: Some(self.max_nonces_per_sender as u64),
+            max_in_progress_per_sender: Some(self.max_in_progress_per_sender as u64),
+            max_queued_per_sender: Some(self.max_queued_per_sender as u64),
+            sender_queue_timeout_ms: Some(self.sender_queue_timeout_ms),
         }
     }
 

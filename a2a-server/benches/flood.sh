@@ -25,6 +25,10 @@
 # real-time priority above all the others (`chrt -f 50`) and records every time it woke more than 2 ms late — then no
 # real-time task ran on that CPU, whatever the agent did; each of A's handshakes over 10 ms is listed with the
 # probes' stalls it overlapped (on any CPU) and, with AGENT_LOG=1, the time the agent spent on its requests.
+# AGENT_CPUS / CLIENT_CPUS (unset: no pinning; e.g. AGENT_CPUS=1 CLIENT_CPUS=0): pin the agent to CPUs of its own and
+# redis-server, both senders and wrk to the others (`taskset -c`), as when the flooder runs on another machine — on a
+# machine where the flood shares the agent's cores, the kernel's scheduler, not the agent, decides the other
+# sender's tail (LIM-17). The unloaded slices are pinned the same way, so the ratio compares like with like.
 # Exits 1 if any of sender A's handshakes failed.
 set -euo pipefail
 bin=${1:?usage: flood.sh <a2a-server binary> [memory|redis]}
@@ -46,10 +50,14 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 if [ "${SCHED:-rt}" = default ]; then prio=(); elif chrt -f 10 true 2>/dev/null; then prio=(chrt -f 10); elif nice -n -10 true 2>/dev/null; then prio=(nice -n -10); else prio=(); fi
 
+apin=(); cpin=()
+if [ -n "${AGENT_CPUS:-}" ]; then apin=(taskset -c "$AGENT_CPUS"); fi
+if [ -n "${CLIENT_CPUS:-}" ]; then cpin=(taskset -c "$CLIENT_CPUS"); fi
+
 store_toml=
 if [ "$store" = redis ]; then
   rp=$(free_port)
-  "${prio[@]}" redis-server --port "$rp" --bind 127.0.0.1 --save "" --appendonly no >"$work/redis.log" 2>&1 &
+  "${cpin[@]}" "${prio[@]}" redis-server --port "$rp" --bind 127.0.0.1 --save "" --appendonly no >"$work/redis.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 50); do redis-cli -p "$rp" ping >/dev/null 2>&1 && break; sleep 0.1; done
   store_toml="[store]
@@ -78,20 +86,20 @@ agent_env=(env -u REDIS_URL)
 if [ "${AGENT_LOG:-0}" = 1 ]; then
   agent_env+=(RUST_LOG='info,a2a_server[a2a_request{sender_id=did:web:measured.example.com}]=debug' A2A_LOG_FORMAT=json)
 fi
-"${agent_env[@]}" "${prio[@]}" "$bin" --config "$work/agent.toml" --listen "127.0.0.1:$port" >"$work/agent.log" 2>&1 &
+"${agent_env[@]}" "${apin[@]}" "${prio[@]}" "$bin" --config "$work/agent.toml" --listen "127.0.0.1:$port" >"$work/agent.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/a2a/capabilities" -H 'A2A-Version: 0.3' >/dev/null && break; sleep 0.1; done
 curl -sf "http://127.0.0.1:$port/a2a/capabilities" -H 'A2A-Version: 0.3' >/dev/null || { cat "$work/agent.log"; exit 1; }
 
-echo "store $store, scheduling: ${prio[*]:-default}, share: ${SHARE:-default}, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "store $store, scheduling: ${prio[*]:-default}, share: ${SHARE:-default}, agent CPUs: ${AGENT_CPUS:-any}, clients' CPUs: ${CLIENT_CPUS:-any}, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 # warm-up: connections, allocator, Redis scripts
-"${prio[@]}" python3 "$here/measure.py" "$port" 20 50 did:web:warmup.example.com >/dev/null
+"${cpin[@]}" "${prio[@]}" python3 "$here/measure.py" "$port" 20 50 did:web:warmup.example.com >/dev/null
 
 results="$work/results.jsonl"
 measure() { # label flood_conns(0 = none)
   local label=$1 c=$2 wrk_pid= out
   if [ "$c" != 0 ]; then
-    FLOOD_SENDER=flooder "${prio[@]}" wrk -t"$flood_threads" -c"$c" -d600s -s "$here/flooder.lua" \
+    FLOOD_SENDER=flooder "${cpin[@]}" "${prio[@]}" wrk -t"$flood_threads" -c"$c" -d600s -s "$here/flooder.lua" \
       "http://127.0.0.1:$port" >"$work/wrk.out" 2>&1 &
     wrk_pid=$!
     sleep 1 # B's shares fill
@@ -104,7 +112,7 @@ measure() { # label flood_conns(0 = none)
       probe_pids+=($!)
     done
   fi
-  out=$("${prio[@]}" python3 "$here/measure.py" "$port" "$handshakes" "$rate" did:web:measured.example.com)
+  out=$("${cpin[@]}" "${prio[@]}" python3 "$here/measure.py" "$port" "$handshakes" "$rate" did:web:measured.example.com)
   for p in "${probe_pids[@]}"; do kill -TERM "$p"; done
   for p in "${probe_pids[@]}"; do wait "$p" || true; done
   if [ -n "$wrk_pid" ]; then

@@ -386,3 +386,48 @@ async fn on_worker_threads_every_connection_is_served_and_the_shutdown_joins_the
     let after = reqwest::Client::new().get(format!("{base}/a2a/capabilities")).send().await;
     assert!(after.is_err(), "no new connection is served after the shutdown");
 }
+
+/// LIM-15, DISC-11: the gateway's `limits` are, member by member, the smallest of its agents' (a caller sizes its
+/// parallelism to the share it meets at whichever agent serves it); the body limit is also the gateway's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_announces_the_smallest_of_its_agents_limits_and_shares() {
+    let world = World::new();
+    let limits = |share: usize, queued: usize, wait_s: u64, received: usize| {
+        move |b: a2a_server::AgentBuilder| {
+            let mut l = a2a_server::Limits::default();
+            l.max_in_progress_per_sender = share;
+            l.max_queued_per_sender = queued;
+            l.sender_queue_timeout_ms = wait_s * 1_000;
+            l.max_received_per_sender = received;
+            b.limits(l)
+        }
+    };
+    let a = TestAgent::start_with(
+        "agent-a",
+        vec![decl("submit_report", AuthRequirement::None)],
+        &world,
+        limits(3, 8, 2, 50),
+    );
+    let b = TestAgent::start_with(
+        "agent-b",
+        vec![decl("query_inventory", AuthRequirement::None)],
+        &world,
+        limits(5, 4, 9, 40),
+    );
+    let gw = TestGateway::start(&[&a, &b], &world, "").await;
+    let c = Caller::new(&gw.base);
+    let doc = c.send("GET", "/a2a/capabilities", &[], None, Sign::No).await;
+    let l = &doc.body["limits"];
+    let member = |k: &str| l[k].as_u64();
+    assert_eq!(
+        (
+            member("max_in_progress_per_sender"),
+            member("max_queued_per_sender"),
+            member("sender_queue_timeout_ms"),
+            member("max_received_per_sender")
+        ),
+        (Some(3), Some(4), Some(2_000), Some(40)),
+        "{l}"
+    );
+    assert!(member("max_body_bytes").is_some_and(|b| b > 0), "{l}");
+}

@@ -698,8 +698,19 @@ handler = {{ kind = "echo" }}
         ),
     );
     let (agent, _) = crate::config::build(&path).expect("builds");
-    let t = TestAgent::start_built(agent).await;
-    fill_a_sender_s_share_past_its_bounds(Arc::new(t), Duration::from_millis(800)).await;
+    let t = Arc::new(TestAgent::start_built(agent).await);
+    let caps = t.get("/a2a/capabilities").await;
+    let l = &caps.body["limits"];
+    assert_eq!(
+        (
+            l["max_in_progress_per_sender"].as_u64(),
+            l["max_queued_per_sender"].as_u64(),
+            l["sender_queue_timeout_ms"].as_u64()
+        ),
+        (Some(2), Some(1), Some(800)),
+        "LIM-15: the share and its queue are announced in `limits`: {l}"
+    );
+    fill_a_sender_s_share_past_its_bounds(t, Duration::from_millis(800)).await;
 }
 
 /// LIM-16: a RESULT long-poll gives its sender's slot back while it waits. With a share of one request and no
