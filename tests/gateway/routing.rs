@@ -387,7 +387,7 @@ async fn on_worker_threads_every_connection_is_served_and_the_shutdown_joins_the
     assert!(after.is_err(), "no new connection is served after the shutdown");
 }
 
-/// LIM-15, DISC-11: the gateway's `limits` are, member by member, the smallest of its agents' (a caller sizes its
+/// LIM-18, DISC-11: the gateway's `limits` are, member by member, the smallest of its agents' (a caller sizes its
 /// parallelism to the share it meets at whichever agent serves it); the body limit is also the gateway's own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_announces_the_smallest_of_its_agents_limits_and_shares() {

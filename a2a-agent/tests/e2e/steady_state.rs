@@ -708,7 +708,7 @@ handler = {{ kind = "echo" }}
             l["sender_queue_timeout_ms"].as_u64()
         ),
         (Some(2), Some(1), Some(800)),
-        "LIM-15: the share and its queue are announced in `limits`: {l}"
+        "LIM-18: the share and its queue are announced in `limits`: {l}"
     );
     fill_a_sender_s_share_past_its_bounds(t, Duration::from_millis(800)).await;
 }

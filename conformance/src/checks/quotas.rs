@@ -22,6 +22,14 @@ pub(super) fn checks() -> Vec<Check> {
             announced
         ),
         check!(
+            "limits/sender-share-announced",
+            ["LIM-18"],
+            May,
+            "the capabilities document's limits announce max_in_progress_per_sender, max_queued_per_sender or sender_queue_timeout_ms",
+            "the announced sender share and its queue are non-negative integers, the share at least 1",
+            share_announced
+        ),
+        check!(
             "limits/received-per-sender",
             ["LIM-5"],
             Must,
@@ -39,6 +47,29 @@ async fn announced(t: &mut Trial<'_>) -> Outcome {
     let keys = ["max_negotiations_per_sender", "max_received_per_sender", "max_nonces_per_sender"];
     let ok = keys.iter().all(|k| l[*k].as_u64().is_some_and(|v| v > 0));
     t.check(ok, "limits with max_negotiations_per_sender, max_received_per_sender, max_nonces_per_sender", show(l));
+    Ok(())
+}
+
+async fn share_announced(t: &mut Trial<'_>) -> Outcome {
+    let doc = t.ctx.disc.doc.clone().unwrap_or(Value::Null);
+    let l = &doc["limits"];
+    let keys = ["max_in_progress_per_sender", "max_queued_per_sender", "sender_queue_timeout_ms"];
+    if keys.iter().all(|k| l.get(*k).is_none()) {
+        return Err(Stop::Skip("the agent does not announce its sender share (LIM-18 is optional)".into()));
+    }
+    t.step("read the announced share");
+    for k in keys {
+        let Some(v) = l.get(k) else { continue };
+        let ok = v.as_u64().is_some_and(|n| k != "max_in_progress_per_sender" || n >= 1);
+        t.check(
+            ok,
+            &format!(
+                "limits.{k} a non-negative integer{}",
+                if k == "max_in_progress_per_sender" { ", at least 1" } else { "" }
+            ),
+            show(v),
+        );
+    }
     Ok(())
 }
 
