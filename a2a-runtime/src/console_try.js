@@ -28,6 +28,7 @@ const A2ATry = (() => {
       el("div", {},
         ...field("Capability", el("select", { id: "try-capability" })),
         ...field("A2A-Sender-ID", el("input", { id: "try-sender", value: "did:web:console.localhost", autocomplete: "off" })),
+        ...field("A2A-Region (empty: none sent)", el("input", { id: "try-region", autocomplete: "off" })),
         el("details", { id: "try-signing" }, el("summary", { text: "Signing key (for did_auth capabilities)" }),
           el("p", { id: "try-signer-status", class: "muted", role: "status", text: "No key: requests go unsigned." }),
           ...field("DID the key signs as", el("input", { id: "try-key-did", autocomplete: "off", placeholder: "did:web:you.example.com" })),
@@ -89,6 +90,8 @@ const A2ATry = (() => {
     const decl = entry.decl;
     $("#try-declaration").textContent = JSON.stringify(decl, null, 2);
     $("#try-proposal").value = JSON.stringify(decl.input_schema, null, 2);
+    // A region-restricted capability (§4) is tried from its first region.
+    $("#try-region").value = (decl.region_restriction || [])[0] || "";
     $("#try-stream").disabled = !entry.streaming;
     $("#try-stream").checked = false;
     const schema = decl.input_schema || {};
@@ -173,7 +176,10 @@ const A2ATry = (() => {
 
   // ---------- the handshake ----------
   function headersOf(extra) {
-    return Object.assign({ "A2A-Version": "0.3", "A2A-Sender-ID": $("#try-sender").value.trim() }, extra);
+    const region = $("#try-region").value.trim();
+    const h = { "A2A-Version": "0.3", "A2A-Sender-ID": $("#try-sender").value.trim() };
+    if (region) h["A2A-Region"] = region;
+    return Object.assign(h, extra);
   }
   function show(res) {
     return "HTTP " + res.status + "\n" + res.headers.map(([k, v]) => k + ": " + v).join("\n") + "\n\n" + res.body;
