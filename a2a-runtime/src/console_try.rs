@@ -257,7 +257,8 @@ mod tests {
     use super::*;
 
     async fn call(s: &Signers, login: Option<(String, u64)>, method: Method, path: &str, v: Value) -> (u16, Value) {
-        let r = handle(s, login, "did:web:gw.example.com", &method, path, Body::from(v.to_string())).await.expect("ours");
+        let r =
+            handle(s, login, "did:web:gw.example.com", &method, path, Body::from(v.to_string())).await.expect("ours");
         let status = r.status().as_u16();
         let b = http_body_util::BodyExt::collect(r.into_body()).await.expect("body").to_bytes();
         (status, serde_json::from_slice(&b).expect("json"))
@@ -283,8 +284,13 @@ mod tests {
         assert_eq!(st, 200, "{v}");
         let token = v["signature"].as_str().expect("signature");
         let pairs = [("A2A-Version", "0.3"), ("A2A-Sender-ID", "did:web:me.example.com")];
-        let parts =
-            MessageParts { method: "POST", target: "/a2a/negotiate", headers: &pairs, body: body.as_bytes(), status: None };
+        let parts = MessageParts {
+            method: "POST",
+            target: "/a2a/negotiate",
+            headers: &pairs,
+            body: body.as_bytes(),
+            status: None,
+        };
         let pending = integrity::prepare(token, &parts, "did:web:gw.example.com", now_s() as i64)
             .expect("well-formed, addressed to the audience");
         pending.finish(key.verifying_key(), &parts).expect("verifies with the uploaded key");
@@ -304,7 +310,10 @@ mod tests {
         for (body, member) in [
             (json!({"key": "x"}), "did"),
             (json!({"did": "not a did", "key": "x"}), "did"),
-            (json!({"did": "did:web:me.example.com", "key": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"}), "key"),
+            (
+                json!({"did": "did:web:me.example.com", "key": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"}),
+                "key",
+            ),
             (json!({"did": "did:web:me.example.com", "key": {"kty": "EC"}}), "key"),
             (json!({"did": "did:web:me.example.com"}), "key"),
         ] {

@@ -487,9 +487,10 @@ fn desk_agent(world: &World) -> TestAgent {
             })
         };
         b.sessions(
-            a2a_server::sessions::SessionsBuilder::new()
-                .settings(settings)
-                .session(a2a_server::sessions::HostedSession::new("desk", "Answers whether the desk is free."), handler),
+            a2a_server::sessions::SessionsBuilder::new().settings(settings).session(
+                a2a_server::sessions::HostedSession::new("desk", "Answers whether the desk is free."),
+                handler,
+            ),
         )
     })
 }
@@ -497,10 +498,12 @@ fn desk_agent(world: &World) -> TestAgent {
 /// `POST /a2a/sessions/send` to the desk, signed as the test client (INT-1..INT-10, `payload_hash`).
 async fn ask_the_desk(world: &World, desk_url: &str, desk_did: &str) -> Value {
     use a2a_core::integrity::{self, Coverage, MessageParts};
-    let body = serde_json::to_vec(&json!({"target": "desk", "text": "Is the desk free?", "wait_ms": 5000, "max_turns": 0}))
-        .expect("json");
+    let body =
+        serde_json::to_vec(&json!({"target": "desk", "text": "Is the desk free?", "wait_ms": 5000, "max_turns": 0}))
+            .expect("json");
     let headers = [("A2A-Version", "0.3"), ("A2A-Sender-ID", crate::common::CLIENT)];
-    let parts = MessageParts { method: "POST", target: "/a2a/sessions/send", headers: &headers, body: &body, status: None };
+    let parts =
+        MessageParts { method: "POST", target: "/a2a/sessions/send", headers: &headers, body: &body, status: None };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64;
     let sig = integrity::sign(
         &world.client_key,
@@ -595,7 +598,9 @@ async fn the_console_shows_an_agents_sessions_live_and_signs_try_it_with_an_uplo
         .expect("json");
     let records = audit["records"].as_array().expect("records");
     assert!(
-        records.iter().any(|r| r["step"] == "result" && r["verified"] == true && r["sender_id"] == crate::common::CLIENT),
+        records
+            .iter()
+            .any(|r| r["step"] == "result" && r["verified"] == true && r["sender_id"] == crate::common::CLIENT),
         "{audit:#}"
     );
     // A screenshot of the Sessions view, kept by CI.
@@ -616,17 +621,18 @@ async fn an_uploaded_key_belongs_to_its_login_is_never_shown_and_ends_at_logout(
     let cookie = cookie_of(&login);
     let jwk = world.client_key.to_jwk();
     let d = jwk["d"].as_str().expect("d").to_owned();
-    let upload = |body: Value| {
-        http.post(format!("{}/console/api/signer", gw.base)).header("cookie", &cookie).json(&body).send()
-    };
+    let upload =
+        |body: Value| http.post(format!("{}/console/api/signer", gw.base)).header("cookie", &cookie).json(&body).send();
     let r = upload(json!({"did": crate::common::CLIENT, "key": jwk})).await.expect("upload");
     assert_eq!(r.status(), 200);
     let text = r.text().await.expect("text");
     assert!(text.contains("did:web:client.example.com#key-1") && !text.contains(&d), "{text}");
     // Not a key: a clear error naming the member.
-    let r = upload(json!({"did": crate::common::CLIENT, "key": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"}))
-        .await
-        .expect("upload");
+    let r = upload(
+        json!({"did": crate::common::CLIENT, "key": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"}),
+    )
+    .await
+    .expect("upload");
     assert_eq!(r.status(), 400);
     let v: Value = r.json().await.expect("json");
     assert_eq!(v["error"]["details"]["member"], "key", "{v}");

@@ -200,9 +200,9 @@ mod browser {
     use std::time::Duration;
 
     use a2a_core::sessions::{Delivery, Step};
-    use a2a_server::sessions::{HostedSession, SessionsBuilder};
     use a2a_server::AgentBuilder;
     use a2a_server::handler::ExecutionContext;
+    use a2a_server::sessions::{HostedSession, SessionsBuilder};
     use axum::body::Body;
     use serde_json::{Value, json};
 
@@ -242,7 +242,11 @@ mod browser {
 
     /// The page with the driver and axe-core (`hold` false), or with an image that holds its `load` event — when
     /// Chromium takes a screenshot — until the console has drawn (`hold` true).
-    async fn inject(hold: Arc<AtomicBool>, req: axum::extract::Request, next: axum::middleware::Next) -> http::Response<Body> {
+    async fn inject(
+        hold: Arc<AtomicBool>,
+        req: axum::extract::Request,
+        next: axum::middleware::Next,
+    ) -> http::Response<Body> {
         let page = req.uri().path() == "/console";
         let resp = next.run(req).await;
         if !page || resp.status() != 200 {
@@ -280,8 +284,11 @@ mod browser {
         let sessions = SessionsBuilder::new()
             .settings(crate::sessions::open_settings())
             .session(HostedSession::new("desk", "Answers whether the desk is free."), handler);
-        let mut cap = decl("submit_report", json!({"type": "object",
-            "properties": {"title": {"type": "string"}}, "required": ["title"]}));
+        let mut cap = decl(
+            "submit_report",
+            json!({"type": "object",
+            "properties": {"title": {"type": "string"}}, "required": ["title"]}),
+        );
         cap.region_restriction = vec!["eu-west-1".into()];
         let agent = AgentBuilder::new(did.clone())
             .sessions(sessions)
@@ -290,8 +297,9 @@ mod browser {
             .expect("agent");
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Value>(1);
         let hold = Arc::new(AtomicBool::new(false));
-        let axe = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/axe-core/axe.min.js"))
-            .expect("axe-core fixture");
+        let axe =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/fixtures/axe-core/axe.min.js"))
+                .expect("axe-core fixture");
         let send_to = base.clone();
         let h = hold.clone();
         let app = agent
@@ -389,7 +397,13 @@ mod browser {
             let (args, url, shot) =
                 (chromium_args(&profile), format!("{base}/console#{view}"), format!("--screenshot={}", file.display()));
             let status = tokio::task::spawn_blocking(move || {
-                Command::new(chromium()).args(args).arg(shot).arg(url).stdout(Stdio::null()).stderr(Stdio::null()).status()
+                Command::new(chromium())
+                    .args(args)
+                    .arg(shot)
+                    .arg(url)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
             })
             .await
             .expect("join")

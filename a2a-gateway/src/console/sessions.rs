@@ -30,7 +30,13 @@ fn unix_now() -> i64 {
 }
 
 /// A `GET` of `path_and_query` (below `/a2a`) at `agent` as the gateway, with `extra` headers.
-fn request(gw: &Inner, agent: &Agent, did: &str, path_and_query: &str, extra: &[(&str, String)]) -> Result<Request<Full<Bytes>>, String> {
+fn request(
+    gw: &Inner,
+    agent: &Agent,
+    did: &str,
+    path_and_query: &str,
+    extra: &[(&str, String)],
+) -> Result<Request<Full<Bytes>>, String> {
     let uri = agent.endpoint.uri(path_and_query).map_err(|e| e.to_string())?;
     let mut headers: Vec<(&str, String)> = vec![
         (h::A2A_VERSION, a2a_core::PROTOCOL_VERSION.to_owned()),
@@ -82,7 +88,9 @@ pub(crate) async fn list(gw: &Inner) -> Value {
                 "sessions": v["sessions"], "total": v["total"], "truncated": v["truncated"]}),
             Ok((status, v)) => json!({"label": a.label, "did": info.did, "endpoint": a.endpoint.url, "sessions": [],
                 "error": format!("{status} {}", error_text(&v))}),
-            Err(e) => json!({"label": a.label, "did": info.did, "endpoint": a.endpoint.url, "sessions": [], "error": e}),
+            Err(e) => {
+                json!({"label": a.label, "did": info.did, "endpoint": a.endpoint.url, "sessions": [], "error": e})
+            }
         };
         out.push(entry);
     }
@@ -105,7 +113,8 @@ async fn fetch(gw: &Inner, a: &Agent, did: &str, path: &str, extra: &[(&str, Str
 
 /// The agent and session a request names (`agent=<label>&session=<key>`).
 async fn target(gw: &Inner, uri: &http::Uri) -> Result<(std::sync::Arc<Agent>, String, String), Response<Body>> {
-    let q: Vec<(String, String)> = url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()).into_owned().collect();
+    let q: Vec<(String, String)> =
+        url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()).into_owned().collect();
     let get = |k: &str| q.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).unwrap_or_default();
     let (label, key) = (get("agent"), get("session"));
     let bad = |m: String, p: &str| {
@@ -140,7 +149,9 @@ pub(crate) async fn history(gw: &Inner, uri: &http::Uri) -> Response<Body> {
     };
     match fetch(gw, &agent, &did, &format!("/a2a/sessions/{key}/history?limit=200"), &[]).await {
         Ok((status, v)) => super::json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY), &v),
-        Err(e) => super::error(a2a_core::error::A2aError::with_message(a2a_core::error::ErrorCode::AGENT_UNAVAILABLE, e)),
+        Err(e) => {
+            super::error(a2a_core::error::A2aError::with_message(a2a_core::error::ErrorCode::AGENT_UNAVAILABLE, e))
+        }
     }
 }
 
@@ -161,7 +172,9 @@ pub(crate) async fn events(gw: &Inner, parts: &http::request::Parts) -> Response
         .to_owned();
     let req = match request(gw, &agent, &did, &format!("/a2a/events?session={key}"), &[("last-event-id", last)]) {
         Ok(r) => r,
-        Err(e) => return super::error(a2a_core::error::A2aError::with_message(a2a_core::error::ErrorCode::INTERNAL_ERROR, e)),
+        Err(e) => {
+            return super::error(a2a_core::error::A2aError::with_message(a2a_core::error::ErrorCode::INTERNAL_ERROR, e));
+        }
     };
     let resp = match gw.kept.upstream.send_within(req, TIMEOUT).await {
         Ok(r) => r,
