@@ -584,6 +584,7 @@ async fn the_console_shows_an_agents_sessions_live_and_signs_try_it_with_an_uplo
     assert_eq!(report["key_cleared"], json!(true), "the key does not stay in the page: {report:#}");
     assert_eq!(report["signed"]["result"], json!("succeeded"), "{report:#}");
     assert_eq!(report["signed_requests"], json!(4), "{report:#}");
+    eprintln!("sessions view: the run's events after {ms:.0} ms; a key that is not the DID's: {wrong:?}");
     assert_eq!(report["axe_views"], json!(2), "{report:#}");
     assert_eq!(report["axe_violations"], json!([]), "{report:#}");
     // The verified handshake is in the audit trail as signed by the client.

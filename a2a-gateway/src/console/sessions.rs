@@ -173,7 +173,10 @@ pub(crate) async fn events(gw: &Inner, parts: &http::request::Parts) -> Response
     let req = match request(gw, &agent, &did, &format!("/a2a/events?session={key}"), &[("last-event-id", last)]) {
         Ok(r) => r,
         Err(e) => {
-            return super::error(a2a_core::error::A2aError::with_message(a2a_core::error::ErrorCode::INTERNAL_ERROR, e));
+            return super::error(a2a_core::error::A2aError::with_message(
+                a2a_core::error::ErrorCode::INTERNAL_ERROR,
+                e,
+            ));
         }
     };
     let resp = match gw.kept.upstream.send_within(req, TIMEOUT).await {
