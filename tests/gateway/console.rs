@@ -309,7 +309,13 @@ async fn harness(
                         out = out.header(k, v);
                     }
                 }
-                let r = out.send().await.expect("gateway");
+                let r = match out.send().await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        eprintln!("harness: {} {path}: {e}", parts.method);
+                        return http::Response::builder().status(502).body(Body::empty()).expect("response");
+                    }
+                };
                 let mut resp = http::Response::builder().status(r.status());
                 for (k, v) in r.headers() {
                     if k != "content-length" && k != "transfer-encoding" {
@@ -584,7 +590,9 @@ async fn the_console_shows_an_agents_sessions_live_and_signs_try_it_with_an_uplo
     assert_eq!(report["key_cleared"], json!(true), "the key does not stay in the page: {report:#}");
     assert_eq!(report["signed"]["result"], json!("succeeded"), "{report:#}");
     assert_eq!(report["signed_requests"], json!(4), "{report:#}");
-    eprintln!("sessions view: the run's events after {ms:.0} ms; a key that is not the DID's: {wrong:?}");
+    eprintln!(
+        "sessions view: from the send to its run event on the page {ms:.0} ms; a key that is not the DID's: {wrong:?}"
+    );
     assert_eq!(report["axe_views"], json!(2), "{report:#}");
     assert_eq!(report["axe_violations"], json!([]), "{report:#}");
     // The verified handshake is in the audit trail as signed by the client.

@@ -41,8 +41,9 @@
     row.focus();
     key(row, "Enter");
     await wait("the event stream", () => document.body.dataset.sessionStream === "live");
-    const sent = await (await fetch("/__test/send", { method: "POST" })).json();
+    // Timed from before the send: the run (round one, announce) and its events reaching the page.
     const t0 = performance.now();
+    const sent = await (await fetch("/__test/send", { method: "POST" })).json();
     report.send_status = sent.status;
     await wait("the run's events", () => qa("#session-events li[data-event=run]").some((li) => li.dataset.run === sent.run_id), 10000);
     report.events_ms = performance.now() - t0;

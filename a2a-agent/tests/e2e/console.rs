@@ -380,6 +380,7 @@ mod browser {
         assert_eq!(report["run_row"], json!(["ok", "done"]), "{report:#}");
         let ms = report["events_ms"].as_f64().expect("events_ms");
         assert!(ms < 5000.0, "the run's events reached the page after {ms} ms");
+        eprintln!("agent console: from the send to its run event on the page {ms:.0} ms");
         let roles = report["history_roles"].as_array().expect("roles");
         assert!(roles.contains(&json!("inter_session")) && roles.contains(&json!("assistant")), "{report:#}");
         // axe-core: no WCAG 2 A/AA violation in any view.
