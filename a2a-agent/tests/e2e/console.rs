@@ -187,6 +187,47 @@ async fn the_console_flag_serves_it_on_the_admin_listener_only() {
     assert_eq!(v["capabilities"][0]["name"], "echo_message");
 }
 
+#[tokio::test]
+async fn the_sessions_demo_with_console_shows_each_agents_sessions() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_a2a-server"))
+        .args(["--sessions-demo", "--linger", "--console"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start");
+    // The banner names each agent's console.
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut console = None;
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) {
+        if line.trim_start().starts_with("work assistant") && line.contains("console: ") {
+            console = line.split("console: ").nth(1).map(str::to_owned);
+            break;
+        }
+    }
+    let console = console.expect("the banner names the work assistant's console");
+    let url = console.replace("/console", "/console/api/sessions");
+    let v: Value = client().get(&url).send().await.expect("sessions").json().await.expect("json");
+    let _ = child.kill();
+    let _ = child.wait();
+    let keys: Vec<&str> = v["agents"][0]["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter_map(|s| s["session_key"].as_str())
+        .collect();
+    assert!(keys.contains(&"work"), "{v}");
+    assert!(v["as"].as_str().expect("as").starts_with("the agent itself"), "{v}");
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The agent's console in real headless Chromium (`/usr/bin/chromium`, or `$CHROMIUM`): an agent with a capability
 // and a hosted session, its console served beside it; the page checked by a driver injected into it (same origin, so
