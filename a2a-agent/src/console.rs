@@ -8,6 +8,11 @@
 //! `Authorization: Bearer <token>`, or as the login cookie a browser gets from the login form or from opening
 //! `/console?token=<token>` once ([`auth`]); without one (the admin listener, meant for loopback) it is open as
 //! `/metrics` is there.
+//!
+//! It shares with the gateway's console ([`a2a_runtime::console_try`]) the "Try it" panel — sent through this
+//! console's backend to the agent in-process (`POST /console/api/try`), since the console may be served on another
+//! listener than the agent — the keys an operator uploads to sign with, and the Sessions view, read here as the agent
+//! itself through the same code its §17 endpoints run (`GET /a2a/sessions`, `/history`, `/a2a/events`).
 
 pub use a2a_runtime::console_auth as auth;
 pub use a2a_runtime::console_auth::{CSP, secure_headers};
@@ -37,6 +42,16 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/console/api/agent"),
     ("GET", "/console/api/audit"),
     ("GET", "/console/api/metrics"),
+    ("GET", "/console/assets/try.js"),
+    ("GET", "/console/assets/sessions.js"),
+    ("POST", "/console/api/try"),
+    ("GET", "/console/api/sessions"),
+    ("GET", "/console/api/sessions/history"),
+    ("GET", "/console/api/sessions/events"),
+    ("GET", "/console/api/signer"),
+    ("POST", "/console/api/signer"),
+    ("DELETE", "/console/api/signer"),
+    ("POST", "/console/api/sign"),
 ];
 
 /// How long a login lasts (12 h).
@@ -73,20 +88,38 @@ fn error(e: A2aError) -> Response<Body> {
     json_response(status, &serde_json::to_value(e.to_body()).unwrap_or_default())
 }
 
+/// The largest request "Try it" sends through the console, and the largest answer it reads back.
+const MAX_TRY_BYTES: usize = 4 * 1024 * 1024;
+/// How long "Try it" waits for the agent's answer.
+const TRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What every request of one console shares: the agent, its protocol router (for "Try it") and the uploaded keys.
+#[derive(Clone)]
+struct Shared {
+    agent: Agent,
+    app: Router,
+    signers: std::sync::Arc<a2a_runtime::console_try::Signers>,
+}
+
 /// The console's router for `agent`; with `token`, every request needs it (or a login made with it).
 pub fn router(agent: &Agent, token: Option<String>) -> Router {
-    let agent = agent.clone();
+    let shared = Shared {
+        agent: agent.clone(),
+        app: agent.router(),
+        signers: std::sync::Arc::new(a2a_runtime::console_try::Signers::new()),
+    };
     let key = token.map(|t| auth::key_of(&t));
     let handler = move |req: Request| {
-        let agent = agent.clone();
-        async move { handle(&agent, key, req).await }
+        let shared = shared.clone();
+        async move { handle(&shared, key, req).await }
     };
     Router::new()
         .route("/console", axum::routing::any(handler.clone()))
         .route("/console/{*rest}", axum::routing::any(handler))
 }
 
-async fn handle(agent: &Agent, key: Option<[u8; 32]>, req: Request) -> Response<Body> {
+async fn handle(shared: &Shared, key: Option<[u8; 32]>, req: Request) -> Response<Body> {
+    let agent = &shared.agent;
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_owned();
     let secure = parts.headers.get("x-forwarded-proto").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
@@ -129,11 +162,27 @@ async fn handle(agent: &Agent, key: Option<[u8; 32]>, req: Request) -> Response<
         // Nothing to log in to: the console is open where it is served (the admin listener).
         return auth::redirect("/console", None);
     }
+    // The login a key uploaded for "Try it" is kept for: the browser's; on the open admin listener, the listener's.
+    let login = match &key {
+        Some(k) => auth::login_of(k, &parts.headers),
+        None => Some(("admin-listener".to_owned(), crate::store::now_ms() / 1000 + SESSION_S)),
+    };
     if path == "/console/logout" {
         if parts.method != Method::POST {
             return method_not_allowed("POST");
         }
+        if let Some((id, _)) = &login {
+            shared.signers.forget(id);
+        }
         return auth::redirect("/console", Some(auth::clear_cookie(secure)));
+    }
+    if path == "/console/api/try" {
+        return if parts.method == Method::POST { try_it(shared, body).await } else { method_not_allowed("POST") };
+    }
+    if let Some(r) =
+        a2a_runtime::console_try::handle(&shared.signers, login, agent.did(), &parts.method, &path, body).await
+    {
+        return r;
     }
     if parts.method != Method::GET && parts.method != Method::HEAD {
         return method_not_allowed("GET, HEAD");
@@ -169,7 +218,141 @@ async fn handle(agent: &Agent, key: Option<[u8; 32]>, req: Request) -> Response<
             }
         }
         "/console/api/metrics" => json_response(StatusCode::OK, &summary(&agent.engine().metrics().encode())),
+        "/console/assets/try.js" => {
+            respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_try::TRY_JS)
+        }
+        "/console/assets/sessions.js" => {
+            respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_try::SESSIONS_JS)
+        }
+        "/console/api/sessions" => sessions_list(agent).await,
+        "/console/api/sessions/history" => sessions_history(agent, &parts.uri).await,
+        "/console/api/sessions/events" => sessions_events(agent, &parts).await,
         _ => error(A2aError::with_message(ErrorCode::NOT_FOUND, "no console page or API at this path")),
+    }
+}
+
+/// The agent itself, as the console reads its sessions: what its own §17 endpoints would answer the agent's DID.
+fn as_agent(agent: &Agent) -> crate::sessions::policy::Requester {
+    crate::sessions::policy::Requester { did: agent.did().to_owned(), session: None }
+}
+
+fn no_sessions() -> Response<Body> {
+    error(A2aError::with_message(ErrorCode::NOT_FOUND, "this agent does not serve sessions (§17)"))
+}
+
+/// `GET /console/api/sessions`: `GET /a2a/sessions?include_self=true` as the agent (SES-3, SES-8).
+async fn sessions_list(agent: &Agent) -> Response<Body> {
+    let Some(sessions) = agent.sessions() else {
+        return json_response(StatusCode::OK, &json!({"as": "", "agents": []}));
+    };
+    let q = a2a_core::sessions::ListQuery { include_self: true, limit: Some(200), ..Default::default() };
+    match sessions.list(&as_agent(agent), &q).await {
+        Ok(list) => json_response(
+            StatusCode::OK,
+            &json!({"as": format!("the agent itself ({})", agent.did()),
+                "agents": [{"label": "this agent", "did": agent.did(), "sessions": list.sessions,
+                    "total": list.total, "truncated": list.truncated}]}),
+        ),
+        Err(e) => error(e),
+    }
+}
+
+/// The `session` parameter of a query, checked as a session key.
+fn session_param(uri: &axum::http::Uri) -> Result<String, Box<Response<Body>>> {
+    let key = url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "session")
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    a2a_core::sessions::validate_session_key(&key).map_err(|e| {
+        Box::new(error(
+            A2aError::with_message(ErrorCode::INVALID_REQUEST, format!("session: {e}"))
+                .details(json!({"parameter": "session"})),
+        ))
+    })?;
+    Ok(key)
+}
+
+/// `GET /console/api/sessions/history?session=KEY`: `GET /a2a/sessions/{key}/history` as the agent (HIS-1).
+async fn sessions_history(agent: &Agent, uri: &axum::http::Uri) -> Response<Body> {
+    let Some(sessions) = agent.sessions() else { return no_sessions() };
+    let key = match session_param(uri) {
+        Ok(k) => k,
+        Err(r) => return *r,
+    };
+    let q = crate::sessions::history::HistoryQuery::default();
+    match sessions.history(&as_agent(agent), &key, &q).await {
+        Ok(h) => json_response(StatusCode::OK, &serde_json::to_value(h).unwrap_or_default()),
+        Err(e) => error(e),
+    }
+}
+
+/// `GET /console/api/sessions/events?session=KEY`: `GET /a2a/events?session=KEY` as the agent (ANN-3), from the start
+/// of its buffer (ANN-6) or after the browser's `Last-Event-ID` (ANN-4).
+async fn sessions_events(agent: &Agent, parts: &axum::http::request::Parts) -> Response<Body> {
+    let Some(sessions) = agent.sessions() else { return no_sessions() };
+    let key = match session_param(&parts.uri) {
+        Ok(k) => k,
+        Err(r) => return *r,
+    };
+    let last = parts.headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok());
+    let address = format!("{}#{key}", agent.did());
+    let stream = sessions.event_stream(as_agent(agent), Some(address), Some(last.unwrap_or(0)));
+    let mut r = Response::new(Body::from_stream(stream));
+    secure_headers(r.headers_mut(), "text/event-stream", CSP);
+    r
+}
+
+/// `POST /console/api/try` `{"method", "path", "headers", "body"}`: the request sent to the agent's own protocol
+/// router in-process, answered `{"status", "headers": [[name, value]], "body"}` (the page shows them raw).
+async fn try_it(shared: &Shared, body: Body) -> Response<Body> {
+    let bytes = match http_body_util::BodyExt::collect(http_body_util::Limited::new(body, MAX_TRY_BYTES)).await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return error(A2aError::with_message(ErrorCode::PAYLOAD_TOO_LARGE, "the request is too large")),
+    };
+    let bad = |member: &str, m: &str| {
+        error(A2aError::with_message(ErrorCode::INVALID_REQUEST, m.to_owned()).details(json!({"member": member})))
+    };
+    let Ok(v) = serde_json::from_slice::<Value>(&bytes) else { return bad("body", "the body must be a JSON object") };
+    let method = v["method"].as_str().unwrap_or("");
+    let Ok(method) = method.parse::<Method>() else { return bad("method", "method: an HTTP method") };
+    let path = v["path"].as_str().unwrap_or("");
+    if !path.starts_with("/a2a") || path.parse::<axum::http::Uri>().is_err() {
+        return bad("path", "path: a request target of the agent's A2A endpoint (/a2a/...)");
+    }
+    let mut req = axum::http::Request::builder().method(method).uri(path);
+    for (k, val) in v["headers"].as_object().into_iter().flatten() {
+        if let Some(val) = val.as_str() {
+            req = req.header(k.as_str(), val);
+        }
+    }
+    let body = match &v["body"] {
+        Value::String(s) => Body::from(s.clone()),
+        _ => Body::empty(),
+    };
+    let Ok(req) = req.body(body) else { return bad("headers", "headers: names and values must be valid HTTP") };
+    let answer = tokio::time::timeout(TRY_TIMEOUT, async {
+        let resp = tower::ServiceExt::oneshot(shared.app.clone(), req).await.map_err(|e| e.to_string())?;
+        let (parts, body) = resp.into_parts();
+        let bytes = http_body_util::BodyExt::collect(http_body_util::Limited::new(body, MAX_TRY_BYTES))
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        Ok::<_, String>((parts, bytes))
+    })
+    .await;
+    match answer {
+        Ok(Ok((parts, bytes))) => json_response(
+            StatusCode::OK,
+            &json!({
+                "status": parts.status.as_u16(),
+                "headers": parts.headers.iter()
+                    .map(|(k, v)| json!([k.as_str(), String::from_utf8_lossy(v.as_bytes())]))
+                    .collect::<Vec<_>>(),
+                "body": String::from_utf8_lossy(&bytes),
+            }),
+        ),
+        Ok(Err(e)) => error(A2aError::with_message(ErrorCode::INTERNAL_ERROR, e)),
+        Err(_) => error(A2aError::with_message(ErrorCode::AGENT_TIMEOUT, "the agent did not answer within 30 s")),
     }
 }
 

@@ -45,7 +45,7 @@ struct Cli {
     #[arg(long = "trusted-gateway", value_name = "DID", conflicts_with = "sessions_demo")]
     trusted_gateways: Vec<String>,
     /// Serve the operator console at `/console` where `/metrics` is served (`[admin] console = true` for every
-    /// configuration; with --demo, on its loopback listener).
+    /// configuration; with --demo and --sessions-demo, on their loopback listeners).
     #[arg(long)]
     console: bool,
     /// Log format.

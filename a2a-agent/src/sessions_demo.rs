@@ -266,7 +266,11 @@ async fn start_agent(
         .build()
         .map_err(|e| e.to_string())?;
     let doc_json = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
-    let app = crate::app::app_router(&agent, Some((crate::app::document_path(&did), doc_json)));
+    let mut app = crate::app::app_router(&agent, Some((crate::app::document_path(&did), doc_json)));
+    // `--console`: each agent's operator console beside it, with its Sessions view (OPS-1: loopback listeners only).
+    if crate::console::enabled_by_command_line() && addr.ip().is_loopback() {
+        app = app.merge(crate::console::router(&agent, None));
+    }
     let limits = agent.engine().limits().clone();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
@@ -631,6 +635,11 @@ pub async fn run(linger: bool, listen: Option<&str>) -> Result<(), String> {
     log.say("A2A sessions demo: seed 001's story, three agents on loopback (scripted handlers, memory stores)");
     for a in [&cast.main, &cast.work, &cast.finance] {
         log.say(format!("  {:<18} {}  {}/a2a", a.name, a.did, a.base));
+    }
+    if crate::console::enabled_by_command_line() {
+        for a in [&cast.main, &cast.work, &cast.finance] {
+            log.say(format!("  {:<18} console: {}/console", a.name, a.base));
+        }
     }
     log.say(format!("\nFollow along from another shell:\n{}\n", follow_commands(&cast)));
     let result = run_story(&cast, &log).await;

@@ -14,6 +14,7 @@
 //! The rest of the gateway uses only `serves`, `handle` and `tapping` (the request path) and [`Console`] (its state).
 
 mod history;
+mod sessions;
 mod traffic;
 
 use std::sync::Arc;
@@ -46,22 +47,34 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/console/logout"),
     ("GET", "/console/assets/console.js"),
     ("GET", "/console/assets/console.css"),
+    ("GET", "/console/assets/try.js"),
+    ("GET", "/console/assets/sessions.js"),
     ("GET", "/console/api/agents"),
     ("GET", "/console/api/audit"),
     ("GET", "/console/api/execution/x_example"),
     ("GET", "/console/api/traffic"),
     ("GET", "/console/api/metrics"),
+    ("GET", "/console/api/sessions"),
+    ("GET", "/console/api/sessions/history"),
+    ("GET", "/console/api/sessions/events"),
+    ("GET", "/console/api/signer"),
+    ("POST", "/console/api/signer"),
+    ("DELETE", "/console/api/signer"),
+    ("POST", "/console/api/sign"),
 ];
 
 /// The largest login form accepted.
 const MAX_FORM_BYTES: usize = 8 * 1024;
 
-/// The console's state that outlives reloads: the metric samples and the traffic tap.
+/// The console's state that outlives reloads: the metric samples, the traffic tap and the signing keys operators
+/// uploaded for "Try it" (in memory only, one per login).
 pub struct Console {
     /// The metric samples of the charts.
     pub history: Arc<MetricHistory>,
     /// The live audit records.
     pub traffic: Arc<Traffic>,
+    /// The keys "Try it" signs with.
+    pub signers: Arc<a2a_runtime::console_try::Signers>,
 }
 
 impl Console {
@@ -71,6 +84,7 @@ impl Console {
         Console {
             history: Arc::new(MetricHistory::new(samples)),
             traffic: Arc::new(Traffic::new(records, keep_records)),
+            signers: Arc::new(a2a_runtime::console_try::Signers::new()),
         }
     }
 }
@@ -165,11 +179,20 @@ pub(crate) async fn handle(gw: Arc<Inner>, parts: http::request::Parts, body: Bo
     if let Some(refused) = auth::refuse(&key, &parts.headers, html, PRODUCT) {
         return refused;
     }
+    let login = auth::login_of(&key, &parts.headers);
     if path == "/console/logout" {
         if parts.method != Method::POST {
             return method_not_allowed("POST");
         }
+        // A key uploaded for "Try it" ends with the login.
+        if let Some((id, _)) = &login {
+            gw.kept.console.signers.forget(id);
+        }
         return auth::redirect("/console", Some(auth::clear_cookie(secure)));
+    }
+    let signers = gw.kept.console.signers.clone();
+    if let Some(r) = a2a_runtime::console_try::handle(&signers, login, &gw.did, &parts.method, &path, body).await {
+        return r;
     }
     if parts.method != Method::GET && parts.method != Method::HEAD {
         return method_not_allowed("GET, HEAD");
@@ -178,6 +201,15 @@ pub(crate) async fn handle(gw: Arc<Inner>, parts: http::request::Parts, body: Bo
         "/console" | "/console/" => respond(StatusCode::OK, "text/html; charset=utf-8", INDEX_HTML),
         "/console/assets/console.js" => respond(StatusCode::OK, "text/javascript; charset=utf-8", CONSOLE_JS),
         "/console/assets/console.css" => respond(StatusCode::OK, "text/css; charset=utf-8", CONSOLE_CSS),
+        "/console/assets/try.js" => {
+            respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_try::TRY_JS)
+        }
+        "/console/assets/sessions.js" => {
+            respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_try::SESSIONS_JS)
+        }
+        "/console/api/sessions" => json_response(StatusCode::OK, &sessions::list(&gw).await),
+        "/console/api/sessions/history" => sessions::history(&gw, &parts.uri).await,
+        "/console/api/sessions/events" => sessions::events(&gw, &parts).await,
         "/console/api/agents" => json_response(StatusCode::OK, &agents(&gw).await),
         "/console/api/metrics" => {
             let labels = gw.agents.listed().iter().map(|a| (a.label.clone(), json!(a.endpoint.url))).collect();

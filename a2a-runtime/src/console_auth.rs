@@ -100,6 +100,23 @@ pub fn check(key: &[u8; 32], headers: &HeaderMap) -> Verdict {
     verdict
 }
 
+/// The login a request carries: an id of its cookie (SHA-256 of the cookie's value, hex) and when it expires (Unix
+/// seconds). `None` without a valid login cookie (a bearer token is not a login). What a console keeps per browser
+/// session — an uploaded signing key — is filed under this id.
+pub fn login_of(key: &[u8; 32], headers: &HeaderMap) -> Option<(String, u64)> {
+    for v in headers.get_all(header::COOKIE) {
+        let Ok(v) = v.to_str() else { continue };
+        for pair in v.split(';') {
+            let Some((name, value)) = pair.trim().split_once('=') else { continue };
+            if name == COOKIE && login(key, value) == Verdict::Ok {
+                let expires = value.split_once('.').and_then(|(e, _)| e.parse().ok()).unwrap_or(0);
+                return Some((hex(&Sha256::digest(value.as_bytes())), expires));
+            }
+        }
+    }
+    None
+}
+
 fn login(key: &[u8; 32], value: &str) -> Verdict {
     let Some((expires, given)) = value.split_once('.') else { return Verdict::Invalid };
     let Ok(expires) = expires.parse::<u64>() else { return Verdict::Invalid };

@@ -18,6 +18,7 @@ pub mod app;
 pub mod body;
 pub mod config_reference;
 pub mod console_auth;
+pub mod console_try;
 pub mod head_guard;
 pub mod health;
 pub mod limits;

@@ -103,6 +103,9 @@ async fn no_console_route_is_served_without_the_admin_token() {
     assert_eq!(r.status(), 401);
 }
 
+/// The routes that, let in without their input (the walk sends a form, no query), answer `400`.
+const NEED_INPUT: &[&str] = &["/console/api/sessions/history", "/console/api/sessions/events", "/console/api/sign"];
+
 #[tokio::test]
 async fn the_console_logs_in_by_form_or_query_and_the_cookie_opens_every_route() {
     let world = World::new();
@@ -154,6 +157,13 @@ async fn the_console_logs_in_by_form_or_query_and_the_cookie_opens_every_route()
             }
             let r = req.send().await.expect("request");
             let status = r.status().as_u16();
+            let bearer = auth.0 == "authorization";
+            let signer = *path == "/console/api/signer";
+            if NEED_INPUT.contains(path) || (signer && *method == "POST") || (signer && *method == "DELETE" && bearer) {
+                // Let in, then refused for what they lack (a JSON body, an agent and session, a browser login).
+                assert_eq!(status, 400, "{method} {path} with {}", auth.0);
+                continue;
+            }
             assert!(matches!(status, 200 | 303), "{method} {path} with {}: {status}", auth.0);
             if *path == "/console/api/traffic" {
                 assert_eq!(r.headers()["content-type"], "text/event-stream");
@@ -235,6 +245,7 @@ async fn harness(
     driver: String,
     report: tokio::sync::mpsc::Sender<Value>,
     inject: std::sync::Arc<std::sync::Mutex<Inject>>,
+    extra: axum::Router,
 ) -> String {
     let axe = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/axe-core/axe.min.js"))
         .expect("axe-core fixture");
@@ -276,6 +287,7 @@ async fn harness(
                 }
             }),
         )
+        .merge(extra)
         .route("/favicon.ico", axum::routing::get(|| async { http::StatusCode::NOT_FOUND }))
         .route(
             "/__test/hold",
@@ -297,7 +309,13 @@ async fn harness(
                         out = out.header(k, v);
                     }
                 }
-                let r = out.send().await.expect("gateway");
+                let r = match out.send().await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        eprintln!("harness: {} {path}: {e}", parts.method);
+                        return http::Response::builder().status(502).body(Body::empty()).expect("response");
+                    }
+                };
                 let mut resp = http::Response::builder().status(r.status());
                 for (k, v) in r.headers() {
                     if k != "content-length" && k != "transfer-encoding" {
@@ -397,7 +415,7 @@ async fn the_console_shows_the_network_runs_a_handshake_and_its_traffic_and_metr
     let gw = TestGateway::start(&[&alpha, &beta], &world, CONSOLE).await;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Value>(1);
     let inject = std::sync::Arc::new(std::sync::Mutex::new(Inject::Driver));
-    let base = harness(gw.base.clone(), DRIVER.to_owned(), tx, inject.clone()).await;
+    let base = harness(gw.base.clone(), DRIVER.to_owned(), tx, inject.clone(), axum::Router::new()).await;
     let report = browse(&format!("{base}/__test/start"), rx.recv()).await;
     let report = report.expect("the console reported within 90 s").expect("a report");
     let metrics = reqwest::Client::new()
@@ -457,4 +475,201 @@ async fn the_console_shows_the_network_runs_a_handshake_and_its_traffic_and_metr
         assert!(size > 10_000, "{} is {size} bytes", file.display());
     }
     eprintln!("screenshots in {} ({:?})", screenshots().display(), started.elapsed());
+}
+
+const SESSIONS_DRIVER: &str = include_str!("console_sessions_driver.js");
+
+/// An agent hosting the session `desk` (§17) under the default `did_auth`, whose policy lets every signed address see
+/// and message it (POL-1: allow list `*`; POL-2: visibility `all`) — so the gateway's DID sees it too.
+fn desk_agent(world: &World) -> TestAgent {
+    TestAgent::start_with("desk", vec![decl("book_desk", AuthRequirement::None)], world, |b| {
+        let mut settings = a2a_server::sessions::SessionSettings::default();
+        settings.visibility = a2a_server::sessions::Visibility::All;
+        settings.allow_list = a2a_core::sessions::AllowList(vec!["*".to_owned()]);
+        let handler = |d: a2a_core::sessions::Delivery| async move {
+            Ok(match d.step {
+                a2a_core::sessions::Step::Announce => "Told the team: the desk is free.".to_owned(),
+                _ => format!("Desk here. You asked: {}", d.text),
+            })
+        };
+        b.sessions(
+            a2a_server::sessions::SessionsBuilder::new().settings(settings).session(
+                a2a_server::sessions::HostedSession::new("desk", "Answers whether the desk is free."),
+                handler,
+            ),
+        )
+    })
+}
+
+/// `POST /a2a/sessions/send` to the desk, signed as the test client (INT-1..INT-10, `payload_hash`).
+async fn ask_the_desk(world: &World, desk_url: &str, desk_did: &str) -> Value {
+    use a2a_core::integrity::{self, Coverage, MessageParts};
+    let body =
+        serde_json::to_vec(&json!({"target": "desk", "text": "Is the desk free?", "wait_ms": 5000, "max_turns": 0}))
+            .expect("json");
+    let headers = [("A2A-Version", "0.3"), ("A2A-Sender-ID", crate::common::CLIENT)];
+    let parts =
+        MessageParts { method: "POST", target: "/a2a/sessions/send", headers: &headers, body: &body, status: None };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64;
+    let sig = integrity::sign(
+        &world.client_key,
+        crate::common::KEY_ID,
+        crate::common::CLIENT,
+        desk_did,
+        Coverage::PayloadHash,
+        &parts,
+        now,
+        60,
+    )
+    .expect("sign");
+    let r = reqwest::Client::new()
+        .post(format!("{desk_url}/sessions/send"))
+        .header("A2A-Version", "0.3")
+        .header("A2A-Sender-ID", crate::common::CLIENT)
+        .header("A2A-Signature", sig)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("send");
+    r.json().await.expect("send answer")
+}
+
+#[tokio::test]
+async fn the_console_shows_an_agents_sessions_live_and_signs_try_it_with_an_uploaded_key_in_headless_chromium() {
+    let world = std::sync::Arc::new(World::new());
+    let (alpha, _beta) = agents(&world);
+    let desk = desk_agent(&world);
+    let gw = TestGateway::start(&[&alpha, &desk], &world, CONSOLE).await;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Value>(1);
+    let inject = std::sync::Arc::new(std::sync::Mutex::new(Inject::Driver));
+    // The keys the operator uploads: the client's own (a JWK) and one that is not in its DID document (PEM).
+    let keys = json!({
+        "did": crate::common::CLIENT, "key_id": crate::common::KEY_ID,
+        "good_jwk": world.client_key.to_jwk().to_string(),
+        "wrong_pem": world.impostor_key.to_pkcs8_pem().expect("pem").to_string(),
+    });
+    let (w, desk_url, desk_did) = (world.clone(), desk.url.clone(), desk.did.clone());
+    let extra = axum::Router::new()
+        .route(
+            "/__test/keys",
+            axum::routing::get(move || {
+                let k = keys.clone();
+                async move { axum::Json(k) }
+            }),
+        )
+        .route(
+            "/__test/send",
+            axum::routing::post(move || {
+                let (w, u, d) = (w.clone(), desk_url.clone(), desk_did.clone());
+                async move { axum::Json(ask_the_desk(&w, &u, &d).await) }
+            }),
+        );
+    let base = harness(gw.base.clone(), SESSIONS_DRIVER.to_owned(), tx, inject.clone(), extra).await;
+    let report = browse(&format!("{base}/__test/start"), rx.recv()).await;
+    let report = report.expect("the console reported within 90 s").expect("a report");
+    assert!(report.get("exception").is_none(), "the driver failed: {report:#}");
+    // Sessions: the desk agent's session, read as the gateway (signed), and a run made while the page watched, live.
+    assert_eq!(report["sessions"], json!([["agent1", "desk"]]), "{report:#}");
+    assert!(report["sessions_as"].as_str().expect("as").contains("signed with its key"), "{report:#}");
+    assert_eq!(report["send_status"], json!("ok"), "{report:#}");
+    let events = report["events"].as_array().expect("events");
+    assert!(events.contains(&json!("announce")) && events.contains(&json!("run")), "{report:#}");
+    assert_eq!(report["run_row"], json!(["ok", "done"]), "{report:#}");
+    let ms = report["events_ms"].as_f64().expect("events_ms");
+    assert!(ms < 5000.0, "the run's events reached the page after {ms} ms");
+    let roles = report["history_roles"].as_array().expect("roles");
+    assert!(roles.contains(&json!("inter_session")) && roles.contains(&json!("assistant")), "{report:#}");
+    // Try it on a did_auth capability: refused unsigned; with a key that is not the DID's, a clear signature error;
+    // with the DID's own key (uploaded as a JWK), the whole handshake succeeds, each request carrying A2A-Signature.
+    assert_eq!(report["unsigned"]["result"], json!("failed"), "{report:#}");
+    assert!(report["unsigned"]["status"].as_str().expect("status").contains("NEGOTIATE answered 40"), "{report:#}");
+    assert_eq!(report["wrong_key"]["result"], json!("failed"), "{report:#}");
+    let wrong = report["wrong_key"]["status"].as_str().expect("status");
+    assert!(wrong.contains("NEGOTIATE answered 401") && wrong.contains("signature"), "{report:#}");
+    assert_eq!(report["key_cleared"], json!(true), "the key does not stay in the page: {report:#}");
+    assert_eq!(report["signed"]["result"], json!("succeeded"), "{report:#}");
+    assert_eq!(report["signed_requests"], json!(4), "{report:#}");
+    eprintln!(
+        "sessions view: from the send to its run event on the page {ms:.0} ms; a key that is not the DID's: {wrong:?}"
+    );
+    assert_eq!(report["axe_views"], json!(2), "{report:#}");
+    assert_eq!(report["axe_violations"], json!([]), "{report:#}");
+    // The verified handshake is in the audit trail as signed by the client.
+    let audit: Value = reqwest::Client::new()
+        .get(format!("{}/console/api/audit?capability=notarize_message&outcome=ok", gw.base))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .expect("audit")
+        .json()
+        .await
+        .expect("json");
+    let records = audit["records"].as_array().expect("records");
+    assert!(
+        records
+            .iter()
+            .any(|r| r["step"] == "result" && r["verified"] == true && r["sender_id"] == crate::common::CLIENT),
+        "{audit:#}"
+    );
+    // A screenshot of the Sessions view, kept by CI.
+    *inject.lock().expect("inject") = Inject::Hold;
+    let b = base.clone();
+    let file = tokio::task::spawn_blocking(move || screenshot(&b, "sessions")).await.expect("screenshot");
+    let size = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    assert!(size > 10_000, "{} is {size} bytes", file.display());
+}
+
+#[tokio::test]
+async fn an_uploaded_key_belongs_to_its_login_is_never_shown_and_ends_at_logout() {
+    let world = World::new();
+    let (alpha, beta) = agents(&world);
+    let gw = TestGateway::start(&[&alpha, &beta], &world, CONSOLE).await;
+    let http = no_redirects();
+    let login = http.get(format!("{}/console?token={ADMIN_TOKEN}", gw.base)).send().await.expect("login");
+    let cookie = cookie_of(&login);
+    let jwk = world.client_key.to_jwk();
+    let d = jwk["d"].as_str().expect("d").to_owned();
+    let upload =
+        |body: Value| http.post(format!("{}/console/api/signer", gw.base)).header("cookie", &cookie).json(&body).send();
+    let r = upload(json!({"did": crate::common::CLIENT, "key": jwk})).await.expect("upload");
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.expect("text");
+    assert!(text.contains("did:web:client.example.com#key-1") && !text.contains(&d), "{text}");
+    // Not a key: a clear error naming the member.
+    let r = upload(
+        json!({"did": crate::common::CLIENT, "key": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"}),
+    )
+    .await
+    .expect("upload");
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v["error"]["details"]["member"], "key", "{v}");
+    let sign = |cookie: Option<String>| {
+        let mut r = http.post(format!("{}/console/api/sign", gw.base)).json(&json!({
+            "method": "POST", "target": "/a2a/negotiate", "body": "{}",
+            "headers": {"A2A-Version": "0.3", "A2A-Sender-ID": crate::common::CLIENT}}));
+        r = match cookie {
+            Some(c) => r.header("cookie", c),
+            None => r.bearer_auth(ADMIN_TOKEN),
+        };
+        r.send()
+    };
+    let r = sign(Some(cookie.clone())).await.expect("sign");
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v["aud"], crate::common::GATEWAY, "signatures are addressed to the gateway (GW-3): {v}");
+    // Another login (or the bearer token, which is no login) has no key.
+    let other = cookie_of(&http.get(format!("{}/console?token={ADMIN_TOKEN}", gw.base)).send().await.expect("login"));
+    if other != cookie {
+        assert_eq!(sign(Some(other)).await.expect("sign").status(), 400);
+    }
+    assert_eq!(sign(None).await.expect("sign").status(), 400);
+    // Logging out drops the key: the same cookie, replayed, signs nothing any more.
+    let r = http.post(format!("{}/console/logout", gw.base)).header("cookie", &cookie).send().await.expect("logout");
+    assert_eq!(r.status(), 303);
+    let r = sign(Some(cookie.clone())).await.expect("sign");
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.expect("json");
+    assert!(v["error"]["message"].as_str().expect("message").contains("no signing key"), "{v}");
 }

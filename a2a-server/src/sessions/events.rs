@@ -74,7 +74,7 @@ impl Sessions {
 
     /// The SSE stream of `GET /a2a/events` for `requester`, from after `last_id`, limited to `session` when given
     /// (ANN-3, ANN-4). Events about sessions the requester may not see are left out.
-    pub(crate) fn event_stream(
+    pub fn event_stream(
         self: &Arc<Self>,
         requester: Requester,
         session: Option<String>,

@@ -31,7 +31,42 @@ async function loadAgent() {
     el("td", { text: (c.region_restriction || []).length ? c.region_restriction.join(", ") : "any region" }),
     el("td", { text: c.description }),
     el("td", {}, el("pre", { class: "mono", tabindex: "0", text: JSON.stringify(c.input_schema) })))));
+  const entries = {};
+  for (const c of a.capabilities) entries[c.name] = { decl: c, streaming: a.streaming };
+  A2ATry.setCapabilities(a.capabilities.map((c) => c.name), entries);
+  if (a.sessions) {
+    $("#tab-sessions").hidden = false;
+    A2ASessions.start($("#sessions-root"));
+  }
   document.body.dataset.ready = "true";
+}
+
+// The views: the WAI-ARIA tabs pattern (arrows, Home and End move; the focus follows).
+function selectTab(tab, focus) {
+  for (const t of document.querySelectorAll("[role=tab]")) {
+    const on = t === tab;
+    t.setAttribute("aria-selected", String(on));
+    t.tabIndex = on ? 0 : -1;
+    $("#" + t.getAttribute("aria-controls")).hidden = !on;
+  }
+  if (focus) tab.focus();
+  history.replaceState(null, "", "#" + tab.id.replace("tab-", ""));
+}
+function setupTabs() {
+  const visible = () => [...document.querySelectorAll("[role=tab]")].filter((t) => !t.hidden);
+  for (const t of document.querySelectorAll("[role=tab]")) {
+    t.addEventListener("click", () => selectTab(t, false));
+    t.addEventListener("keydown", (e) => {
+      const tabs = visible();
+      const i = tabs.indexOf(t);
+      let j = null;
+      if (e.key === "ArrowRight") j = (i + 1) % tabs.length;
+      else if (e.key === "ArrowLeft") j = (i - 1 + tabs.length) % tabs.length;
+      else if (e.key === "Home") j = 0;
+      else if (e.key === "End") j = tabs.length - 1;
+      if (j !== null) { e.preventDefault(); selectTab(tabs[j], true); }
+    });
+  }
 }
 
 // The readings of the last minutes, kept in the page: rates are the differences between them.
@@ -113,7 +148,12 @@ function tick() {
   Promise.all([loadMetrics(), loadTraffic()]).catch((e) => { $("#metrics-updated").textContent = e.message; });
 }
 document.addEventListener("DOMContentLoaded", () => {
-  loadAgent().catch((e) => { $("#agent-did").textContent = e.message; });
+  setupTabs();
+  A2ATry.start($("#try-root"));
+  loadAgent().then(() => {
+    const initial = $("#tab-" + location.hash.slice(1));
+    if (initial && !initial.hidden) selectTab(initial, false);
+  }).catch((e) => { $("#agent-did").textContent = e.message; });
   tick();
   setInterval(tick, 2000);
 });

@@ -273,176 +273,13 @@ async function refreshMetrics() {
   }
 }
 
-// ---------- try it: a handshake through the gateway ----------
+// ---------- try it: a2a_runtime's shared panel (try.js), sending to this gateway's /a2a ----------
 function fillCapabilities(names) {
-  const sel = $("#try-capability");
-  const current = sel.value;
-  if ([...sel.options].map((o) => o.value).join() === names.join()) return;
-  sel.replaceChildren(...names.map((n) => el("option", { value: n, text: n })));
-  if (names.includes(current)) sel.value = current;
-  showCapability();
-}
-function example(schema) {
-  if (!schema || typeof schema !== "object") return null;
-  if (schema.default !== undefined) return schema.default;
-  if (Array.isArray(schema.enum) && schema.enum.length) return schema.enum[0];
-  const type = Array.isArray(schema.type) ? schema.type.find((t) => t !== "null") : schema.type;
-  switch (type) {
-    case "string": return schema.format === "date-time" ? new Date().toISOString().replace(/\.\d+Z$/, "Z") : "";
-    case "integer": case "number": return schema.minimum !== undefined ? schema.minimum : 0;
-    case "boolean": return false;
-    case "array": return [];
-    case "object": {
-      const o = {};
-      for (const [k, v] of Object.entries(schema.properties || {})) o[k] = example(v);
-      return o;
-    }
-    default: return null;
+  const entries = {};
+  for (const [name, c] of Object.entries(state.capabilities)) {
+    entries[name] = { decl: c.decl, streaming: (c.agent.features || []).includes("streaming") };
   }
-}
-function showCapability() {
-  const name = $("#try-capability").value;
-  const entry = state.capabilities[name];
-  const form = $("#try-form");
-  form.replaceChildren(el("legend", { text: "Payload" }));
-  if (!entry) return;
-  const decl = entry.decl;
-  $("#try-declaration").textContent = JSON.stringify(decl, null, 2);
-  $("#try-proposal").value = JSON.stringify(decl.input_schema, null, 2);
-  const streams = (entry.agent.features || []).includes("streaming");
-  $("#try-stream").disabled = !streams;
-  $("#try-stream").checked = false;
-  const schema = decl.input_schema || {};
-  const required = new Set(schema.required || []);
-  for (const [key, prop] of Object.entries(schema.properties || {})) {
-    const id = "field-" + key;
-    const type = Array.isArray(prop.type) ? prop.type.find((t) => t !== "null") : prop.type;
-    let input;
-    if (Array.isArray(prop.enum)) {
-      input = el("select", { id, "data-key": key, "data-type": "enum" }, ...prop.enum.map((v) => el("option", { value: JSON.stringify(v), text: String(v) })));
-    } else if (type === "boolean") {
-      input = el("input", { id, type: "checkbox", "data-key": key, "data-type": "boolean" });
-    } else if (type === "integer" || type === "number") {
-      input = el("input", { id, type: "number", step: type === "integer" ? "1" : "any", "data-key": key, "data-type": type, value: String(example(prop)) });
-    } else if (type === "string") {
-      input = el("input", { id, "data-key": key, "data-type": "string", value: example(prop) });
-    } else {
-      input = el("textarea", { id, rows: "3", "data-key": key, "data-type": "json" });
-      input.value = JSON.stringify(example(prop));
-    }
-    input.addEventListener("input", buildPayload);
-    input.addEventListener("change", buildPayload);
-    form.append(el("label", { for: id, text: key + (required.has(key) ? " (required)" : "") + (prop.description ? " — " + prop.description : "") }), input);
-  }
-  buildPayload();
-}
-function buildPayload() {
-  const out = {};
-  for (const input of document.querySelectorAll("#try-form [data-key]")) {
-    const key = input.dataset.key;
-    const t = input.dataset.type;
-    try {
-      if (t === "boolean") out[key] = input.checked;
-      else if (t === "integer" || t === "number") { if (input.value !== "") out[key] = Number(input.value); }
-      else if (t === "enum" || t === "json") out[key] = JSON.parse(input.value);
-      else out[key] = input.value;
-    } catch { out[key] = input.value; }
-  }
-  $("#try-payload").value = JSON.stringify(out, null, 2);
-}
-const run = { negotiation: null, execution: null };
-function headersOf(extra) {
-  return Object.assign({ "A2A-Version": "0.3", "A2A-Sender-ID": $("#try-sender").value.trim() }, extra);
-}
-function logExchange(step, req, res) {
-  const box = el("section", { class: "exchange", "data-step": step });
-  box.append(el("h3", { text: step }),
-    el("div", { class: "muted", text: "Request" }),
-    el("pre", { tabindex: "0", text: req.method + " " + req.path + "\n" + Object.entries(req.headers).map(([k, v]) => k + ": " + v).join("\n") +
-      (req.body ? "\n\n" + req.body : "") }),
-    el("div", { class: "muted", text: "Response" }),
-    el("pre", { tabindex: "0", "data-status": String(res.status), text: "HTTP " + res.status + "\n" + res.headers.map(([k, v]) => k + ": " + v).join("\n") +
-      "\n\n" + res.body }));
-  $("#try-log").prepend(box);
-}
-async function exchange(step, method, path, extra, body) {
-  const headers = headersOf(body === undefined ? extra : Object.assign({ "Content-Type": "application/json" }, extra));
-  const req = { method, path, headers, body: body === undefined ? "" : JSON.stringify(body) };
-  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : req.body, credentials: "omit" });
-  const res = { status: r.status, headers: [...r.headers.entries()], body: "" };
-  if ((r.headers.get("content-type") || "").startsWith("text/event-stream")) {
-    // Streamed RESULT (§18): each event shown as it arrives.
-    const reader = r.body.getReader();
-    const dec = new TextDecoder();
-    logExchange(step, req, res);
-    const pre = $("#try-log .exchange pre[data-status]");
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      res.body += dec.decode(value, { stream: true });
-      pre.textContent = "HTTP " + res.status + "\n" + res.headers.map(([k, v]) => k + ": " + v).join("\n") + "\n\n" + res.body;
-    }
-    const last = res.body.trim().split(/\n\n/).reverse().find((b) => /^event: result$/m.test(b));
-    const data = last ? last.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n") : "null";
-    return { status: r.status, json: JSON.parse(data) };
-  }
-  res.body = await r.text();
-  let json = null;
-  try { json = JSON.parse(res.body); res.body = JSON.stringify(json, null, 2); } catch { /* not JSON */ }
-  logExchange(step, req, res);
-  return { status: r.status, json };
-}
-function status(text, bad) {
-  const s = $("#try-status");
-  s.textContent = text;
-  s.className = bad ? "err" : "";
-}
-async function negotiate() {
-  let proposal;
-  try { proposal = JSON.parse($("#try-proposal").value); } catch (e) { status("The proposed schema is not JSON: " + e.message, true); return false; }
-  const r = await exchange("NEGOTIATE", "POST", "/a2a/negotiate", {}, { target_capability: $("#try-capability").value, proposed_schema: proposal });
-  if (r.status !== 200) { status("NEGOTIATE answered " + r.status + (r.json && r.json.error ? " " + r.json.error.code : ""), true); return false; }
-  run.negotiation = r.json.negotiation_id;
-  status("Negotiated " + run.negotiation + (r.json.tightened ? " (the agent tightened the schema: see agreed_schema and changes)" : ""));
-  return true;
-}
-async function execute() {
-  if (!run.negotiation) { status("Negotiate first.", true); return false; }
-  let payload;
-  try { payload = JSON.parse($("#try-payload").value); } catch (e) { status("The payload is not JSON: " + e.message, true); return false; }
-  const r = await exchange("EXECUTE", "POST", "/a2a/execute", { "A2A-Negotiation-ID": run.negotiation }, payload);
-  if (r.status >= 300) { status("EXECUTE answered " + r.status + (r.json && r.json.error ? " " + r.json.error.code : ""), true); return false; }
-  run.execution = r.json.execution_id;
-  status("Execution " + run.execution + " received; confirm it.");
-  return true;
-}
-async function confirmRun() {
-  if (!run.execution) { status("Execute first.", true); return false; }
-  const r = await exchange("CONFIRM", "POST", "/a2a/confirm", {}, { execution_id: run.execution });
-  if (r.status >= 300) { status("CONFIRM answered " + r.status, true); return false; }
-  status("Confirmed " + run.execution + ".");
-  return true;
-}
-async function result() {
-  if (!run.execution) { status("Execute first.", true); return false; }
-  const stream = $("#try-stream").checked;
-  const r = await exchange("RESULT", "GET", "/a2a/result/" + encodeURIComponent(run.execution) + "?wait_ms=5000",
-    stream ? { "A2A-Stream": "true" } : {});
-  const st = r.json && r.json.status;
-  status("RESULT: " + (st || r.status), !(r.status === 200 && st === "succeeded"));
-  document.body.dataset.lastResult = st || String(r.status);
-  document.body.dataset.lastExecution = run.execution;
-  return r.status === 200;
-}
-async function runAll() {
-  $("#try-all").disabled = true;
-  try {
-    if (await negotiate() && await execute() && await confirmRun()) await result();
-  } catch (e) {
-    status(e.message, true);
-  } finally {
-    $("#try-all").disabled = false;
-  }
+  A2ATry.setCapabilities(names, entries);
 }
 
 // ---------- start ----------
@@ -450,12 +287,8 @@ function start() {
   setupTabs();
   $("#traffic-filter").addEventListener("submit", (e) => { e.preventDefault(); connectTraffic(); });
   $("#traffic-filter").addEventListener("reset", () => setTimeout(connectTraffic, 0));
-  $("#try-capability").addEventListener("change", showCapability);
-  $("#try-negotiate").addEventListener("click", () => negotiate().catch((e) => status(e.message, true)));
-  $("#try-execute").addEventListener("click", () => execute().catch((e) => status(e.message, true)));
-  $("#try-confirm").addEventListener("click", () => confirmRun().catch((e) => status(e.message, true)));
-  $("#try-result").addEventListener("click", () => result().catch((e) => status(e.message, true)));
-  $("#try-all").addEventListener("click", runAll);
+  A2ATry.start($("#try-root"));
+  A2ASessions.start($("#sessions-root"));
   refreshNetwork().then(() => { document.body.dataset.ready = "true"; });
   setInterval(refreshNetwork, 2000);
   connectTraffic();
