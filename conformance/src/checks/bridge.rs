@@ -33,7 +33,7 @@ pub(super) fn checks() -> Vec<Check> {
     vec![
         check!(
             "bridge/agent-card",
-            ["BR-3", "BR-4", "BR-5", "BR-6"],
+            ["BR-3", "BR-4", "BR-5"],
             Must,
             BRIDGE,
             "GET /.well-known/agent-card.json is 200 application/json with Access-Control-Allow-Origin: * and A2A-Version: 1.0; the card names both interfaces at one origin, streaming and the handshake extension with the agent's DID; its skills are the capabilities that are not did_auth, in order, with BR-4's members and tags; no empty or false member; when signed, an ES256 signature verifies with the key of the agent's DID document its kid names",
