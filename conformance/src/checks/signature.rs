@@ -164,10 +164,10 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         check!(
             "signature/non-json-body",
-            ["JCS-11", "JCS-3", "JCS-8"],
+            ["JCS-11", "JCS-1", "JCS-3", "JCS-8"],
             Must,
             SIGNED,
-            "a payload_hash-signed body that cannot be canonicalised is 400 invalid_json, never integrity_mismatch or signature_invalid",
+            "a payload_hash-signed body that cannot be canonicalised (not JSON, a leading zero, arrays 129 deep, a byte order mark) is 400 invalid_json, never integrity_mismatch or signature_invalid",
             non_json_body
         ),
         check!(
@@ -857,6 +857,13 @@ async fn non_json_body(t: &mut Trial<'_>) -> Outcome {
                 serde_json::to_string(&plan.decl.name).unwrap_or_default(),
                 "[".repeat(129),
                 "]".repeat(129)
+            ),
+        ),
+        (
+            "a byte order mark before it (JCS-1)",
+            format!(
+                "\u{feff}{{\"target_capability\":{},\"proposed_schema\":{{\"type\":\"object\"}}}}",
+                serde_json::to_string(&plan.decl.name).unwrap_or_default()
             ),
         ),
     ] {

@@ -435,6 +435,22 @@ pub enum Fault {
     /// `A2A-Api-Key` is compared over the shorter of the two keys: a prefix of the key, or the key with more after
     /// it, is accepted (AUTH-2).
     ApiKeyPrefixAccepted,
+    /// A RESULT path segment that is itself a valid id is percent-decoded anyway (EID-12): `%3A` becomes `:`.
+    DecodesValidSegment,
+    /// Execution ids are read from the left: an id whose sender DID has `_` is unknown (EID-8).
+    IdParsedFromLeft,
+    /// Every execution id of the agent has the same random suffix (EID-6: ids of two processes would collide).
+    SuffixReused,
+    /// A terminal execution is forgotten once read (RES-3).
+    ForgetsTerminalAfterRead,
+    /// A signed body nested deeper than 128 levels is read (JCS-8).
+    DeepNestingAccepted,
+    /// A body with something after its JSON value (a comment, a second value) is read as its first value (JCS-2).
+    TrailingContentIgnored,
+    /// A signed body that starts with a byte order mark is read (JCS-1).
+    BomAccepted,
+    /// The body digest's canonical form writes `true`, `false`, `null` as `True`, `False`, `None` (JCS-13).
+    CanonLiteralsCapitalized,
 }
 
 /// A broken agent, running.
@@ -724,6 +740,14 @@ async fn counter_ids(state: Arc<State>, req: Request<Body>, next: Next) -> Respo
             let real = format!("_{}_{}", id.timestamp_ns(), id.suffix());
             if !counters.iter().any(|(r, _)| *r == real) {
                 let fake = format!("_{}_{}", id.timestamp_ns(), id.suffix().to_ascii_uppercase());
+                counters.push((real, fake));
+            }
+        } else if state.fault == Fault::SuffixReused {
+            // `_<time>_<suffix>` with the suffix of the first id: the times keep the ids apart.
+            let real = format!("_{}_{}", id.timestamp_ns(), id.suffix());
+            let first = counters.first().and_then(|(_, f)| f.rsplit('_').next().map(str::to_owned));
+            if !counters.iter().any(|(r, _)| *r == real) {
+                let fake = format!("_{}_{}", id.timestamp_ns(), first.unwrap_or_else(|| id.suffix().to_owned()));
                 counters.push((real, fake));
             }
         } else if state.fault == Fault::LeadingZeroTimestamps {
@@ -1455,6 +1479,8 @@ pub async fn start(fault: Fault) -> Broken {
             | Fault::UnsignedHeaderAccepted
             | Fault::BodyDigestIgnored
             | Fault::UnknownKeyFallsBack
+            | Fault::DeepNestingAccepted
+            | Fault::BomAccepted
     ) || resolver_fault(fault).is_some()
         || lenient_verifier(fault);
     let caller = if needs_caller { Some(common::caller().await) } else { None };
@@ -1662,6 +1688,14 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::AudienceArrayAccepted, &["signature/audience"]),
     (Fault::TwoSignaturesAccepted, &["signature/malformed"]),
     (Fault::KeyFromEmbeddedJwk, &["signature/malformed"]),
+    (Fault::DecodesValidSegment, &["execute/sender-with-path-and-port"]),
+    (Fault::IdParsedFromLeft, &["execute/sender-with-path-and-port"]),
+    (Fault::SuffixReused, &["execute/id-randomness", "execute/ids-unique"]),
+    (Fault::ForgetsTerminalAfterRead, &["result/terminal-stays-readable"]),
+    (Fault::DeepNestingAccepted, &["signature/non-json-body"]),
+    (Fault::TrailingContentIgnored, &["transport/invalid-json"]),
+    (Fault::BomAccepted, &["signature/non-json-body"]),
+    (Fault::CanonLiteralsCapitalized, &["signature/canonical-json"]),
     (Fault::SenderAnyMethod, &["sender/invalid-dids"]),
     (Fault::SenderLeadingZeroPort, &["sender/invalid-dids"]),
     (Fault::SenderHostCaseFolded, &["sender/invalid-dids"]),
@@ -1843,6 +1877,8 @@ const SCOPE: &[(Fault, &str)] = &[
     (Fault::ResponsesSignedWithAnotherKey, "responses/,negotiate/,errors/"),
     (Fault::NonCanonicalResponseSignatures, "responses/,negotiate/,errors/"),
     (Fault::ResponseJtiReused, "responses/,negotiate/,errors/"),
+    // The result area waits for executions; this fault is seen by the one check that reads a terminal result again.
+    (Fault::ForgetsTerminalAfterRead, "result/terminal-stays-readable"),
     // The session faults run only the check that catches them: the sessions area waits on runs and inboxes.
     (Fault::UnknownSessionIs400, "sessions/unknown"),
     (Fault::IgnoresWaitChain, "sessions/wait-cycle"),
@@ -2743,6 +2779,10 @@ fn buggy_canonical(fault: Fault, body: &[u8]) -> Option<Vec<u8>> {
 
 fn write_buggy(fault: Fault, v: &Value, out: &mut Vec<u8>) {
     match v {
+        Value::Bool(b) if fault == Fault::CanonLiteralsCapitalized => {
+            out.extend(if *b { &b"True"[..] } else { &b"False"[..] });
+        }
+        Value::Null if fault == Fault::CanonLiteralsCapitalized => out.extend(b"None"),
         Value::Number(n) => match (fault, n.as_f64()) {
             (Fault::CanonNumbersAsRust, Some(f)) if !n.is_i64() && !n.is_u64() => out.extend(f.to_string().bytes()),
             (Fault::CanonNumbersRounded, Some(f)) => {
@@ -3220,7 +3260,9 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             }
             map_stream(resp, alter_result_event)
         }
-        Fault::LeadingZeroTimestamps | Fault::UppercaseIdSuffix => counter_ids(state.clone(), req, next).await,
+        Fault::LeadingZeroTimestamps | Fault::UppercaseIdSuffix | Fault::SuffixReused => {
+            counter_ids(state.clone(), req, next).await
+        }
         Fault::SenderDecodedInIds => decoded_sender_ids(state.clone(), req, next).await,
         Fault::QuotaWithoutRetryAfter => {
             let mut resp = next.run(req).await;
@@ -3263,6 +3305,7 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
         | Fault::CanonRefusesSolidusEscape
         | Fault::CanonSurrogatesEscaped
         | Fault::CanonNumbersRounded
+        | Fault::CanonLiteralsCapitalized
         | Fault::DigestOverRawBytes
             if method == Method::POST =>
         {
@@ -3273,16 +3316,25 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             }
             next.run(Request::from_parts(parts, Body::from(bytes))).await
         }
-        Fault::DuplicateMembersAccepted | Fault::LeadingZerosAccepted
+        Fault::DuplicateMembersAccepted
+        | Fault::LeadingZerosAccepted
+        | Fault::DeepNestingAccepted
+        | Fault::BomAccepted
             if method == Method::POST && req.headers().contains_key("a2a-signature") =>
         {
             // A lenient parser: the body is read as it understands it, and served as if that had been sent.
             let (mut parts, body) = req.into_parts();
             let bytes = body_bytes(body).await;
             let text = String::from_utf8_lossy(&bytes).into_owned();
+            let deep = ("[".repeat(129), "]".repeat(129));
             let lenient = if fault == Fault::LeadingZerosAccepted {
                 let fixed = text.replace(":01", ":1");
                 (fixed != text).then_some(fixed)
+            } else if fault == Fault::DeepNestingAccepted {
+                // Read without a depth bound (here: the deep value as the parser would hold it, made shallow).
+                text.contains(&deep.0).then(|| text.replace(&deep.0, "[").replace(&deep.1, "]"))
+            } else if fault == Fault::BomAccepted {
+                text.strip_prefix('\u{feff}').map(str::to_owned)
             } else {
                 // serde_json keeps the last of a repeated member, as such a parser does.
                 serde_json::from_str::<Value>(&text)
@@ -3816,6 +3868,57 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 })
             } else {
                 resp
+            }
+        }
+        Fault::TrailingContentIgnored if method == Method::POST && !req.headers().contains_key("a2a-signature") => {
+            // A streaming parser that stops after the first value.
+            let (mut parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let first = serde_json::Deserializer::from_slice(&bytes).into_iter::<Value>().next();
+            let body = match first {
+                Some(Ok(v)) if serde_json::from_slice::<Value>(&bytes).is_err() => {
+                    parts.headers.remove("content-length");
+                    serde_json::to_vec(&v).unwrap_or_default()
+                }
+                _ => bytes,
+            };
+            next.run(Request::from_parts(parts, Body::from(body))).await
+        }
+        Fault::ForgetsTerminalAfterRead if result_path => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") == Some("text/event-stream") {
+                return resp;
+            }
+            let (parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let terminal = matches!(v["status"].as_str(), Some("succeeded" | "failed" | "timed_out" | "canceled"));
+            if let (true, Some(id)) = (terminal, v["execution_id"].as_str()) {
+                if !lock(&state.used).insert(id.to_owned()) {
+                    return error_response(&state, StatusCode::NOT_FOUND, "unknown_execution", "no such execution");
+                }
+            }
+            Response::from_parts(parts, Body::from(bytes))
+        }
+        Fault::DecodesValidSegment | Fault::IdParsedFromLeft if result_path => {
+            let seg = path.trim_start_matches("/a2a/result/").to_owned();
+            let id = ExecutionId::parse(&seg).ok().or_else(|| ExecutionId::from_path_segment(&seg).ok());
+            match (fault, id) {
+                (Fault::IdParsedFromLeft, Some(id)) if id.sender().as_str().contains('_') => {
+                    // sender_ts_suffix split at the first `_`: the DID is cut short and the id is no id.
+                    error_response(&state, StatusCode::NOT_FOUND, "unknown_execution", "no such execution")
+                }
+                (Fault::DecodesValidSegment, Some(_)) if ExecutionId::parse(&seg).is_ok() && seg.contains('%') => {
+                    let (mut parts, body) = req.into_parts();
+                    let decoded = format!("/a2a/result/{}", percent_decode(&seg));
+                    let query = parts.uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+                    if let Ok(u) = format!("{decoded}{query}").parse::<axum::http::Uri>() {
+                        parts.extensions.insert(axum::extract::OriginalUri(u.clone()));
+                        parts.uri = u;
+                    }
+                    next.run(Request::from_parts(parts, body)).await
+                }
+                _ => next.run(req).await,
             }
         }
         Fault::TwoSignaturesAccepted if req.headers().get_all("a2a-signature").iter().count() > 1 => {
@@ -4740,4 +4843,44 @@ async fn response_signatures_sharing_a_jti_are_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_api_key_compared_as_a_prefix_is_caught() {
     caught(Fault::ApiKeyPrefixAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valid_segment_decoded_again_is_caught() {
+    caught(Fault::DecodesValidSegment).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_parsed_from_the_left_are_caught() {
+    caught(Fault::IdParsedFromLeft).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_suffix_for_every_id_is_caught() {
+    caught(Fault::SuffixReused).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_execution_forgotten_once_read_is_caught() {
+    caught(Fault::ForgetsTerminalAfterRead).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nesting_deeper_than_128_accepted_is_caught() {
+    caught(Fault::DeepNestingAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_after_the_json_value_ignored_is_caught() {
+    caught(Fault::TrailingContentIgnored).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_byte_order_mark_accepted_is_caught() {
+    caught(Fault::BomAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_with_python_literals_is_caught() {
+    caught(Fault::CanonLiteralsCapitalized).await;
 }
