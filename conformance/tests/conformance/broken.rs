@@ -451,6 +451,16 @@ pub enum Fault {
     BomAccepted,
     /// The body digest's canonical form writes `true`, `false`, `null` as `True`, `False`, `None` (JCS-13).
     CanonLiteralsCapitalized,
+    /// Unknown members of a session send are ignored (SND-1: `400 invalid_request` naming the member).
+    SendUnknownMembersIgnored,
+    /// The session endpoints answer a body that is not JSON with a plain-text page, not an `ErrorBody` (SES-1).
+    SessionErrorsPlainText,
+    /// `GET /a2a/sessions` lists the sender's own sessions without `include_self` (SES-8).
+    IncludeSelfIgnored,
+    /// The announce step's delivery lacks the instruction (ANN-1).
+    AnnounceWithoutInstruction,
+    /// A fresh event stream does not start with `: connected` (ANN-6).
+    EventsWithoutConnected,
 }
 
 /// A broken agent, running.
@@ -1481,6 +1491,7 @@ pub async fn start(fault: Fault) -> Broken {
             | Fault::UnknownKeyFallsBack
             | Fault::DeepNestingAccepted
             | Fault::BomAccepted
+            | Fault::SendUnknownMembersIgnored
     ) || resolver_fault(fault).is_some()
         || lenient_verifier(fault);
     let caller = if needs_caller { Some(common::caller().await) } else { None };
@@ -1688,6 +1699,11 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::AudienceArrayAccepted, &["signature/audience"]),
     (Fault::TwoSignaturesAccepted, &["signature/malformed"]),
     (Fault::KeyFromEmbeddedJwk, &["signature/malformed"]),
+    (Fault::SendUnknownMembersIgnored, &["sessions/malformed"]),
+    (Fault::SessionErrorsPlainText, &["sessions/malformed"]),
+    (Fault::IncludeSelfIgnored, &["sessions/registry"]),
+    (Fault::AnnounceWithoutInstruction, &["sessions/announce"]),
+    (Fault::EventsWithoutConnected, &["sessions/events-resume"]),
     (Fault::DecodesValidSegment, &["execute/sender-with-path-and-port"]),
     (Fault::IdParsedFromLeft, &["execute/sender-with-path-and-port"]),
     (Fault::SuffixReused, &["execute/id-randomness", "execute/ids-unique"]),
@@ -1890,6 +1906,11 @@ const SCOPE: &[(Fault, &str)] = &[
     (Fault::ProvenanceClaimsUser, "sessions/provenance-and-hops"),
     (Fault::RefreshAnswered201, "sessions/registry"),
     (Fault::EndedSessionStillListed, "sessions/registry"),
+    (Fault::SendUnknownMembersIgnored, "sessions/malformed"),
+    (Fault::SessionErrorsPlainText, "sessions/malformed"),
+    (Fault::IncludeSelfIgnored, "sessions/registry"),
+    (Fault::AnnounceWithoutInstruction, "sessions/announce"),
+    (Fault::EventsWithoutConnected, "sessions/events-resume"),
     // The resolver faults run with the test's caller identity (whose key the breaker signs with) beside --serve-did:
     // the checks of the primary served identity (did-resolver/document-url, did-resolver/cache) do not apply.
     (Fault::ResolverAcceptsRsaKeys, "did-resolver/rsa-key"),
@@ -3921,6 +3942,96 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 _ => next.run(req).await,
             }
         }
+        Fault::SendUnknownMembersIgnored if method == Method::POST && path == "/a2a/sessions/send" => {
+            const KNOWN: &[&str] = &[
+                "target", "target_label", "text", "from", "from_endpoint", "reply", "announce", "wait_ms",
+                "run_timeout_ms", "max_turns", "attachments", "metadata", "priority", "context_mode", "context",
+                "trace_id", "max_tokens",
+            ];
+            let req = edit_body(&state, req, |v| {
+                let Some(o) = v.as_object_mut() else { return false };
+                let before = o.len();
+                o.retain(|k, _| KNOWN.contains(&k.as_str()));
+                o.len() != before
+            })
+            .await;
+            next.run(req).await
+        }
+        Fault::SessionErrorsPlainText if path.starts_with("/a2a/sessions") => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let code = serde_json::from_slice::<Value>(&bytes).ok().map(|v| v["error"]["code"].clone());
+            if code.is_none_or(|c| c != "invalid_json") {
+                return Response::from_parts(parts, Body::from(bytes));
+            }
+            parts.headers.insert("content-type", HeaderValue::from_static("text/plain; charset=utf-8"));
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from("Failed to parse the request body as JSON"))
+        }
+        Fault::IncludeSelfIgnored if path == "/a2a/sessions" => {
+            // The sessions each sender registered are remembered, and put back into its lists without include_self.
+            let sender = header(req.headers(), "a2a-sender-id").unwrap_or("").trim().to_owned();
+            let listing = method == Method::GET && !req.uri().query().unwrap_or("").contains("include_self=true");
+            let resp = next.run(req).await;
+            if method == Method::POST {
+                let (parts, body) = resp.into_parts();
+                let rbytes = body_bytes(body).await;
+                if let Ok(v) = serde_json::from_slice::<Value>(&rbytes)
+                    && let Some(key) = v["session_key"].as_str()
+                {
+                    let entry = (StatusCode::OK, HeaderMap::new(), rbytes.clone());
+                    lock(&state.negotiations).insert(format!("{sender} {key}"), entry);
+                }
+                return Response::from_parts(parts, Body::from(rbytes));
+            }
+            if !listing {
+                return resp;
+            }
+            let own: Vec<Value> = lock(&state.negotiations)
+                .iter()
+                .filter(|(k, _)| k.starts_with(&format!("{sender} ")))
+                .filter_map(|(_, (_, _, b))| serde_json::from_slice(b).ok())
+                .collect();
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| {
+                    if let Some(list) = v["sessions"].as_array_mut() {
+                        for s in own {
+                            if !list.iter().any(|x| x["session_key"] == s["session_key"]) {
+                                list.push(s);
+                            }
+                        }
+                    }
+                },
+            )
+            .await
+        }
+        Fault::AnnounceWithoutInstruction if method == Method::GET && path.ends_with("/inbox") => {
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| {
+                    for d in v["deliveries"].as_array_mut().into_iter().flatten() {
+                        if d["step"] == "announce"
+                            && let Some(o) = d.as_object_mut()
+                        {
+                            o.remove("instruction");
+                        }
+                    }
+                },
+            )
+            .await
+        }
+        Fault::EventsWithoutConnected if method == Method::GET && path == "/a2a/events" => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") != Some("text/event-stream") {
+                return resp;
+            }
+            map_stream(resp, |t| t.split_inclusive('\n').filter(|l| l.trim() != ": connected").collect())
+        }
         Fault::TwoSignaturesAccepted if req.headers().get_all("a2a-signature").iter().count() > 1 => {
             let mut req = req;
             if let Some(first) = req.headers().get("a2a-signature").cloned() {
@@ -4883,4 +4994,29 @@ async fn a_byte_order_mark_accepted_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_digest_with_python_literals_is_caught() {
     caught(Fault::CanonLiteralsCapitalized).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_members_of_a_send_ignored_are_caught() {
+    caught(Fault::SendUnknownMembersIgnored).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_errors_in_plain_text_are_caught() {
+    caught(Fault::SessionErrorsPlainText).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_sessions_listed_without_include_self_are_caught() {
+    caught(Fault::IncludeSelfIgnored).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_announce_step_without_its_instruction_is_caught() {
+    caught(Fault::AnnounceWithoutInstruction).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_without_connected_is_caught() {
+    caught(Fault::EventsWithoutConnected).await;
 }
