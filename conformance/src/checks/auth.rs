@@ -92,13 +92,20 @@ async fn api_key(t: &mut Trial<'_>) -> Outcome {
             ("the --api-key without its last character", key[..key.len().saturating_sub(1)].to_owned()),
             ("the --api-key with a character appended", format!("{key}0")),
         ];
-        let flipped: String =
-            key.chars().map(|c| if c.is_ascii_lowercase() { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() }).collect();
+        let flipped: String = key
+            .chars()
+            .map(|c| if c.is_ascii_lowercase() { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() })
+            .collect();
         if flipped != key {
             near.push(("the --api-key in the other case", flipped));
         }
         for (what, wrong) in near.into_iter().filter(|(_, w)| !w.is_empty()) {
-            let r = t.send(format!("NEGOTIATE {} with {what}", decl.name), negotiate_for(t, &decl).header("A2A-Api-Key", wrong)).await?;
+            let r = t
+                .send(
+                    format!("NEGOTIATE {} with {what}", decl.name),
+                    negotiate_for(t, &decl).header("A2A-Api-Key", wrong),
+                )
+                .await?;
             t.expect_error(&r, 401, "auth_invalid");
         }
         let r = t

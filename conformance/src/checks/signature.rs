@@ -436,9 +436,8 @@ async fn replay(t: &mut Trial<'_>) -> Outcome {
 async fn high_s(t: &mut Trial<'_>) -> Outcome {
     let plan = signed_plan(t)?;
     resolvable(t, &plan).await?;
-    let s = sig(&plan).token(|id, claims| {
-        identity::high_s(&a2a_core::integrity::sign_claims(&id.key, claims).unwrap_or_default())
-    });
+    let s = sig(&plan)
+        .token(|id, claims| identity::high_s(&a2a_core::integrity::sign_claims(&id.key, claims).unwrap_or_default()));
     let r = t.send("NEGOTIATE signed with a high-S signature (s above n/2)", negotiate_signed(t, &plan, s)).await?;
     t.expect_status(&r, 200);
     Ok(())
@@ -455,7 +454,10 @@ async fn invalid(t: &mut Trial<'_>) -> Outcome {
     refused(t, &plan, "one bit of the signature flipped", s, 401, "signature_invalid").await?;
     let s = sig(&plan).token(|_, c| {
         let other = SigningKey::generate().ok();
-        other.and_then(|k| a2a_core::integrity::sign_claims(&k, c).ok()).map(|t| identity::low_s(&t)).unwrap_or_default()
+        other
+            .and_then(|k| a2a_core::integrity::sign_claims(&k, c).ok())
+            .map(|t| identity::low_s(&t))
+            .unwrap_or_default()
     });
     refused(t, &plan, "another key under the same kid", s, 401, "signature_invalid").await?;
     let s = sig(&plan).token(|id, c| identity::der_signature(&sign_with(id, c)).unwrap_or_default());

@@ -812,10 +812,8 @@ async fn decoded_sender_ids(state: Arc<State>, req: Request<Body>, next: Next) -
     let is_execute = req.method() == Method::POST && req.uri().path() == "/a2a/execute";
     // (real id, fake id) and (real path segment, fake path segment = fake id: it has no `%`).
     let ids = lock(&state.counters).clone();
-    let segs: Vec<(String, String)> = ids
-        .iter()
-        .filter_map(|(r, f)| ExecutionId::parse(r).ok().map(|e| (e.to_path_segment(), f.clone())))
-        .collect();
+    let segs: Vec<(String, String)> =
+        ids.iter().filter_map(|(r, f)| ExecutionId::parse(r).ok().map(|e| (e.to_path_segment(), f.clone()))).collect();
     let (mut parts, body) = req.into_parts();
     let uri = swap_suffixes(&parts.uri.to_string(), &segs, false);
     if let Ok(u) = uri.parse::<axum::http::Uri>() {
@@ -839,10 +837,8 @@ async fn decoded_sender_ids(state: Arc<State>, req: Request<Body>, next: Next) -
         }
     }
     let ids = lock(&state.counters).clone();
-    let mut pairs: Vec<(String, String)> = ids
-        .iter()
-        .filter_map(|(r, f)| ExecutionId::parse(r).ok().map(|e| (e.to_path_segment(), f.clone())))
-        .collect();
+    let mut pairs: Vec<(String, String)> =
+        ids.iter().filter_map(|(r, f)| ExecutionId::parse(r).ok().map(|e| (e.to_path_segment(), f.clone()))).collect();
     pairs.extend(ids);
     swapped_response(resp, pairs)
 }
@@ -2394,8 +2390,7 @@ impl Rewrite {
     }
 
     fn applies(&self, method: &Method, path: &str) -> bool {
-        *method == self.method
-            && if self.path.ends_with('/') { path.starts_with(self.path) } else { path == self.path }
+        *method == self.method && if self.path.ends_with('/') { path.starts_with(self.path) } else { path == self.path }
     }
 
     async fn run(&self, state: &State, req: Request<Body>, next: Next) -> Response {
@@ -2693,11 +2688,9 @@ fn rewrite(fault: Fault) -> Option<Rewrite> {
             }),
         ),
         Fault::BridgeIgnoresSender => Rewrite::new(post, JSONRPC, DropRequestHeader("a2a-sender-id")),
-        Fault::BridgeToMissing => Rewrite::new(
-            post,
-            NEG,
-            Answer(|_, v| v.as_object_mut().and_then(|o| o.remove("bridge_to")).is_some()),
-        ),
+        Fault::BridgeToMissing => {
+            Rewrite::new(post, NEG, Answer(|_, v| v.as_object_mut().and_then(|o| o.remove("bridge_to")).is_some()))
+        }
         _ => None,
     }
 }
@@ -3830,7 +3823,8 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             next.run(req).await
         }
         Fault::DuplicateDeclaration | Fault::SingleWordCapabilityName
-            if (method == Method::OPTIONS && path == "/a2a") || (method == Method::GET && path == "/a2a/capabilities") =>
+            if (method == Method::OPTIONS && path == "/a2a")
+                || (method == Method::GET && path == "/a2a/capabilities") =>
         {
             let resp = next.run(req).await;
             declarations_changed(fault, resp).await
@@ -3914,10 +3908,10 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             let bytes = body_bytes(body).await;
             let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let terminal = matches!(v["status"].as_str(), Some("succeeded" | "failed" | "timed_out" | "canceled"));
-            if let (true, Some(id)) = (terminal, v["execution_id"].as_str()) {
-                if !lock(&state.used).insert(id.to_owned()) {
-                    return error_response(&state, StatusCode::NOT_FOUND, "unknown_execution", "no such execution");
-                }
+            if let (true, Some(id)) = (terminal, v["execution_id"].as_str())
+                && !lock(&state.used).insert(id.to_owned())
+            {
+                return error_response(&state, StatusCode::NOT_FOUND, "unknown_execution", "no such execution");
             }
             Response::from_parts(parts, Body::from(bytes))
         }
@@ -3944,9 +3938,23 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
         }
         Fault::SendUnknownMembersIgnored if method == Method::POST && path == "/a2a/sessions/send" => {
             const KNOWN: &[&str] = &[
-                "target", "target_label", "text", "from", "from_endpoint", "reply", "announce", "wait_ms",
-                "run_timeout_ms", "max_turns", "attachments", "metadata", "priority", "context_mode", "context",
-                "trace_id", "max_tokens",
+                "target",
+                "target_label",
+                "text",
+                "from",
+                "from_endpoint",
+                "reply",
+                "announce",
+                "wait_ms",
+                "run_timeout_ms",
+                "max_turns",
+                "attachments",
+                "metadata",
+                "priority",
+                "context_mode",
+                "context",
+                "trace_id",
+                "max_tokens",
             ];
             let req = edit_body(&state, req, |v| {
                 let Some(o) = v.as_object_mut() else { return false };
@@ -4100,29 +4108,21 @@ fn leniently_verified(
     let other_key_id = kid.split_once('#').is_some_and(|(did, frag)| {
         did == caller.did && !frag.is_empty() && frag.bytes().all(|b| b.is_ascii_alphanumeric() || b".-_~".contains(&b))
     }) && !own_kid;
-    if !own_kid && !(fault == Fault::UnknownKeyFallsBack && other_key_id) {
+    // Each fault lets exactly one wrong thing pass; a token without it is left to the agent.
+    let aud = c["aud"].clone();
+    let lets_pass = match fault {
+        Fault::UnknownKeyFallsBack => other_key_id,
+        Fault::AudienceCaseInsensitive => {
+            own_kid && aud.as_str().is_some_and(|a| a != agent_did && a.eq_ignore_ascii_case(agent_did))
+        }
+        Fault::AudienceArrayAccepted => own_kid && aud.as_array().is_some_and(|a| a.iter().any(|x| x == agent_did)),
+        _ => own_kid,
+    };
+    if !lets_pass {
         return None;
     }
     if fault == Fault::UnknownKeyFallsBack {
-        if own_kid {
-            return None;
-        }
         c["message_integrity"]["key_id"] = json!(caller.key_id);
-    }
-    let aud = c["aud"].clone();
-    match fault {
-        Fault::AudienceCaseInsensitive => {
-            let a = aud.as_str()?;
-            if a == agent_did || !a.eq_ignore_ascii_case(agent_did) {
-                return None;
-            }
-        }
-        Fault::AudienceArrayAccepted => {
-            if !aud.as_array()?.iter().any(|a| a == agent_did) {
-                return None;
-            }
-        }
-        _ => {}
     }
     c["aud"] = json!(agent_did);
     let claims: SignatureClaims = serde_json::from_value(c).ok()?;
@@ -4145,15 +4145,16 @@ fn lenient_sender(fault: Fault, sender: &str) -> Option<String> {
         Fault::SenderAnyMethod => sender.starts_with("did:") && rest.is_none(),
         Fault::SenderLeadingZeroPort => sender.contains("%3A0"),
         Fault::SenderHostCaseFolded => host.is_some_and(|h| h.bytes().any(|b| b.is_ascii_uppercase())),
-        Fault::SenderIpHost => {
-            host.is_some_and(|h| h.rsplit('.').next().is_some_and(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit())))
-        }
+        Fault::SenderIpHost => host.is_some_and(|h| {
+            h.rsplit('.').next().is_some_and(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+        }),
         Fault::SenderSingleLabelHost => host.is_some_and(|h| !h.is_empty() && !h.contains('.') && h != "localhost"),
         Fault::SenderUnicodeHost => host.is_some_and(|h| !h.is_ascii()),
         Fault::SenderLowerCasePercent => sender.contains("%3a"),
         Fault::SenderTooLong => sender.len() > 512,
         Fault::SenderDefaultPortDropped => {
-            return rest.is_some_and(|r| r.split(':').next().is_some_and(|h| h.ends_with("%3A443")))
+            return rest
+                .is_some_and(|r| r.split(':').next().is_some_and(|h| h.ends_with("%3A443")))
                 .then(|| sender.replacen("%3A443", "", 1));
         }
         _ => return None,
@@ -4164,9 +4165,7 @@ fn lenient_sender(fault: Fault, sender: &str) -> Option<String> {
 /// The SSE events of a chunk without those whose `data` matches `drop`.
 fn drop_events(text: &str, drop: impl Fn(&str) -> bool) -> String {
     text.split_inclusive("\n\n")
-        .filter(|event| {
-            !event.lines().any(|l| l.strip_prefix("data:").is_some_and(|d| drop(d.trim())))
-        })
+        .filter(|event| !event.lines().any(|l| l.strip_prefix("data:").is_some_and(|d| drop(d.trim()))))
         .collect()
 }
 
