@@ -461,6 +461,10 @@ pub enum Fault {
     AnnounceWithoutInstruction,
     /// A fresh event stream does not start with `: connected` (ANN-6).
     EventsWithoutConnected,
+    /// `GET /a2a/sessions` lists the hosted sessions only, not the inbox sessions registered with it (SES-3).
+    InboxSessionsUnlisted,
+    /// The `announce` events of the channel carry no `provenance` (ANN-3).
+    AnnounceEventWithoutProvenance,
 }
 
 /// A broken agent, running.
@@ -1695,6 +1699,8 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::AudienceArrayAccepted, &["signature/audience"]),
     (Fault::TwoSignaturesAccepted, &["signature/malformed"]),
     (Fault::KeyFromEmbeddedJwk, &["signature/malformed"]),
+    (Fault::InboxSessionsUnlisted, &["sessions/registry"]),
+    (Fault::AnnounceEventWithoutProvenance, &["sessions/announce"]),
     (Fault::SendUnknownMembersIgnored, &["sessions/malformed"]),
     (Fault::SessionErrorsPlainText, &["sessions/malformed"]),
     (Fault::IncludeSelfIgnored, &["sessions/registry"]),
@@ -1902,6 +1908,8 @@ const SCOPE: &[(Fault, &str)] = &[
     (Fault::ProvenanceClaimsUser, "sessions/provenance-and-hops"),
     (Fault::RefreshAnswered201, "sessions/registry"),
     (Fault::EndedSessionStillListed, "sessions/registry"),
+    (Fault::InboxSessionsUnlisted, "sessions/registry"),
+    (Fault::AnnounceEventWithoutProvenance, "sessions/announce"),
     (Fault::SendUnknownMembersIgnored, "sessions/malformed"),
     (Fault::SessionErrorsPlainText, "sessions/malformed"),
     (Fault::IncludeSelfIgnored, "sessions/registry"),
@@ -2630,6 +2638,14 @@ fn rewrite(fault: Fault) -> Option<Rewrite> {
                     *st = StatusCode::CREATED;
                 }
                 refresh
+            }),
+        ),
+        Fault::InboxSessionsUnlisted => Rewrite::new(
+            get,
+            "/a2a/sessions",
+            Answer(|st, v| {
+                *st == StatusCode::OK
+                    && v["sessions"].as_array_mut().map(|l| l.retain(|s| s["handler"] != "inbox")).is_some()
             }),
         ),
         Fault::DocumentWithoutAssertionMethod => Rewrite::new(
@@ -4033,6 +4049,28 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             )
             .await
         }
+        Fault::AnnounceEventWithoutProvenance if method == Method::GET && path == "/a2a/events" => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") != Some("text/event-stream") {
+                return resp;
+            }
+            map_stream(resp, |t| {
+                if !t.lines().any(|l| l.trim() == "event: announce" || l.trim() == "event:announce") {
+                    return t.to_owned();
+                }
+                t.split_inclusive('\n')
+                    .map(|line| match line.strip_prefix("data:").map(|d| serde_json::from_str::<Value>(d.trim())) {
+                        Some(Ok(mut v)) if v.get("provenance").is_some() => {
+                            if let Some(o) = v.as_object_mut() {
+                                o.remove("provenance");
+                            }
+                            format!("data: {}\n", serde_json::to_string(&v).unwrap_or_default())
+                        }
+                        _ => line.to_owned(),
+                    })
+                    .collect()
+            })
+        }
         Fault::EventsWithoutConnected if method == Method::GET && path == "/a2a/events" => {
             let resp = next.run(req).await;
             if header(resp.headers(), "content-type") != Some("text/event-stream") {
@@ -5018,4 +5056,14 @@ async fn an_announce_step_without_its_instruction_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_stream_without_connected_is_caught() {
     caught(Fault::EventsWithoutConnected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inbox_sessions_left_out_of_the_list_are_caught() {
+    caught(Fault::InboxSessionsUnlisted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_announce_event_without_provenance_is_caught() {
+    caught(Fault::AnnounceEventWithoutProvenance).await;
 }
