@@ -32,6 +32,8 @@ mod slow;
 mod streaming;
 mod transport;
 
+pub use signature::python_dumps;
+
 /// Every check, in the order they run (checks that read the whole transcript last).
 pub fn all() -> Vec<Check> {
     let mut v = Vec::new();

@@ -70,6 +70,14 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "not yet checked here: the CORS checks send Origin; a DISCOVER without Origin is not yet compared with the table",
     ),
     (
+        "AUTH-8",
+        "which services an agent contacts while it verifies a signature is not visible to its caller; did-auth/handshake shows verification succeed with only the DID documents the suite serves",
+    ),
+    (
+        "BR-6",
+        "binds a verifier of an Agent Card (a client such as a2a-client or a2a-sdk), not the agent that serves it; the suite verifies agents' cards that way in bridge/agent-card (BR-5), and a2a-core's a2a1x tests check the verifier",
+    ),
+    (
         "GW-18",
         "needs an agent behind a transparent gateway configured to trust it, which a caller cannot see; checked in a2a-gateway's tests (demo.rs)",
     ),

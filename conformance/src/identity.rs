@@ -83,7 +83,7 @@ pub fn apply_signing(req: &mut Req, agent_did: &str) -> Result<(), String> {
     }
     let token = match signing.make_token {
         Some(make) => make(&id, &claims),
-        None => integrity::sign_claims(&id.key, &claims).map_err(|e| format!("cannot sign the request: {e}"))?,
+        None => low_s(&integrity::sign_claims(&id.key, &claims).map_err(|e| format!("cannot sign the request: {e}"))?),
     };
     req.set_header("a2a-signature", token);
     if let Some(after) = signing.after {
@@ -101,7 +101,7 @@ pub fn raw_token(key: &SigningKey, header: &[u8], claims: &[u8]) -> String {
     let sig = key.sign(token.as_bytes()).map(|s| s.to_vec()).unwrap_or_default();
     token.push('.');
     token.push_str(&base64url_encode(sig));
-    token
+    low_s(&token)
 }
 
 /// The canonical A2A protected header for an identity.
@@ -142,6 +142,27 @@ pub fn twin_signature(token: &str) -> Option<String> {
     let mut twin = sig[..32].to_vec();
     twin.extend_from_slice(&out);
     Some(format!("{input}.{}", base64url_encode(twin)))
+}
+
+/// Whether a token's 64-byte signature has `s` above `n/2` ("high S").
+pub fn is_high_s(token: &str) -> bool {
+    // n/2 rounded down: s > n/2 exactly when 2s > n, i.e. when n - s < s.
+    split_token(token).is_some_and(|(_, sig)| {
+        let twin = twin_signature(token).and_then(|t| split_token(&t).map(|(_, s)| s));
+        twin.is_some_and(|t| t[32..] < sig[32..])
+    })
+}
+
+/// The token with its signature in the low-S form (`s <= n/2`). Every signature the suite sends is written this
+/// way, except where a check sends the high-S twin on purpose (JWS-4), so that an agent refusing high S fails only
+/// the checks about high S, never at random elsewhere.
+pub fn low_s(token: &str) -> String {
+    if is_high_s(token) { twin_signature(token).unwrap_or_else(|| token.to_owned()) } else { token.to_owned() }
+}
+
+/// The token with its signature in the high-S form (`s > n/2`), the twin of the low-S one (JWS-4).
+pub fn high_s(token: &str) -> String {
+    if is_high_s(token) { token.to_owned() } else { twin_signature(token).unwrap_or_else(|| token.to_owned()) }
 }
 
 /// The same token with its signature in ASN.1 DER (`SEQUENCE { INTEGER r, INTEGER s }`), which JWS-1 forbids.
@@ -191,6 +212,20 @@ mod tests {
         let (input, sig) = split_token(&twin).unwrap_or_else(|| panic!("64-byte signature"));
         assert!(key.verifying_key().verify(input.as_bytes(), &sig).is_ok());
         assert_eq!(twin_signature(&twin).as_deref(), Some(token.as_str()));
+    }
+
+    #[test]
+    fn low_and_high_s_forms_are_twins() {
+        let key = SigningKey::generate().unwrap_or_else(|e| panic!("{e}"));
+        for _ in 0..16 {
+            let token = raw_token(&key, br#"{"alg":"ES256"}"#, br#"{"a":1}"#);
+            assert!(!is_high_s(&token), "raw_token writes low S");
+            let high = high_s(&token);
+            assert!(is_high_s(&high));
+            assert_eq!(low_s(&high), token);
+            let (input, sig) = split_token(&high).unwrap_or_else(|| panic!("64-byte signature"));
+            assert!(key.verifying_key().verify(input.as_bytes(), &sig).is_ok(), "the high-S twin verifies");
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub(super) fn checks() -> Vec<Check> {
             ["AUTH-1", "AUTH-2", "CAP-9"],
             Must,
             API_KEY,
-            "an api_key capability refuses NEGOTIATE without A2A-Api-Key (401 auth_required) and with a wrong key (401 auth_invalid)",
+            "an api_key capability refuses NEGOTIATE without A2A-Api-Key (401 auth_required) and with a wrong key (401 auth_invalid), also one that differs from the --api-key only by its last character, an appended one or case",
             api_key
         ),
         check!(
@@ -86,6 +86,28 @@ async fn api_key(t: &mut Trial<'_>) -> Outcome {
     let r = t.send(format!("NEGOTIATE {} with a wrong A2A-Api-Key", decl.name), req).await?;
     t.expect_error(&r, 401, "auth_invalid");
     if let Some(key) = t.ctx.opts.api_key.clone() {
+        // AUTH-2 compares the whole key: not a prefix either way (a comparison that zips the two and stops at the
+        // shorter), not ignoring case, not trimmed.
+        let mut near: Vec<(&str, String)> = vec![
+            ("the --api-key without its last character", key[..key.len().saturating_sub(1)].to_owned()),
+            ("the --api-key with a character appended", format!("{key}0")),
+        ];
+        let flipped: String = key
+            .chars()
+            .map(|c| if c.is_ascii_lowercase() { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() })
+            .collect();
+        if flipped != key {
+            near.push(("the --api-key in the other case", flipped));
+        }
+        for (what, wrong) in near.into_iter().filter(|(_, w)| !w.is_empty()) {
+            let r = t
+                .send(
+                    format!("NEGOTIATE {} with {what}", decl.name),
+                    negotiate_for(t, &decl).header("A2A-Api-Key", wrong),
+                )
+                .await?;
+            t.expect_error(&r, 401, "auth_invalid");
+        }
         let r = t
             .send(
                 format!("NEGOTIATE {} with the --api-key", decl.name),

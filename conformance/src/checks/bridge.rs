@@ -33,7 +33,7 @@ pub(super) fn checks() -> Vec<Check> {
     vec![
         check!(
             "bridge/agent-card",
-            ["BR-3", "BR-4", "BR-5", "BR-6"],
+            ["BR-3", "BR-4", "BR-5"],
             Must,
             BRIDGE,
             "GET /.well-known/agent-card.json is 200 application/json with Access-Control-Allow-Origin: * and A2A-Version: 1.0; the card names both interfaces at one origin, streaming and the handshake extension with the agent's DID; its skills are the capabilities that are not did_auth, in order, with BR-4's members and tags; no empty or false member; when signed, an ES256 signature verifies with the key of the agent's DID document its kid names",
@@ -44,7 +44,7 @@ pub(super) fn checks() -> Vec<Check> {
             ["BR-7", "BR-8", "BR-11", "BR-12", "BR-13", "BR-10"],
             Must,
             BRIDGE_SEND,
-            "JSON-RPC SendMessage with one data part from the skill's input schema answers {task} whose id is the execution id (RESULT of it, for the sending A2A-Sender-ID, has the status BR-12 maps to the task's state), metadata.skill and, when completed, the result artifact; GetTask of its id answers the same task; a resent message (same messageId) is the same task when the agent lists idempotency; two data parts are -32602, a url part -32005; an unknown task id is -32001 TASK_NOT_FOUND",
+            "JSON-RPC SendMessage with one data part from the skill's input schema answers {task} whose id is the execution id (RESULT of it, for the sending A2A-Sender-ID, has the status BR-12 maps to the task's state), metadata.skill and, when completed, the result artifact; GetTask of its id answers the same task; a resent message (same messageId) is the same task when the agent lists idempotency; two data parts are -32602, a url part -32005, a message.metadata.skill not on the card -32602; an unknown task id is -32001 TASK_NOT_FOUND",
             send_message
         ),
         check!(
@@ -447,6 +447,11 @@ async fn send_message(t: &mut Trial<'_>) -> Outcome {
     file["message"]["parts"] = json!([{"url": "https://example.com/report.pdf", "mediaType": "application/pdf"}]);
     let r = t.send("a message with a url part", rpc_req(t, &rpc("p2", "SendMessage", file))).await?;
     rpc_error(t, &r, &json!("p2"), -32005, "CONTENT_TYPE_NOT_SUPPORTED");
+    // BR-7: the skill named in message.metadata is the one; one not on the card is refused, not replaced by the skill
+    // the payload fits (BR-27 applies to messages that name none).
+    let other = send_params("conformance_no_such_skill", &payload);
+    let r = t.send("a message naming a skill not on the card", rpc_req(t, &rpc("p3", "SendMessage", other))).await?;
+    rpc_error(t, &r, &json!("p3"), -32602, "INVALID_PARAMS");
     let unknown = format!("{id}x");
     let r = t.send("GetTask of an unknown task id", rpc_req(t, &rpc("g2", "GetTask", json!({"id": unknown})))).await?;
     rpc_error(t, &r, &json!("g2"), -32001, "TASK_NOT_FOUND");

@@ -31,7 +31,7 @@ pub(super) fn checks() -> Vec<Check> {
             ["DISC-13"],
             Must,
             ALWAYS,
-            "OPTIONS without Origin, A2A-Version or sender on an endpoint below /a2a is 204 with Allow listing its methods and without A2A-Capabilities; on a path that names no endpoint it is 404 not_found",
+            "OPTIONS on an endpoint below /a2a is never DISCOVER: bare and with A2A-Version and sender it is 204 with Allow listing its methods, and neither form nor a preflight carries A2A-Capabilities or A2A-Region; on a path that names no endpoint it is 404 not_found",
             options_below_endpoint
         ),
         check!(
@@ -151,19 +151,42 @@ async fn options_below_endpoint(t: &mut Trial<'_>) -> Outcome {
         ("/cancel", "POST"),
         ("/fallback", "POST"),
     ] {
-        let r = t.send(format!("OPTIONS /a2a{path} (not a preflight)"), t.ctx.bare("OPTIONS", path)).await?;
-        t.expect_status(&r, 204);
-        let allow = r.header("allow").map(str::to_ascii_uppercase);
-        t.check(
-            allow.as_deref().is_some_and(|a| a.contains(method) && a.contains("OPTIONS")),
-            format!("Allow listing {method} and OPTIONS"),
-            format!("{allow:?}"),
-        );
-        t.check(
-            r.header(h::A2A_CAPABILITIES).is_none(),
-            "no A2A-Capabilities (only OPTIONS /a2a is DISCOVER)",
-            format!("{:?}", r.header(h::A2A_CAPABILITIES)),
-        );
+        // DISC-13 holds "whether or not it is a preflight" and whatever headers come with it: bare, as a client
+        // sends DISCOVER (A2A-Version and A2A-Sender-ID), and as a browser's preflight.
+        let origin = t.ctx.opts.origin.clone();
+        let forms = [
+            (format!("OPTIONS /a2a{path} (not a preflight, no A2A headers)"), t.ctx.bare("OPTIONS", path)),
+            (format!("OPTIONS /a2a{path} with A2A-Version and A2A-Sender-ID"), t.ctx.request("OPTIONS", path)),
+            (
+                format!("preflight of {method} /a2a{path}"),
+                t.ctx
+                    .bare("OPTIONS", path)
+                    .header("Origin", origin)
+                    .header("Access-Control-Request-Method", method)
+                    .header("Access-Control-Request-Headers", "a2a-version,a2a-sender-id,content-type"),
+            ),
+        ];
+        for (i, (title, req)) in forms.into_iter().enumerate() {
+            let preflight = i == 2;
+            let r = t.send(title, req).await?;
+            if preflight {
+                // DISC-5 has the preflight's status and headers (cors/preflight); here only: it is no DISCOVER.
+                t.check((200..300).contains(&r.status), "a 2xx status", r.summary());
+            } else {
+                t.expect_status(&r, 204);
+                let allow = r.header("allow").map(str::to_ascii_uppercase);
+                t.check(
+                    allow.as_deref().is_some_and(|a| a.contains(method) && a.contains("OPTIONS")),
+                    format!("Allow listing {method} and OPTIONS"),
+                    format!("{allow:?}"),
+                );
+            }
+            t.check(
+                r.header(h::A2A_CAPABILITIES).is_none() && r.header(h::A2A_REGION).is_none(),
+                "no A2A-Capabilities or A2A-Region (only OPTIONS /a2a is DISCOVER)",
+                format!("{:?} {:?}", r.header(h::A2A_CAPABILITIES), r.header(h::A2A_REGION)),
+            );
+        }
     }
     let r =
         t.send("OPTIONS /a2a/no-such-endpoint (not a preflight)", t.ctx.bare("OPTIONS", "/no-such-endpoint")).await?;

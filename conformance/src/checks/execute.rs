@@ -99,12 +99,12 @@ pub(super) fn checks() -> Vec<Check> {
             ["EID-3", "EID-6", "EID-7"],
             Must,
             MAIN,
-            "execution ids are distinct and carry the time of their creation in nanoseconds",
+            "execution ids are distinct and carry the time of their creation in nanoseconds, written without leading zeros",
             ids_unique
         ),
         check!(
             "execute/sender-with-path-and-port",
-            ["EID-8", "EID-11", "EID-12", "RES-5"],
+            ["EID-2", "EID-8", "EID-11", "EID-12", "RES-5"],
             Must,
             MAIN,
             "a sender whose DID has a port and underscores in its path gets ids that parse from the right, readable with the encoded and with the raw path segment",
@@ -457,15 +457,27 @@ async fn ids_unique(t: &mut Trial<'_>) -> Outcome {
         t.expect_status(&r, 201);
         let b = r.json().unwrap_or(Value::Null);
         let id = b["execution_id"].as_str().unwrap_or("").to_owned();
-        if let (Ok(e), Some(created)) =
-            (ExecutionId::parse(&id), b["created_at"].as_str().and_then(a2a_core::wire::parse_timestamp))
+        // The timestamp is read as EID-8 says (from the right) and on its own, so that the check holds whatever
+        // else is wrong with the id (other checks judge the rest): decimal digits without leading zeros, in 64 bits.
+        let ts = id.rsplit('_').nth(1).unwrap_or("");
+        let canonical = !ts.is_empty()
+            && ts.bytes().all(|c| c.is_ascii_digit())
+            && (ts == "0" || !ts.starts_with('0'))
+            && ts.parse::<u64>().is_ok();
+        t.check(
+            canonical,
+            "a unix-time-ns of decimal digits without leading zeros that fits in 64 bits (EID-3)",
+            format!("{ts:?} in {id:?}"),
+        );
+        if let (Ok(ns), Some(created)) =
+            (ts.parse::<u64>(), b["created_at"].as_str().and_then(a2a_core::wire::parse_timestamp))
         {
             let created_ns = created.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()) as i128;
-            let off = (i128::from(e.timestamp_ns()) - created_ns).abs();
+            let off = (i128::from(ns) - created_ns).abs();
             t.check(
                 off < 5_000_000_000,
                 "a timestamp in nanoseconds within 5 s of created_at (EID-3)",
-                format!("{} ns vs created_at {}", e.timestamp_ns(), b["created_at"]),
+                format!("{ns} ns vs created_at {}", b["created_at"]),
             );
         }
         ids.push(id);

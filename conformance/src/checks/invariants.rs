@@ -76,9 +76,9 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         after_all!(
             "responses/signatures",
-            ["INT-10", "KEY-8"],
+            ["INT-5", "INT-10", "KEY-8"],
             Must,
-            "every signed response of the run verifies (iss the agent, aud the requester, htm/htu of its request, sts its status) with a key of the agent's DID document, and no two signatures share a nonce",
+            "every signed response of the run verifies (iss the agent, aud the requester, htm/htu of its request, sts its status) with a key of the agent's DID document, and no two signatures share an ECDSA nonce or a jti",
             signatures
         ),
         after_all!(
@@ -302,6 +302,7 @@ async fn signatures(t: &mut Trial<'_>) -> Outcome {
     let doc = doc.map_err(|e| Stop::Blocked(e.to_string()))?;
     t.step(format!("{} signed responses", signed.len()));
     let mut nonces = std::collections::HashSet::new();
+    let mut jtis = std::collections::HashSet::new();
     for e in signed.iter().take(50) {
         let Some(resp) = &e.response else { continue };
         let token = resp.header("a2a-signature").unwrap_or("").to_owned();
@@ -335,6 +336,15 @@ async fn signatures(t: &mut Trial<'_>) -> Outcome {
                 nonces.insert(r),
                 "a fresh ECDSA nonce (r) for every signature",
                 format!("r repeated in the response to {} {}", e.method, e.url),
+            );
+        }
+        // INT-5: a jti is never reused (the agent's replay memory of its callers is keyed on it, INT-9).
+        if let Ok(jws) = a2a_core::jws::decode_typed::<integrity::SignatureClaims>(&token) {
+            let jti = jws.claims().jti.clone();
+            t.check(
+                jtis.insert(jti.clone()),
+                "a fresh jti in every signature (INT-5)",
+                format!("jti {jti:?} repeated in the response to {} {}", e.method, e.url),
             );
         }
     }

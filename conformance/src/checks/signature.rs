@@ -28,7 +28,7 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         check!(
             "did-auth/handshake",
-            ["AUTH-4", "INT-1", "INT-5", "INT-6", "INT-8", "AUTH-8", "GW-3"],
+            ["AUTH-4", "INT-1", "INT-5", "INT-6", "INT-8", "GW-3"],
             Must,
             SIGNED,
             "every step signed by the caller (payload_hash for bodies, header_only for RESULT), addressed to the agent's DID, is accepted and the execution completes",
@@ -124,10 +124,10 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         check!(
             "signature/audience",
-            ["INT-6", "JWS-6"],
+            ["INT-2", "INT-6", "JWS-6"],
             Must,
             SIGNED,
-            "a signature addressed to another DID (compared exactly) is 401 audience_mismatch",
+            "a signature addressed to another DID (compared exactly: case, blanks, %3A) is 401 audience_mismatch; aud as an array, even holding the agent's DID, is 401 signature_malformed",
             audience
         ),
         check!(
@@ -164,10 +164,10 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         check!(
             "signature/non-json-body",
-            ["JCS-11", "JCS-3", "JCS-8"],
+            ["JCS-11", "JCS-1", "JCS-3", "JCS-8"],
             Must,
             SIGNED,
-            "a payload_hash-signed body that cannot be canonicalised is 400 invalid_json, never integrity_mismatch or signature_invalid",
+            "a payload_hash-signed body that cannot be canonicalised (not JSON, a leading zero, arrays 129 deep, a byte order mark) is 400 invalid_json, never integrity_mismatch or signature_invalid",
             non_json_body
         ),
         check!(
@@ -436,17 +436,15 @@ async fn replay(t: &mut Trial<'_>) -> Outcome {
 async fn high_s(t: &mut Trial<'_>) -> Outcome {
     let plan = signed_plan(t)?;
     resolvable(t, &plan).await?;
-    let s = sig(&plan).token(|id, claims| {
-        let token = a2a_core::integrity::sign_claims(&id.key, claims).unwrap_or_default();
-        identity::twin_signature(&token).unwrap_or(token)
-    });
-    let r = t.send("NEGOTIATE signed, with the twin (r, n-s) of its signature", negotiate_signed(t, &plan, s)).await?;
+    let s = sig(&plan)
+        .token(|id, claims| identity::high_s(&a2a_core::integrity::sign_claims(&id.key, claims).unwrap_or_default()));
+    let r = t.send("NEGOTIATE signed with a high-S signature (s above n/2)", negotiate_signed(t, &plan, s)).await?;
     t.expect_status(&r, 200);
     Ok(())
 }
 
 fn sign_with(id: &Identity, claims: &a2a_core::integrity::SignatureClaims) -> String {
-    a2a_core::integrity::sign_claims(&id.key, claims).unwrap_or_default()
+    identity::low_s(&a2a_core::integrity::sign_claims(&id.key, claims).unwrap_or_default())
 }
 
 async fn invalid(t: &mut Trial<'_>) -> Outcome {
@@ -456,7 +454,10 @@ async fn invalid(t: &mut Trial<'_>) -> Outcome {
     refused(t, &plan, "one bit of the signature flipped", s, 401, "signature_invalid").await?;
     let s = sig(&plan).token(|_, c| {
         let other = SigningKey::generate().ok();
-        other.and_then(|k| a2a_core::integrity::sign_claims(&k, c).ok()).unwrap_or_default()
+        other
+            .and_then(|k| a2a_core::integrity::sign_claims(&k, c).ok())
+            .map(|t| identity::low_s(&t))
+            .unwrap_or_default()
     });
     refused(t, &plan, "another key under the same kid", s, 401, "signature_invalid").await?;
     let s = sig(&plan).token(|id, c| identity::der_signature(&sign_with(id, c)).unwrap_or_default());
@@ -565,8 +566,23 @@ async fn audience(t: &mut Trial<'_>) -> Outcome {
         "audience_mismatch",
     )
     .await?;
-    let upper = t.ctx.agent_did().to_ascii_uppercase();
-    refused(t, &plan, "aud in upper case", sig(&plan).audience(upper), 401, "audience_mismatch").await
+    let did = t.ctx.agent_did().to_owned();
+    // Exact comparison (JWS-6): no case folding, no trimming, no percent-decoding.
+    let upper = did.to_ascii_uppercase();
+    refused(t, &plan, "aud in upper case", sig(&plan).audience(upper), 401, "audience_mismatch").await?;
+    let spaced = format!("{did} ");
+    refused(t, &plan, "aud with a trailing space", sig(&plan).audience(spaced), 401, "audience_mismatch").await?;
+    if did.contains("%3A") {
+        let decoded = did.replace("%3A", ":");
+        refused(t, &plan, "aud with %3A decoded", sig(&plan).audience(decoded), 401, "audience_mismatch").await?;
+    }
+    // An A2A signature's aud is a string (INT-2, JWS-6): an array holding the agent's DID is not well typed.
+    let s = sig(&plan).token(|id, claims| {
+        let mut c = serde_json::to_value(claims).unwrap_or_default();
+        c["aud"] = json!([claims.aud]);
+        custom(id, &identity::a2a_header(id), &c)
+    });
+    refused(t, &plan, "aud as an array holding the agent's DID", s, 401, "signature_malformed").await
 }
 
 async fn integrity(t: &mut Trial<'_>) -> Outcome {
@@ -707,7 +723,7 @@ async fn canonical_json(t: &mut Trial<'_>) -> Outcome {
 
 /// `json.dumps(v, sort_keys=True, separators=(',', ':'))` as Python 3 writes it (`ensure_ascii`, keys sorted by code
 /// point, Python's float spelling): what the seed prescribed and JCS-23 forbids.
-pub(crate) fn python_dumps(v: &Value, out: &mut String) {
+pub fn python_dumps(v: &Value, out: &mut String) {
     match v {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -843,6 +859,13 @@ async fn non_json_body(t: &mut Trial<'_>) -> Outcome {
                 serde_json::to_string(&plan.decl.name).unwrap_or_default(),
                 "[".repeat(129),
                 "]".repeat(129)
+            ),
+        ),
+        (
+            "a byte order mark before it (JCS-1)",
+            format!(
+                "\u{feff}{{\"target_capability\":{},\"proposed_schema\":{{\"type\":\"object\"}}}}",
+                serde_json::to_string(&plan.decl.name).unwrap_or_default()
             ),
         ),
     ] {

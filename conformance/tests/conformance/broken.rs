@@ -199,7 +199,8 @@ pub enum Fault {
     WorkBeforeConfirm,
     /// A known `Idempotency-Key` is answered with the stored execution before the payload is validated (EXE-9).
     IdempotencyBeforeValidation,
-    /// `OPTIONS` on a path below the endpoint is answered as DISCOVER (DISC-13).
+    /// `OPTIONS` on a path below the endpoint sent as a client sends DISCOVER (with `A2A-Version`) is answered as
+    /// DISCOVER (DISC-13); a bare one is answered right.
     OptionsBelowIsDiscover,
     /// Reading RESULT of a `received` execution confirms it: the first CONFIRM is answered as a repeated one (RES-4).
     ResultConfirms,
@@ -348,6 +349,122 @@ pub enum Fault {
     RuleIdsRenamed,
     /// URLs in proposals (`$ref`) and payloads are fetched (SCH-14, NEG-41).
     FetchesReferences,
+    /// `aud` is compared with the agent's DID ignoring case (JWS-6).
+    AudienceCaseInsensitive,
+    /// `aud` may be an array holding the agent's DID (INT-2: it is a string).
+    AudienceArrayAccepted,
+    /// Of two `A2A-Signature` headers the first is used (INT-1: refused `signature_malformed`).
+    TwoSignaturesAccepted,
+    /// A token whose header embeds a `jwk` is verified with that key (KEY-9).
+    KeyFromEmbeddedJwk,
+    /// DISCOVER has no `A2A-Region` although a capability is region-restricted (CAP-11).
+    RegionHeaderMissing,
+    /// The first capability is declared twice (in `A2A-Capabilities` and the document) (CAP-7).
+    DuplicateDeclaration,
+    /// The first capability is named by one word (`echo`), in `A2A-Capabilities` and the document (CAP-5).
+    SingleWordCapabilityName,
+    /// NEGOTIATE's agreed schema keeps a proposed `null` in a property's type the capability does not allow (NEG-15).
+    TightenKeepsNullable,
+    /// NEGOTIATE's agreed schema drops the properties only the proposal has, although the capability is open (NEG-26).
+    TightenDropsProposedProperties,
+    /// The sender part of an execution id is the caller's DID with `%3A` decoded to `:` (EID-2).
+    SenderDecodedInIds,
+    /// NEGOTIATE's schema check has no depth bound: a schema object at depth 33 is checked, not `too_deep` (SCH-17).
+    DepthUnbounded,
+    /// A `payload_hash` digest computed with the seed's Python recipe is accepted besides the RFC 8785 one (JCS-23,
+    /// INT-12).
+    PythonRecipeAccepted,
+    /// A covered (`a2a-*`) header the signature does not list is not refused (INT-4).
+    UnsignedHeaderAccepted,
+    /// The `payload_hash` body digest is not compared (INT-3).
+    BodyDigestIgnored,
+    /// The Agent Card lacks `Access-Control-Allow-Origin: *` (BR-3).
+    CardWithoutCors,
+    /// The Agent Card's first skill has no `tags` (BR-4); the card is signed as it is.
+    SkillWithoutTags,
+    /// The Agent Card carries `capabilities.pushNotifications: false` (BR-4, BR-6: no `false` member); signed as it is.
+    CardWithFalseMember,
+    /// The bridge takes any `A2A-Version` (BR-2).
+    BridgeAnyVersion,
+    /// The bridge's JSON-RPC errors have no `data` (no `ErrorInfo`) (BR-14).
+    BridgeErrorsWithoutInfo,
+    /// A message with two data parts is carried out with the first (BR-8: `-32602`).
+    BridgeTakesFirstDataPart,
+    /// `message.metadata.skill` is not read (BR-7).
+    BridgeIgnoresMessageSkill,
+    /// The bridge ignores `A2A-Sender-ID`: every message is the anonymous sender's (BR-10).
+    BridgeIgnoresSender,
+    /// The HTTP+JSON binding is not served (BR-1).
+    HttpJsonNotServed,
+    /// NEGOTIATE with `A2A-Bridges: a2a1x` has no `bridge_to` (BR-17).
+    BridgeToMissing,
+    /// A completed task has no `artifacts` (BR-12).
+    CompletedTaskWithoutArtifact,
+    /// `SendStreamingMessage` sends no `artifactUpdate` (BR-15).
+    StreamWithoutArtifactUpdate,
+    /// `SubscribeToTask` does not start with the task (BR-16).
+    SubscribeWithoutTask,
+    /// A sender DID of another method than `web` is served (DID-1).
+    SenderAnyMethod,
+    /// A sender DID whose port has a leading zero is served (DID-2).
+    SenderLeadingZeroPort,
+    /// A sender DID whose host has upper-case letters is served (DID-3).
+    SenderHostCaseFolded,
+    /// A sender DID whose host is an IP address is served (DID-4).
+    SenderIpHost,
+    /// A sender DID whose host is one label (not `localhost`) is served (DID-5).
+    SenderSingleLabelHost,
+    /// A sender DID whose host is not ASCII (not punycode) is served (DID-6).
+    SenderUnicodeHost,
+    /// A sender DID with a lower-case `%3a` is served (DID-7).
+    SenderLowerCasePercent,
+    /// A sender DID over 512 bytes is served (DID-8).
+    SenderTooLong,
+    /// A sender DID naming the default port (`%3A443`) is taken as the DID without it (DID-9).
+    SenderDefaultPortDropped,
+    /// An `A2A-Sender-ID` that is not a valid did:web DID is `400 invalid_request`, not `invalid_sender` (DID-11).
+    InvalidSenderWrongCode,
+    /// A `kid` whose key id has characters DID-10 does not allow is resolved, not refused as malformed (DID-10).
+    KidFragmentUnchecked,
+    /// A `kid` naming a key the caller's DID document lacks is verified with the document's key (DID-24).
+    UnknownKeyFallsBack,
+    /// The agent's DID document lists its key in `authentication` only, not `assertionMethod` (DID-14).
+    DocumentWithoutAssertionMethod,
+    /// Every response signature carries the same `jti` (INT-5: a jti is never reused).
+    ResponseJtiReused,
+    /// `A2A-Api-Key` is compared over the shorter of the two keys: a prefix of the key, or the key with more after
+    /// it, is accepted (AUTH-2).
+    ApiKeyPrefixAccepted,
+    /// A RESULT path segment that is itself a valid id is percent-decoded anyway (EID-12): `%3A` becomes `:`.
+    DecodesValidSegment,
+    /// Execution ids are read from the left: an id whose sender DID has `_` is unknown (EID-8).
+    IdParsedFromLeft,
+    /// Every execution id of the agent has the same random suffix (EID-6: ids of two processes would collide).
+    SuffixReused,
+    /// A terminal execution is forgotten once read (RES-3).
+    ForgetsTerminalAfterRead,
+    /// A signed body nested deeper than 128 levels is read (JCS-8).
+    DeepNestingAccepted,
+    /// A body with something after its JSON value (a comment, a second value) is read as its first value (JCS-2).
+    TrailingContentIgnored,
+    /// A signed body that starts with a byte order mark is read (JCS-1).
+    BomAccepted,
+    /// The body digest's canonical form writes `true`, `false`, `null` as `True`, `False`, `None` (JCS-13).
+    CanonLiteralsCapitalized,
+    /// Unknown members of a session send are ignored (SND-1: `400 invalid_request` naming the member).
+    SendUnknownMembersIgnored,
+    /// The session endpoints answer a body that is not JSON with a plain-text page, not an `ErrorBody` (SES-1).
+    SessionErrorsPlainText,
+    /// `GET /a2a/sessions` lists the sender's own sessions without `include_self` (SES-8).
+    IncludeSelfIgnored,
+    /// The announce step's delivery lacks the instruction (ANN-1).
+    AnnounceWithoutInstruction,
+    /// A fresh event stream does not start with `: connected` (ANN-6).
+    EventsWithoutConnected,
+    /// `GET /a2a/sessions` lists the hosted sessions only, not the inbox sessions registered with it (SES-3).
+    InboxSessionsUnlisted,
+    /// The `announce` events of the channel carry no `provenance` (ANN-3).
+    AnnounceEventWithoutProvenance,
 }
 
 /// A broken agent, running.
@@ -565,6 +682,10 @@ struct State {
     /// Negotiation ids that served an EXECUTE (NegotiationSingleUse); execution ids read while received
     /// (ResultConfirms) or confirmed and not read since (ConfirmedShowsReceived).
     used: Mutex<std::collections::HashSet<String>>,
+    /// The input schema of each capability, by name (TightenDropsProposedProperties).
+    caps: HashMap<String, Value>,
+    /// The agent's DID document key id for its card signature (the `Card*` faults re-sign what they change).
+    card_kid: String,
 }
 
 /// A response a broken agent keeps to answer again: status, headers, body.
@@ -625,7 +746,7 @@ async fn counter_ids(state: Arc<State>, req: Request<Body>, next: Next) -> Respo
     if signed {
         return resp;
     }
-    let (mut parts, body) = resp.into_parts();
+    let (parts, body) = resp.into_parts();
     if is_execute && let Some(id) = header(&parts.headers, "a2a-execution-id").and_then(|i| ExecutionId::parse(i).ok())
     {
         let mut counters = lock(&state.counters);
@@ -633,6 +754,14 @@ async fn counter_ids(state: Arc<State>, req: Request<Body>, next: Next) -> Respo
             let real = format!("_{}_{}", id.timestamp_ns(), id.suffix());
             if !counters.iter().any(|(r, _)| *r == real) {
                 let fake = format!("_{}_{}", id.timestamp_ns(), id.suffix().to_ascii_uppercase());
+                counters.push((real, fake));
+            }
+        } else if state.fault == Fault::SuffixReused {
+            // `_<time>_<suffix>` with the suffix of the first id: the times keep the ids apart.
+            let real = format!("_{}_{}", id.timestamp_ns(), id.suffix());
+            let first = counters.first().and_then(|(_, f)| f.rsplit('_').next().map(str::to_owned));
+            if !counters.iter().any(|(r, _)| *r == real) {
+                let fake = format!("_{}_{}", id.timestamp_ns(), first.unwrap_or_else(|| id.suffix().to_owned()));
                 counters.push((real, fake));
             }
         } else if state.fault == Fault::LeadingZeroTimestamps {
@@ -649,6 +778,13 @@ async fn counter_ids(state: Arc<State>, req: Request<Body>, next: Next) -> Respo
         }
     }
     let pairs = lock(&state.counters).clone();
+    swapped_response(Response::from_parts(parts, body), pairs)
+}
+
+/// A response with every real id of `pairs` replaced by its fake one, in headers and body (streams frame by frame:
+/// an SSE event, and so an id, is written whole).
+fn swapped_response(resp: Response, pairs: Vec<(String, String)>) -> Response {
+    let (mut parts, body) = resp.into_parts();
     let names: Vec<HeaderName> = parts.headers.keys().cloned().collect();
     for name in names {
         if let Some(v) = parts.headers.get(&name).and_then(|v| v.to_str().ok()).map(str::to_owned) {
@@ -661,7 +797,6 @@ async fn counter_ids(state: Arc<State>, req: Request<Body>, next: Next) -> Respo
         }
     }
     parts.headers.remove("content-length");
-    // Streams are rewritten frame by frame (an SSE event, and so an id, is written whole).
     let body = http_body_util::BodyExt::map_frame(body, move |frame| {
         frame.map_data(|d| match std::str::from_utf8(&d) {
             Ok(text) => bytes::Bytes::from(swap_suffixes(text, &pairs, true)),
@@ -669,6 +804,47 @@ async fn counter_ids(state: Arc<State>, req: Request<Body>, next: Next) -> Respo
         })
     });
     Response::from_parts(parts, Body::new(body))
+}
+
+/// The agent whose execution ids carry the caller's DID with `%3A` decoded to `:` (SenderDecodedInIds, EID-2): it
+/// hands out such ids (and their path segments) and maps them back to its real ones on every request (unsigned
+/// requests only: a signed one cannot be rewritten).
+async fn decoded_sender_ids(state: Arc<State>, req: Request<Body>, next: Next) -> Response {
+    if req.headers().contains_key("a2a-signature") {
+        return next.run(req).await;
+    }
+    let is_execute = req.method() == Method::POST && req.uri().path() == "/a2a/execute";
+    // (real id, fake id) and (real path segment, fake path segment = fake id: it has no `%`).
+    let ids = lock(&state.counters).clone();
+    let segs: Vec<(String, String)> =
+        ids.iter().filter_map(|(r, f)| ExecutionId::parse(r).ok().map(|e| (e.to_path_segment(), f.clone()))).collect();
+    let (mut parts, body) = req.into_parts();
+    let uri = swap_suffixes(&parts.uri.to_string(), &segs, false);
+    if let Ok(u) = uri.parse::<axum::http::Uri>() {
+        parts.extensions.insert(axum::extract::OriginalUri(u.clone()));
+        parts.uri = u;
+    }
+    let bytes = body_bytes(body).await;
+    let bytes = match std::str::from_utf8(&bytes) {
+        Ok(text) => swap_suffixes(text, &ids, false).into_bytes(),
+        Err(_) => bytes,
+    };
+    parts.headers.remove("content-length");
+    let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    if is_execute
+        && let Some(id) = header(resp.headers(), "a2a-execution-id").filter(|i| i.contains("%3A")).map(str::to_owned)
+    {
+        let mut ids = lock(&state.counters);
+        if !ids.iter().any(|(r, _)| *r == id) {
+            let fake = id.replace("%3A", ":");
+            ids.push((id, fake));
+        }
+    }
+    let ids = lock(&state.counters).clone();
+    let mut pairs: Vec<(String, String)> =
+        ids.iter().filter_map(|(r, f)| ExecutionId::parse(r).ok().map(|e| (e.to_path_segment(), f.clone()))).collect();
+    pairs.extend(ids);
+    swapped_response(resp, pairs)
 }
 
 /// Re-signs a response's signature over pretty-printed JSON (NonCanonicalResponseSignatures).
@@ -756,6 +932,9 @@ async fn slow_runs(state: Arc<State>, req: Request<Body>, next: Next) -> Respons
 async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
+    if let Some(rw) = rewrite(state.fault).filter(|rw| rw.applies(&method, &path)) {
+        return rw.run(&state, req, next).await;
+    }
     match state.fault {
         Fault::ErrorsWithoutVersion => {
             let mut resp = next.run(req).await;
@@ -843,11 +1022,6 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             }
             Response::from_parts(rparts, Body::from(rbytes))
         }
-        Fault::NoExecutionHeader if method == Method::POST && path == "/a2a/execute" => {
-            let mut resp = next.run(req).await;
-            resp.headers_mut().remove("a2a-execution-id");
-            resp
-        }
         Fault::HtmlNotFound => {
             let resp = next.run(req).await;
             if header(resp.headers(), "content-type") == Some("text/event-stream") {
@@ -872,19 +1046,6 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
                 req.headers_mut().insert("a2a-version", HeaderValue::from_static("0.3"));
             }
             next.run(req).await
-        }
-        Fault::IgnoresIdempotencyKey if path == "/a2a/execute" => {
-            let mut req = req;
-            req.headers_mut().remove("idempotency-key");
-            next.run(req).await
-        }
-        Fault::UnderstatesBodyLimit if method == Method::GET && path == "/a2a/capabilities" => {
-            let resp = next.run(req).await;
-            let (mut parts, body) = resp.into_parts();
-            let mut v: Value = serde_json::from_slice(&body_bytes(body).await).unwrap_or(Value::Null);
-            v["limits"]["max_body_bytes"] = json!(65_536);
-            parts.headers.remove("content-length");
-            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
         }
         Fault::IgnoresRegion => {
             let mut req = req;
@@ -989,21 +1150,6 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
                 skip
             })
             .await;
-            next.run(req).await
-        }
-        Fault::StreamResumesFromStart if method == Method::GET && path.starts_with("/a2a/result/") => {
-            let mut req = req;
-            req.headers_mut().remove("last-event-id");
-            next.run(req).await
-        }
-        Fault::EventsIgnoreLastEventId if method == Method::GET && path == "/a2a/events" => {
-            let mut req = req;
-            req.headers_mut().remove("last-event-id");
-            next.run(req).await
-        }
-        Fault::IgnoresHop if path == "/a2a/sessions/send" => {
-            let mut req = req;
-            req.headers_mut().remove("a2a-hop");
             next.run(req).await
         }
         Fault::NoRedaction if method == Method::POST && path == "/a2a/sessions/send" => {
@@ -1174,13 +1320,6 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             }
             next.run(req).await
         }
-        Fault::ConfirmAnswers200 if method == Method::POST && path == "/a2a/confirm" => {
-            let mut resp = next.run(req).await;
-            if resp.status() == StatusCode::ACCEPTED {
-                *resp.status_mut() = StatusCode::OK;
-            }
-            resp
-        }
         Fault::UnknownConfirmIs400 | Fault::MissingNegotiationIdIs404 | Fault::InvalidJsonWrongCode
             if method == Method::POST =>
         {
@@ -1207,21 +1346,6 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             parts.headers.remove("content-length");
             let body = json!({"error": {"code": code, "message": "refused"}});
             Response::from_parts(parts, Body::from(serde_json::to_vec(&body).unwrap_or_default()))
-        }
-        Fault::DiscoverWithoutCapabilities if method == Method::OPTIONS && path == "/a2a" => {
-            let mut resp = next.run(req).await;
-            resp.headers_mut().remove("a2a-capabilities");
-            resp
-        }
-        Fault::CancelAnswers202 if method == Method::POST && path == "/a2a/cancel" => {
-            let resp = next.run(req).await;
-            if resp.status() != StatusCode::OK {
-                return resp;
-            }
-            let (mut parts, _) = resp.into_parts();
-            parts.status = StatusCode::ACCEPTED;
-            parts.headers.remove("content-length");
-            Response::from_parts(parts, Body::from("{}"))
         }
         Fault::ResponsesSignedWithAnotherKey => {
             let mut resp = next.run(req).await;
@@ -1253,40 +1377,12 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             }
             next.run(Request::from_parts(parts, body)).await
         }
-        Fault::ConfirmByOffByAnHour if method == Method::POST && path == "/a2a/execute" => {
-            let resp = next.run(req).await;
-            let (mut parts, body) = resp.into_parts();
-            let bytes = body_bytes(body).await;
-            let mut v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            let later = v["confirm_by"]
-                .as_str()
-                .and_then(a2a_core::wire::parse_timestamp)
-                .map(|t| a2a_core::wire::format_timestamp(t + std::time::Duration::from_secs(3600)));
-            let Some(later) = later else { return Response::from_parts(parts, Body::from(bytes)) };
-            v["confirm_by"] = json!(later);
-            parts.headers.remove("content-length");
-            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
-        }
         Fault::IgnoresProposedTimeout
             if method == Method::POST && path == "/a2a/negotiate" && !req.headers().contains_key("a2a-signature") =>
         {
             let req =
                 edit_body(&state, req, |v| v.as_object_mut().is_some_and(|o| o.remove("timeout_ms").is_some())).await;
             next.run(req).await
-        }
-        Fault::ConfirmAfterCancelAccepted if method == Method::POST && path == "/a2a/confirm" => {
-            let resp = next.run(req).await;
-            let (mut parts, body) = resp.into_parts();
-            let bytes = body_bytes(body).await;
-            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            if parts.status != StatusCode::CONFLICT || v["error"]["details"]["status"] != "canceled" {
-                return Response::from_parts(parts, Body::from(bytes));
-            }
-            parts.status = StatusCode::ACCEPTED;
-            parts.headers.remove("content-length");
-            let id = v["error"]["details"]["execution_id"].clone();
-            let body = json!({"execution_id": id, "status": "accepted"});
-            Response::from_parts(parts, Body::from(serde_json::to_vec(&body).unwrap_or_default()))
         }
         Fault::CorsMissingOnResponses if method != Method::OPTIONS => {
             let mut resp = next.run(req).await;
@@ -1306,16 +1402,6 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
                 out.headers_mut().insert("a2a-sender-id", did);
             }
             out
-        }
-        Fault::CapabilitiesReordered if method == Method::GET && path == "/a2a/capabilities" => {
-            let resp = next.run(req).await;
-            let (mut parts, body) = resp.into_parts();
-            let mut v: Value = serde_json::from_slice(&body_bytes(body).await).unwrap_or(Value::Null);
-            if let Some(c) = v.get_mut("capabilities").and_then(Value::as_array_mut) {
-                c.reverse();
-            }
-            parts.headers.remove("content-length");
-            Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
         }
         Fault::MissingSenderAccepted => {
             let mut req = req;
@@ -1399,7 +1485,15 @@ pub async fn start(fault: Fault) -> Broken {
             | Fault::DuplicateMembersAccepted
             | Fault::LeadingZerosAccepted
             | Fault::IgnoresWaitChain
-    ) || resolver_fault(fault).is_some();
+            | Fault::PythonRecipeAccepted
+            | Fault::UnsignedHeaderAccepted
+            | Fault::BodyDigestIgnored
+            | Fault::UnknownKeyFallsBack
+            | Fault::DeepNestingAccepted
+            | Fault::BomAccepted
+            | Fault::SendUnknownMembersIgnored
+    ) || resolver_fault(fault).is_some()
+        || lenient_verifier(fault);
     let caller = if needs_caller { Some(common::caller().await) } else { None };
     let mut work: Option<Arc<dyn Fn(String, Value) -> Value + Send + Sync>> = None;
     let parts = if fault == Fault::ConfirmRunsTwice {
@@ -1424,7 +1518,10 @@ pub async fn start(fault: Fault) -> Broken {
                 async move { Ok(echo(ctx.execution_id.clone(), p)) }
             })
         })
-    } else if matches!(fault, Fault::NonCanonicalResponseSignatures | Fault::ResponsesSignedWithAnotherKey) {
+    } else if matches!(
+        fault,
+        Fault::NonCanonicalResponseSignatures | Fault::ResponsesSignedWithAnotherKey | Fault::ResponseJtiReused
+    ) {
         // The demo agent signing its responses (INT-10), as a2a-server does with sign_responses.
         common::demo_parts_with(port, |b, key| a2a_agent::demo::capabilities(b).sign_responses("key-1", key.clone()))
     } else {
@@ -1444,15 +1541,28 @@ pub async fn start(fault: Fault) -> Broken {
         other_key: a2a_core::keys::SigningKey::generate().ok(),
         negotiations: Mutex::new(HashMap::new()),
         used: Mutex::new(Default::default()),
+        caps: parts
+            .agent
+            .engine()
+            .capabilities()
+            .iter()
+            .map(|c| (c.decl.name.clone(), c.decl.input_schema.clone()))
+            .collect(),
+        card_kid: format!("{}#key-1", parts.agent.did()),
     });
     let app = match fault {
         Fault::CardSignedWithAnotherKey => {
             common::bridged(&parts, a2a_core::keys::SigningKey::generate().expect("key"))
         }
-        Fault::GetTaskAnswersAnotherTask => common::bridged(&parts, parts.key.clone().expect("the agent's key")),
+        f if f == Fault::GetTaskAnswersAnotherTask || bridge_fault(f) => {
+            common::bridged(&parts, parts.key.clone().expect("the agent's key"))
+        }
         // axum's method router adds `Allow` to a 405 outside any layer of its routes: the breaker must wrap the
         // whole router to take it away.
-        Fault::MethodNotAllowedWithoutAllow => axum::Router::new().fallback_service(parts.app.clone()),
+        // axum routes before a router's layers run: a breaker that answers one path as another must wrap the router.
+        Fault::MethodNotAllowedWithoutAllow | Fault::OptionsBelowIsDiscover => {
+            axum::Router::new().fallback_service(parts.app.clone())
+        }
         _ => parts.app.clone(),
     };
     let app =
@@ -1581,8 +1691,67 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::StreamResultDiffers, &["streaming/events", "streaming/resume-after-drop"]),
     (
         Fault::LeadingZeroTimestamps,
-        &["execute/happy-path", "execute/id-randomness", "execute/sender-with-path-and-port"],
+        &["execute/happy-path", "execute/id-randomness", "execute/ids-unique", "execute/sender-with-path-and-port"],
     ),
+    (Fault::HighSRefused, &["signature/high-s-accepted", "signature/replay"]),
+    (Fault::OptionsBelowIsDiscover, &["cors/options-below-endpoint"]),
+    (Fault::AudienceCaseInsensitive, &["signature/audience"]),
+    (Fault::AudienceArrayAccepted, &["signature/audience"]),
+    (Fault::TwoSignaturesAccepted, &["signature/malformed"]),
+    (Fault::KeyFromEmbeddedJwk, &["signature/malformed"]),
+    (Fault::InboxSessionsUnlisted, &["sessions/registry"]),
+    (Fault::AnnounceEventWithoutProvenance, &["sessions/announce"]),
+    (Fault::SendUnknownMembersIgnored, &["sessions/malformed"]),
+    (Fault::SessionErrorsPlainText, &["sessions/malformed"]),
+    (Fault::IncludeSelfIgnored, &["sessions/registry"]),
+    (Fault::AnnounceWithoutInstruction, &["sessions/announce"]),
+    (Fault::EventsWithoutConnected, &["sessions/events-resume"]),
+    (Fault::DecodesValidSegment, &["execute/sender-with-path-and-port"]),
+    (Fault::IdParsedFromLeft, &["execute/sender-with-path-and-port"]),
+    (Fault::SuffixReused, &["execute/id-randomness", "execute/ids-unique"]),
+    (Fault::ForgetsTerminalAfterRead, &["result/terminal-stays-readable"]),
+    (Fault::DeepNestingAccepted, &["signature/non-json-body"]),
+    (Fault::TrailingContentIgnored, &["transport/invalid-json"]),
+    (Fault::BomAccepted, &["signature/non-json-body"]),
+    (Fault::CanonLiteralsCapitalized, &["signature/canonical-json"]),
+    (Fault::SenderAnyMethod, &["sender/invalid-dids"]),
+    (Fault::SenderLeadingZeroPort, &["sender/invalid-dids"]),
+    (Fault::SenderHostCaseFolded, &["sender/invalid-dids"]),
+    (Fault::SenderIpHost, &["sender/invalid-dids"]),
+    (Fault::SenderSingleLabelHost, &["sender/invalid-dids"]),
+    (Fault::SenderUnicodeHost, &["sender/invalid-dids"]),
+    (Fault::SenderLowerCasePercent, &["sender/invalid-dids"]),
+    (Fault::SenderTooLong, &["sender/invalid-dids"]),
+    (Fault::SenderDefaultPortDropped, &["sender/compared-byte-for-byte"]),
+    (Fault::InvalidSenderWrongCode, &["sender/invalid-dids"]),
+    (Fault::KidFragmentUnchecked, &["signature/malformed"]),
+    (Fault::UnknownKeyFallsBack, &["signature/unknown-key"]),
+    (Fault::DocumentWithoutAssertionMethod, &["identity/agent-document"]),
+    (Fault::ResponseJtiReused, &["responses/signatures"]),
+    (Fault::ApiKeyPrefixAccepted, &["auth/api-key"]),
+    (Fault::RegionHeaderMissing, &["discover/region-header"]),
+    (Fault::DuplicateDeclaration, &["discover/capability-names"]),
+    (Fault::SingleWordCapabilityName, &["capabilities/declarations-valid", "discover/capability-names"]),
+    (Fault::TightenKeepsNullable, &["negotiate/tightening"]),
+    (Fault::TightenDropsProposedProperties, &["negotiate/tightening"]),
+    (Fault::SenderDecodedInIds, &["execute/sender-with-path-and-port"]),
+    (Fault::DepthUnbounded, &["schema-rules/limits"]),
+    (Fault::PythonRecipeAccepted, &["signature/python-recipe-refused"]),
+    (Fault::UnsignedHeaderAccepted, &["signature/integrity"]),
+    (Fault::BodyDigestIgnored, &["signature/integrity", "signature/python-recipe-refused"]),
+    (Fault::CardWithoutCors, &["bridge/agent-card"]),
+    (Fault::SkillWithoutTags, &["bridge/agent-card"]),
+    (Fault::CardWithFalseMember, &["bridge/agent-card"]),
+    (Fault::BridgeAnyVersion, &["bridge/errors"]),
+    (Fault::BridgeErrorsWithoutInfo, &["bridge/errors", "bridge/send-message"]),
+    (Fault::BridgeTakesFirstDataPart, &["bridge/send-message"]),
+    (Fault::BridgeIgnoresMessageSkill, &["bridge/send-message"]),
+    (Fault::BridgeIgnoresSender, &["bridge/send-message"]),
+    (Fault::HttpJsonNotServed, &["bridge/errors", "bridge/http-json"]),
+    (Fault::BridgeToMissing, &["bridge/bridge-to"]),
+    (Fault::CompletedTaskWithoutArtifact, &["bridge/http-json", "bridge/send-message"]),
+    (Fault::StreamWithoutArtifactUpdate, &["bridge/streaming"]),
+    (Fault::SubscribeWithoutTask, &["bridge/streaming"]),
     (Fault::WorkBeforeConfirm, &["execute/no-work-before-confirm"]),
     (Fault::IdempotencyBeforeValidation, &["execute/idempotency", "execute/idempotency-after-validation"]),
     (Fault::ResultConfirms, &["execute/no-work-before-confirm"]),
@@ -1725,6 +1894,9 @@ const SCOPE: &[(Fault, &str)] = &[
     (Fault::ErrorsWithoutSenderId, "responses/,errors/,version/"),
     (Fault::ResponsesSignedWithAnotherKey, "responses/,negotiate/,errors/"),
     (Fault::NonCanonicalResponseSignatures, "responses/,negotiate/,errors/"),
+    (Fault::ResponseJtiReused, "responses/,negotiate/,errors/"),
+    // The result area waits for executions; this fault is seen by the one check that reads a terminal result again.
+    (Fault::ForgetsTerminalAfterRead, "result/terminal-stays-readable"),
     // The session faults run only the check that catches them: the sessions area waits on runs and inboxes.
     (Fault::UnknownSessionIs400, "sessions/unknown"),
     (Fault::IgnoresWaitChain, "sessions/wait-cycle"),
@@ -1736,6 +1908,13 @@ const SCOPE: &[(Fault, &str)] = &[
     (Fault::ProvenanceClaimsUser, "sessions/provenance-and-hops"),
     (Fault::RefreshAnswered201, "sessions/registry"),
     (Fault::EndedSessionStillListed, "sessions/registry"),
+    (Fault::InboxSessionsUnlisted, "sessions/registry"),
+    (Fault::AnnounceEventWithoutProvenance, "sessions/announce"),
+    (Fault::SendUnknownMembersIgnored, "sessions/malformed"),
+    (Fault::SessionErrorsPlainText, "sessions/malformed"),
+    (Fault::IncludeSelfIgnored, "sessions/registry"),
+    (Fault::AnnounceWithoutInstruction, "sessions/announce"),
+    (Fault::EventsWithoutConnected, "sessions/events-resume"),
     // The resolver faults run with the test's caller identity (whose key the breaker signs with) beside --serve-did:
     // the checks of the primary served identity (did-resolver/document-url, did-resolver/cache) do not apply.
     (Fault::ResolverAcceptsRsaKeys, "did-resolver/rsa-key"),
@@ -2189,6 +2368,369 @@ async fn edit_response(
     Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
 }
 
+/// "Answer this route, change this one thing": the shape of most faults. `method` and `path` name the route (a
+/// `path` ending in `/` is a prefix); the agent answers, and `change` alters one thing of the request or the answer.
+struct Rewrite {
+    method: Method,
+    path: &'static str,
+    change: Change,
+}
+
+/// The one thing a [`Rewrite`] changes.
+enum Change {
+    /// A header of the answer is left out.
+    DropHeader(&'static str),
+    /// A header of the request is left out before the agent sees it.
+    DropRequestHeader(&'static str),
+    /// The JSON answer (a stream is left alone) is edited: its status and body; `false` leaves it as it is.
+    Answer(fn(&mut StatusCode, &mut Value) -> bool),
+    /// The Agent Card (JSON) is edited and signed anew with the agent's key when it was signed (BR-5); `false`
+    /// leaves it as it is.
+    Card(fn(&mut Value) -> bool),
+    /// The JSON request body is edited before the agent sees it (signed anew when the caller's key is known);
+    /// `false` leaves it as it is.
+    Request(fn(&mut Value) -> bool),
+}
+
+impl Rewrite {
+    fn new(method: Method, path: &'static str, change: Change) -> Option<Rewrite> {
+        Some(Rewrite { method, path, change })
+    }
+
+    fn applies(&self, method: &Method, path: &str) -> bool {
+        *method == self.method && if self.path.ends_with('/') { path.starts_with(self.path) } else { path == self.path }
+    }
+
+    async fn run(&self, state: &State, req: Request<Body>, next: Next) -> Response {
+        match self.change {
+            Change::DropHeader(name) => {
+                let mut resp = next.run(req).await;
+                resp.headers_mut().remove(name);
+                resp
+            }
+            Change::DropRequestHeader(name) => {
+                let mut req = req;
+                req.headers_mut().remove(name);
+                next.run(req).await
+            }
+            Change::Answer(edit) => {
+                let resp = next.run(req).await;
+                if header(resp.headers(), "content-type") == Some("text/event-stream") {
+                    return resp;
+                }
+                let (mut parts, body) = resp.into_parts();
+                let bytes = body_bytes(body).await;
+                let mut status = parts.status;
+                let mut v: Value = match serde_json::from_slice(&bytes) {
+                    Ok(v) => v,
+                    Err(_) => return Response::from_parts(parts, Body::from(bytes)),
+                };
+                if !edit(&mut status, &mut v) {
+                    return Response::from_parts(parts, Body::from(bytes));
+                }
+                parts.status = status;
+                parts.headers.remove("content-length");
+                Response::from_parts(parts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+            }
+            Change::Card(edit) => {
+                let resp = next.run(req).await;
+                let (mut parts, body) = resp.into_parts();
+                let bytes = body_bytes(body).await;
+                let mut card: Value = match serde_json::from_slice::<Value>(&bytes) {
+                    Ok(v) if edit(&mut v.clone()) => v,
+                    _ => return Response::from_parts(parts, Body::from(bytes)),
+                };
+                edit(&mut card);
+                let signed = card.as_object_mut().and_then(|o| o.remove("signatures")).is_some();
+                if let (true, Some(key)) = (signed, &state.agent_key)
+                    && let Ok(sig) = a2a_core::a2a1x::sign_card(&card, &state.card_kid, key)
+                {
+                    card["signatures"] = json!([sig]);
+                }
+                parts.headers.remove("content-length");
+                Response::from_parts(parts, Body::from(serde_json::to_vec(&card).unwrap_or_default()))
+            }
+            Change::Request(edit) => {
+                let req = edit_body(state, req, edit).await;
+                next.run(req).await
+            }
+        }
+    }
+}
+
+/// The faults that are one [`Rewrite`] each.
+fn rewrite(fault: Fault) -> Option<Rewrite> {
+    use Change::{Answer, Card, DropHeader, DropRequestHeader, Request as Sent};
+    const CAPS: &str = "/a2a/capabilities";
+    const NEG: &str = "/a2a/negotiate";
+    const JSONRPC: &str = "/a2a1x/jsonrpc";
+    const CARD: &str = "/.well-known/agent-card.json";
+    let (get, post, options) = (Method::GET, Method::POST, Method::OPTIONS);
+    match fault {
+        Fault::NoExecutionHeader => Rewrite::new(post, "/a2a/execute", DropHeader("a2a-execution-id")),
+        Fault::DiscoverWithoutCapabilities => Rewrite::new(options, "/a2a", DropHeader("a2a-capabilities")),
+        Fault::RegionHeaderMissing => Rewrite::new(options, "/a2a", DropHeader("a2a-region")),
+        Fault::IgnoresIdempotencyKey => Rewrite::new(post, "/a2a/execute", DropRequestHeader("idempotency-key")),
+        Fault::StreamResumesFromStart => Rewrite::new(get, "/a2a/result/", DropRequestHeader("last-event-id")),
+        Fault::EventsIgnoreLastEventId => Rewrite::new(get, "/a2a/events", DropRequestHeader("last-event-id")),
+        Fault::IgnoresHop => Rewrite::new(post, "/a2a/sessions/send", DropRequestHeader("a2a-hop")),
+        Fault::UnderstatesBodyLimit => Rewrite::new(
+            get,
+            CAPS,
+            Answer(|_, v| {
+                v["limits"]["max_body_bytes"] = json!(65_536);
+                true
+            }),
+        ),
+        Fault::CapabilitiesReordered => Rewrite::new(
+            get,
+            CAPS,
+            Answer(|_, v| v.get_mut("capabilities").and_then(Value::as_array_mut).map(|c| c.reverse()).is_some()),
+        ),
+        Fault::WrongDocumentVersion => Rewrite::new(
+            get,
+            CAPS,
+            Answer(|st, v| {
+                v["a2a_version"] = json!("0.2");
+                *st == StatusCode::OK
+            }),
+        ),
+        Fault::CancelServedButNotListed => Rewrite::new(
+            get,
+            CAPS,
+            Answer(|st, v| {
+                *st == StatusCode::OK && v["features"].as_array_mut().map(|f| f.retain(|x| x != "cancel")).is_some()
+            }),
+        ),
+        Fault::AuthRequirementMisreported => Rewrite::new(
+            post,
+            NEG,
+            Answer(|st, v| {
+                let other = if v["auth_requirement"] == "none" { "api_key" } else { "none" };
+                v["auth_requirement"] = json!(other);
+                *st == StatusCode::OK
+            }),
+        ),
+        Fault::TightenedAlwaysFalse => Rewrite::new(
+            post,
+            NEG,
+            Answer(|st, v| {
+                v["tightened"] = json!(false);
+                *st == StatusCode::OK
+            }),
+        ),
+        Fault::ConflictWithoutFallback => Rewrite::new(
+            post,
+            NEG,
+            Answer(|_, v| {
+                v["error"]["code"] == "schema_incompatible"
+                    && v.as_object_mut().and_then(|o| o.remove("fallback_options")).is_some()
+            }),
+        ),
+        Fault::StrictIgnored => {
+            Rewrite::new(post, NEG, Sent(|v| v.as_object_mut().is_some_and(|o| o.remove("strict").is_some())))
+        }
+        Fault::ConfirmByOffByAnHour => Rewrite::new(
+            post,
+            "/a2a/execute",
+            Answer(|_, v| {
+                let later = v["confirm_by"]
+                    .as_str()
+                    .and_then(a2a_core::wire::parse_timestamp)
+                    .map(|t| a2a_core::wire::format_timestamp(t + std::time::Duration::from_secs(3600)));
+                later.map(|l| v["confirm_by"] = json!(l)).is_some()
+            }),
+        ),
+        Fault::UnsortedValidationErrors => Rewrite::new(
+            post,
+            "/a2a/execute",
+            Answer(|st, v| {
+                *st == StatusCode::UNPROCESSABLE_ENTITY
+                    && v["error"]["details"]["errors"].as_array_mut().map(|a| a.reverse()).is_some()
+            }),
+        ),
+        Fault::ConfirmAnswers200 => Rewrite::new(
+            post,
+            "/a2a/confirm",
+            Answer(|st, _| {
+                let first = *st == StatusCode::ACCEPTED;
+                if first {
+                    *st = StatusCode::OK;
+                }
+                first
+            }),
+        ),
+        Fault::ConfirmAfterCancelAccepted => Rewrite::new(
+            post,
+            "/a2a/confirm",
+            Answer(|st, v| {
+                if *st != StatusCode::CONFLICT || v["error"]["details"]["status"] != "canceled" {
+                    return false;
+                }
+                *st = StatusCode::ACCEPTED;
+                *v = json!({"execution_id": v["error"]["details"]["execution_id"].clone(), "status": "accepted"});
+                true
+            }),
+        ),
+        Fault::CancelAnswers202 => Rewrite::new(
+            post,
+            "/a2a/cancel",
+            Answer(|st, v| {
+                if *st != StatusCode::OK {
+                    return false;
+                }
+                *st = StatusCode::ACCEPTED;
+                *v = json!({});
+                true
+            }),
+        ),
+        Fault::WorkBeforeConfirm => Rewrite::new(
+            get,
+            "/a2a/result/",
+            Answer(|st, v| {
+                let received = *st == StatusCode::OK && v["status"] == "received";
+                if received {
+                    v["status"] = json!("running");
+                }
+                received
+            }),
+        ),
+        Fault::FallbackWithoutOptions => Rewrite::new(
+            post,
+            "/a2a/fallback",
+            Answer(|st, v| *st == StatusCode::OK && v.as_object_mut().map(|o| o.remove("fallback_options")).is_some()),
+        ),
+        Fault::FallbackDropsDegraded => Rewrite::new(
+            post,
+            "/a2a/fallback",
+            Answer(|st, v| {
+                *st == StatusCode::OK
+                    && v["fallback_options"].as_array_mut().map(|a| a.retain(|o| o["relation"] != "degraded")).is_some()
+            }),
+        ),
+        Fault::UnknownSessionIs400 => Rewrite::new(
+            post,
+            "/a2a/sessions/send",
+            Answer(|st, v| {
+                if v["error"]["code"] != "unknown_session" {
+                    return false;
+                }
+                *st = StatusCode::BAD_REQUEST;
+                *v = json!({"error": {"code": "invalid_request", "message": "no such target"}});
+                true
+            }),
+        ),
+        Fault::NoReplyWithoutToken => Rewrite::new(
+            get,
+            "/a2a/runs/",
+            Answer(|st, v| {
+                *st == StatusCode::OK
+                    && v["status"] == "no_reply"
+                    && v.as_object_mut().and_then(|o| o.remove("reply")).is_some()
+            }),
+        ),
+        Fault::RefreshAnswered201 => Rewrite::new(
+            post,
+            "/a2a/sessions",
+            Answer(|st, _| {
+                let refresh = *st == StatusCode::OK;
+                if refresh {
+                    *st = StatusCode::CREATED;
+                }
+                refresh
+            }),
+        ),
+        Fault::InboxSessionsUnlisted => Rewrite::new(
+            get,
+            "/a2a/sessions",
+            Answer(|st, v| {
+                *st == StatusCode::OK
+                    && v["sessions"].as_array_mut().map(|l| l.retain(|s| s["handler"] != "inbox")).is_some()
+            }),
+        ),
+        Fault::DocumentWithoutAssertionMethod => Rewrite::new(
+            get,
+            "/.well-known/did.json",
+            Answer(|_, v| v.as_object_mut().and_then(|o| o.remove("assertionMethod")).is_some()),
+        ),
+        // The A2A 1.x bridge (§20).
+        Fault::CardWithoutCors => Rewrite::new(get, CARD, DropHeader("access-control-allow-origin")),
+        Fault::SkillWithoutTags => Rewrite::new(
+            get,
+            CARD,
+            Card(|v| v["skills"].get_mut(0).and_then(Value::as_object_mut).and_then(|s| s.remove("tags")).is_some()),
+        ),
+        Fault::CardWithFalseMember => Rewrite::new(
+            get,
+            CARD,
+            Card(|v| {
+                let caps = v["capabilities"].is_object();
+                if caps {
+                    v["capabilities"]["pushNotifications"] = json!(false);
+                }
+                caps
+            }),
+        ),
+        Fault::BridgeAnyVersion => Rewrite::new(post, JSONRPC, DropRequestHeader("a2a-version")),
+        Fault::BridgeErrorsWithoutInfo => Rewrite::new(
+            post,
+            JSONRPC,
+            Answer(|_, v| v["error"].as_object_mut().and_then(|e| e.remove("data")).is_some()),
+        ),
+        Fault::BridgeTakesFirstDataPart => Rewrite::new(
+            post,
+            JSONRPC,
+            Sent(|v| {
+                let Some(parts) = v.pointer_mut("/params/message/parts").and_then(Value::as_array_mut) else {
+                    return false;
+                };
+                let data = parts.iter().filter(|p| p.get("data").is_some()).count();
+                if data < 2 {
+                    return false;
+                }
+                let first = parts.iter().position(|p| p.get("data").is_some()).unwrap_or(0);
+                let keep = parts[first].clone();
+                parts.retain(|p| p.get("data").is_none());
+                parts.insert(0, keep);
+                true
+            }),
+        ),
+        Fault::BridgeIgnoresMessageSkill => Rewrite::new(
+            post,
+            JSONRPC,
+            Sent(|v| {
+                let metadata = v.pointer_mut("/params/message/metadata").and_then(Value::as_object_mut);
+                metadata.and_then(|m| m.remove("skill")).is_some()
+            }),
+        ),
+        Fault::BridgeIgnoresSender => Rewrite::new(post, JSONRPC, DropRequestHeader("a2a-sender-id")),
+        Fault::BridgeToMissing => {
+            Rewrite::new(post, NEG, Answer(|_, v| v.as_object_mut().and_then(|o| o.remove("bridge_to")).is_some()))
+        }
+        _ => None,
+    }
+}
+
+/// The faults of the A2A 1.x bridge (§20): their agent serves it, its card signed with its key.
+fn bridge_fault(fault: Fault) -> bool {
+    matches!(
+        fault,
+        Fault::CardWithoutCors
+            | Fault::SkillWithoutTags
+            | Fault::CardWithFalseMember
+            | Fault::BridgeAnyVersion
+            | Fault::BridgeErrorsWithoutInfo
+            | Fault::BridgeTakesFirstDataPart
+            | Fault::BridgeIgnoresMessageSkill
+            | Fault::BridgeIgnoresSender
+            | Fault::HttpJsonNotServed
+            | Fault::BridgeToMissing
+            | Fault::CompletedTaskWithoutArtifact
+            | Fault::StreamWithoutArtifactUpdate
+            | Fault::SubscribeWithoutTask
+    )
+}
+
 /// Half the order of P-256, big-endian: a signature's `s` above it is "high" (JWS-4).
 const HALF_N: [u8; 32] = [
     0x7f, 0xff, 0xff, 0xff, 0x80, 0x00, 0x00, 0x00, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xde, 0x73, 0x7d,
@@ -2267,6 +2809,10 @@ fn buggy_canonical(fault: Fault, body: &[u8]) -> Option<Vec<u8>> {
 
 fn write_buggy(fault: Fault, v: &Value, out: &mut Vec<u8>) {
     match v {
+        Value::Bool(b) if fault == Fault::CanonLiteralsCapitalized => {
+            out.extend(if *b { &b"True"[..] } else { &b"False"[..] });
+        }
+        Value::Null if fault == Fault::CanonLiteralsCapitalized => out.extend(b"None"),
         Value::Number(n) => match (fault, n.as_f64()) {
             (Fault::CanonNumbersAsRust, Some(f)) if !n.is_i64() && !n.is_u64() => out.extend(f.to_string().bytes()),
             (Fault::CanonNumbersRounded, Some(f)) => {
@@ -2518,6 +3064,7 @@ fn missed_rule(fault: Fault) -> Option<&'static str> {
         Fault::RefsAccepted => Some("ref_not_allowed"),
         Fault::UnknownKeywordsIgnored => Some("unknown_keyword"),
         Fault::EmptyBoundsAccepted => Some("invalid_keyword_value"),
+        Fault::DepthUnbounded => Some("too_deep"),
         _ => None,
     }
 }
@@ -2583,32 +3130,6 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
     let method = req.method().clone();
     let result_path = method == Method::GET && path.starts_with("/a2a/result/");
     match fault {
-        Fault::UnsortedValidationErrors if method == Method::POST && path == "/a2a/execute" => {
-            let resp = next.run(req).await;
-            edit_response(
-                resp,
-                |st, v| st == StatusCode::UNPROCESSABLE_ENTITY && v["error"]["details"]["errors"].is_array(),
-                |v| {
-                    if let Some(a) = v["error"]["details"]["errors"].as_array_mut() {
-                        a.reverse();
-                    }
-                },
-            )
-            .await
-        }
-        Fault::CancelServedButNotListed if method == Method::GET && path == "/a2a/capabilities" => {
-            let resp = next.run(req).await;
-            edit_response(
-                resp,
-                |st, _| st == StatusCode::OK,
-                |v| {
-                    if let Some(f) = v["features"].as_array_mut() {
-                        f.retain(|x| x != "cancel");
-                    }
-                },
-            )
-            .await
-        }
         Fault::MissingVersionAccepted if method != Method::OPTIONS => {
             let mut req = req;
             if !req.headers().contains_key("a2a-version") {
@@ -2622,18 +3143,6 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 resp.headers_mut().remove("a2a-negotiation-id");
             }
             resp
-        }
-        Fault::AuthRequirementMisreported if method == Method::POST && path == "/a2a/negotiate" => {
-            let resp = next.run(req).await;
-            edit_response(
-                resp,
-                |st, _| st == StatusCode::OK,
-                |v| {
-                    let other = if v["auth_requirement"] == "none" { "api_key" } else { "none" };
-                    v["auth_requirement"] = json!(other);
-                },
-            )
-            .await
         }
         Fault::NegotiationReplayed if method == Method::POST && path == "/a2a/negotiate" => {
             let (parts, body) = req.into_parts();
@@ -2656,27 +3165,6 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 lock(&state.negotiations).insert(key, (parts.status, parts.headers.clone(), rbytes.clone()));
             }
             Response::from_parts(parts, Body::from(rbytes))
-        }
-        Fault::TightenedAlwaysFalse if method == Method::POST && path == "/a2a/negotiate" => {
-            let resp = next.run(req).await;
-            edit_response(resp, |st, _| st == StatusCode::OK, |v| v["tightened"] = json!(false)).await
-        }
-        Fault::ConflictWithoutFallback if method == Method::POST && path == "/a2a/negotiate" => {
-            let resp = next.run(req).await;
-            edit_response(
-                resp,
-                |_, v| v["error"]["code"] == "schema_incompatible",
-                |v| {
-                    if let Some(o) = v.as_object_mut() {
-                        o.remove("fallback_options");
-                    }
-                },
-            )
-            .await
-        }
-        Fault::StrictIgnored if method == Method::POST && path == "/a2a/negotiate" => {
-            let req = edit_body(&state, req, |v| v.as_object_mut().is_some_and(|o| o.remove("strict").is_some())).await;
-            next.run(req).await
         }
         Fault::NegotiationSingleUse if method == Method::POST && path == "/a2a/execute" => {
             let neg = header(req.headers(), "a2a-negotiation-id").map(|n| n.trim().to_owned());
@@ -2742,10 +3230,6 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             }
             resp
         }
-        Fault::WrongDocumentVersion if method == Method::GET && path == "/a2a/capabilities" => {
-            let resp = next.run(req).await;
-            edit_response(resp, |st, _| st == StatusCode::OK, |v| v["a2a_version"] = json!("0.2")).await
-        }
         Fault::ResultTrustsIdSender if result_path && !req.headers().contains_key("a2a-signature") => {
             let mut req = req;
             let seg = path.trim_start_matches("/a2a/result/");
@@ -2806,7 +3290,10 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             }
             map_stream(resp, alter_result_event)
         }
-        Fault::LeadingZeroTimestamps | Fault::UppercaseIdSuffix => counter_ids(state.clone(), req, next).await,
+        Fault::LeadingZeroTimestamps | Fault::UppercaseIdSuffix | Fault::SuffixReused => {
+            counter_ids(state.clone(), req, next).await
+        }
+        Fault::SenderDecodedInIds => decoded_sender_ids(state.clone(), req, next).await,
         Fault::QuotaWithoutRetryAfter => {
             let mut resp = next.run(req).await;
             if resp.status() == StatusCode::TOO_MANY_REQUESTS {
@@ -2839,20 +3326,6 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             }
             Response::from_parts(parts, Body::from(rbytes))
         }
-        Fault::WorkBeforeConfirm if result_path => {
-            let resp = next.run(req).await;
-            if header(resp.headers(), "content-type") == Some("text/event-stream") {
-                return resp;
-            }
-            edit_response(
-                resp,
-                |st, v| st == StatusCode::OK && v["status"] == "received",
-                |v| {
-                    v["status"] = json!("running");
-                },
-            )
-            .await
-        }
         Fault::CanonKeysByCodePoint
         | Fault::CanonNumbersAsRust
         | Fault::CanonUpperCaseEscapes
@@ -2862,6 +3335,7 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
         | Fault::CanonRefusesSolidusEscape
         | Fault::CanonSurrogatesEscaped
         | Fault::CanonNumbersRounded
+        | Fault::CanonLiteralsCapitalized
         | Fault::DigestOverRawBytes
             if method == Method::POST =>
         {
@@ -2872,16 +3346,25 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             }
             next.run(Request::from_parts(parts, Body::from(bytes))).await
         }
-        Fault::DuplicateMembersAccepted | Fault::LeadingZerosAccepted
+        Fault::DuplicateMembersAccepted
+        | Fault::LeadingZerosAccepted
+        | Fault::DeepNestingAccepted
+        | Fault::BomAccepted
             if method == Method::POST && req.headers().contains_key("a2a-signature") =>
         {
             // A lenient parser: the body is read as it understands it, and served as if that had been sent.
             let (mut parts, body) = req.into_parts();
             let bytes = body_bytes(body).await;
             let text = String::from_utf8_lossy(&bytes).into_owned();
+            let deep = ("[".repeat(129), "]".repeat(129));
             let lenient = if fault == Fault::LeadingZerosAccepted {
                 let fixed = text.replace(":01", ":1");
                 (fixed != text).then_some(fixed)
+            } else if fault == Fault::DeepNestingAccepted {
+                // Read without a depth bound (here: the deep value as the parser would hold it, made shallow).
+                text.contains(&deep.0).then(|| text.replace(&deep.0, "[").replace(&deep.1, "]"))
+            } else if fault == Fault::BomAccepted {
+                text.strip_prefix('\u{feff}').map(str::to_owned)
             } else {
                 // serde_json keeps the last of a repeated member, as such a parser does.
                 serde_json::from_str::<Value>(&text)
@@ -2941,13 +3424,18 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             && (dropped_keywords(f).is_some()
                 || matches!(
                     f,
-                    Fault::TightenSkipsCapabilityRequired | Fault::ChangesUnsorted | Fault::ChangesWithoutMessage
+                    Fault::TightenSkipsCapabilityRequired
+                        | Fault::ChangesUnsorted
+                        | Fault::ChangesWithoutMessage
+                        | Fault::TightenKeepsNullable
+                        | Fault::TightenDropsProposedProperties
                 )) =>
         {
             let (parts, body) = req.into_parts();
             let bytes = body_bytes(body).await;
-            let proposal =
-                serde_json::from_slice::<Value>(&bytes).map(|v| v["proposed_schema"].clone()).unwrap_or(Value::Null);
+            let sent = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
+            let proposal = sent["proposed_schema"].clone();
+            let capability = sent["target_capability"].as_str().and_then(|c| state.caps.get(c)).cloned();
             let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
             edit_response(
                 resp,
@@ -2975,6 +3463,24 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                             }
                         }
                     }
+                    Fault::TightenKeepsNullable => {
+                        // The proposal's type is taken as it is wherever it admits null.
+                        for (name, p) in proposal["properties"].as_object().into_iter().flatten() {
+                            let nullable = p["type"].as_array().is_some_and(|t| t.iter().any(|x| x == "null"));
+                            if nullable && v["agreed_schema"]["properties"][name].is_object() {
+                                v["agreed_schema"]["properties"][name]["type"] = p["type"].clone();
+                            }
+                        }
+                    }
+                    Fault::TightenDropsProposedProperties => {
+                        // Only the capability's own properties are kept (as if every capability were closed).
+                        let Some(c) = &capability else { return };
+                        let open = c.get("additionalProperties").is_none_or(|a| *a == true);
+                        let own = c["properties"].as_object().cloned().unwrap_or_default();
+                        if let (true, Some(g)) = (open, v["agreed_schema"]["properties"].as_object_mut()) {
+                            g.retain(|name, _| own.contains_key(name));
+                        }
+                    }
                     _ => {
                         let keys = dropped_keywords(f).unwrap_or(&[]);
                         if has_keyword(&proposal, keys) {
@@ -2997,38 +3503,6 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 },
             )
             .await
-        }
-        Fault::FallbackWithoutOptions | Fault::FallbackDropsDegraded
-            if method == Method::POST && path == "/a2a/fallback" =>
-        {
-            let resp = next.run(req).await;
-            edit_response(
-                resp,
-                |st, _| st == StatusCode::OK,
-                |v| {
-                    if fault == Fault::FallbackWithoutOptions {
-                        if let Some(o) = v.as_object_mut() {
-                            o.remove("fallback_options");
-                        }
-                    } else if let Some(a) = v["fallback_options"].as_array_mut() {
-                        a.retain(|o| o["relation"] != "degraded");
-                    }
-                },
-            )
-            .await
-        }
-        Fault::UnknownSessionIs400 if method == Method::POST && path == "/a2a/sessions/send" => {
-            let resp = next.run(req).await;
-            let (mut parts, body) = resp.into_parts();
-            let bytes = body_bytes(body).await;
-            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            if v["error"]["code"] != "unknown_session" {
-                return Response::from_parts(parts, Body::from(bytes));
-            }
-            parts.status = StatusCode::BAD_REQUEST;
-            parts.headers.remove("content-length");
-            let body = json!({"error": {"code": "invalid_request", "message": "no such target"}});
-            Response::from_parts(parts, Body::from(serde_json::to_vec(&body).unwrap_or_default()))
         }
         Fault::IgnoresWaitChain if method == Method::POST && path == "/a2a/sessions/send" => {
             if !req.headers().contains_key("a2a-wait-chain") {
@@ -3071,19 +3545,6 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 json!({"session": session, "messages": [], "truncated": true, "bytes_capped": false, "redacted": 0});
             Response::from_parts(parts, Body::from(serde_json::to_vec(&body).unwrap_or_default()))
         }
-        Fault::NoReplyWithoutToken if method == Method::GET && path.starts_with("/a2a/runs/") => {
-            let resp = next.run(req).await;
-            edit_response(
-                resp,
-                |st, v| st == StatusCode::OK && v["status"] == "no_reply",
-                |v| {
-                    if let Some(o) = v.as_object_mut() {
-                        o.remove("reply");
-                    }
-                },
-            )
-            .await
-        }
         Fault::ReplyFalseWaits | Fault::SendAcceptedAsOk if method == Method::POST && path == "/a2a/sessions/send" => {
             let (parts, body) = req.into_parts();
             let bytes = body_bytes(body).await;
@@ -3122,13 +3583,6 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 },
             )
             .await
-        }
-        Fault::RefreshAnswered201 if method == Method::POST && path == "/a2a/sessions" => {
-            let mut resp = next.run(req).await;
-            if resp.status() == StatusCode::OK {
-                *resp.status_mut() = StatusCode::CREATED;
-            }
-            resp
         }
         Fault::EndedSessionStillListed if path == "/a2a/sessions" || path.starts_with("/a2a/sessions/") => {
             // Sessions as registered are remembered; an ended one is put back into every list that includes the
@@ -3256,6 +3710,7 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
         Fault::OptionsBelowIsDiscover
             if method == Method::OPTIONS
                 && path.starts_with("/a2a/")
+                && req.headers().contains_key("a2a-version")
                 && !req.headers().contains_key("access-control-request-method") =>
         {
             let (mut parts, body) = req.into_parts();
@@ -3328,8 +3783,524 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             )
             .await
         }
+        f if lenient_sender(f, &raw_sender(req.headers())).is_some() => {
+            let mut req = req;
+            let sender = raw_sender(req.headers());
+            if let Some(v) = lenient_sender(f, &sender).and_then(|s| HeaderValue::from_str(&s).ok()) {
+                req.headers_mut().insert("a2a-sender-id", v);
+            }
+            next.run(req).await
+        }
+        Fault::InvalidSenderWrongCode => {
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |_, v| v["error"]["code"] == "invalid_sender",
+                |v| v["error"]["code"] = json!("invalid_request"),
+            )
+            .await
+        }
+        Fault::KidFragmentUnchecked
+            if header(req.headers(), "a2a-signature").is_some_and(|t| {
+                jws::decode(t).ok().and_then(|j| j.kid().map(str::to_owned)).is_some_and(|kid| {
+                    kid.split_once('#').is_some_and(|(_, frag)| {
+                        !frag.bytes().all(|b| b.is_ascii_alphanumeric() || b".-_~".contains(&b))
+                    })
+                })
+            }) =>
+        {
+            // The key id is taken as it is and looked up: the caller's document has no such key.
+            error_response(&state, StatusCode::UNAUTHORIZED, "unknown_key", "the DID document has no such key")
+        }
+        Fault::ResponseJtiReused => {
+            let mut resp = next.run(req).await;
+            let token = header(resp.headers(), "a2a-signature").map(str::to_owned);
+            if let (Some(token), Some(key)) = (token, &state.agent_key)
+                && let Ok(jws) = jws::decode_typed::<SignatureClaims>(&token)
+            {
+                let mut claims = jws.claims().clone();
+                claims.jti = "conformance-fixed-jti-0000".into();
+                if let Ok(t) = integrity::sign_claims(key, &claims)
+                    && let Ok(v) = HeaderValue::from_str(&t)
+                {
+                    resp.headers_mut().insert("a2a-signature", v);
+                }
+            }
+            resp
+        }
+        Fault::ApiKeyPrefixAccepted => {
+            let mut req = req;
+            let real = a2a_agent::demo::DEMO_API_KEY;
+            let sent = header(req.headers(), "a2a-api-key").map(str::trim).unwrap_or("").to_owned();
+            let zipped = !sent.is_empty() && sent != real && (real.starts_with(&sent) || sent.starts_with(real));
+            if zipped {
+                req.headers_mut().insert("a2a-api-key", HeaderValue::from_static(a2a_agent::demo::DEMO_API_KEY));
+            }
+            next.run(req).await
+        }
+        Fault::DuplicateDeclaration | Fault::SingleWordCapabilityName
+            if (method == Method::OPTIONS && path == "/a2a")
+                || (method == Method::GET && path == "/a2a/capabilities") =>
+        {
+            let resp = next.run(req).await;
+            declarations_changed(fault, resp).await
+        }
+        Fault::PythonRecipeAccepted | Fault::BodyDigestIgnored | Fault::UnsignedHeaderAccepted
+            if method == Method::POST && req.headers().contains_key("a2a-signature") =>
+        {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let mut req = Request::from_parts(parts, Body::from(bytes.clone()));
+            if let Some(caller) = &state.caller
+                && lets_integrity_pass(fault, req.headers(), &bytes, caller)
+            {
+                sign_anew(&mut req, &bytes, caller, &state.agent_did);
+            }
+            next.run(req).await
+        }
+        Fault::HttpJsonNotServed if path.starts_with("/a2a1x/") && path != "/a2a1x/jsonrpc" => {
+            error_response(&state, StatusCode::NOT_FOUND, "not_found", "no such endpoint")
+        }
+        Fault::CompletedTaskWithoutArtifact if path.starts_with("/a2a1x/") => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") == Some("text/event-stream") {
+                return resp;
+            }
+            edit_response(
+                resp,
+                |_, _| true,
+                |v| {
+                    for at in ["/result/task", "/result", "/task", ""] {
+                        if let Some(task) = v.pointer_mut(at)
+                            && task["status"]["state"] == "TASK_STATE_COMPLETED"
+                            && let Some(o) = task.as_object_mut()
+                        {
+                            o.remove("artifacts");
+                        }
+                    }
+                },
+            )
+            .await
+        }
+        Fault::StreamWithoutArtifactUpdate | Fault::SubscribeWithoutTask if path.starts_with("/a2a1x/") => {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let subscribe = path.ends_with(":subscribe")
+                || serde_json::from_slice::<Value>(&bytes).is_ok_and(|v| v["method"] == "SubscribeToTask");
+            let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            if header(resp.headers(), "content-type") != Some("text/event-stream") {
+                return resp;
+            }
+            if fault == Fault::StreamWithoutArtifactUpdate {
+                map_stream(resp, |t| drop_events(t, |data| data.contains("\"artifactUpdate\"")))
+            } else if subscribe {
+                map_stream(resp, |t| {
+                    drop_events(t, |data| data.contains("\"result\":{\"task\":") || data.starts_with("{\"task\":"))
+                })
+            } else {
+                resp
+            }
+        }
+        Fault::TrailingContentIgnored if method == Method::POST && !req.headers().contains_key("a2a-signature") => {
+            // A streaming parser that stops after the first value.
+            let (mut parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let first = serde_json::Deserializer::from_slice(&bytes).into_iter::<Value>().next();
+            let body = match first {
+                Some(Ok(v)) if serde_json::from_slice::<Value>(&bytes).is_err() => {
+                    parts.headers.remove("content-length");
+                    serde_json::to_vec(&v).unwrap_or_default()
+                }
+                _ => bytes,
+            };
+            next.run(Request::from_parts(parts, Body::from(body))).await
+        }
+        Fault::ForgetsTerminalAfterRead if result_path => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") == Some("text/event-stream") {
+                return resp;
+            }
+            let (parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let terminal = matches!(v["status"].as_str(), Some("succeeded" | "failed" | "timed_out" | "canceled"));
+            if let (true, Some(id)) = (terminal, v["execution_id"].as_str())
+                && !lock(&state.used).insert(id.to_owned())
+            {
+                return error_response(&state, StatusCode::NOT_FOUND, "unknown_execution", "no such execution");
+            }
+            Response::from_parts(parts, Body::from(bytes))
+        }
+        Fault::DecodesValidSegment | Fault::IdParsedFromLeft if result_path => {
+            let seg = path.trim_start_matches("/a2a/result/").to_owned();
+            let id = ExecutionId::parse(&seg).ok().or_else(|| ExecutionId::from_path_segment(&seg).ok());
+            match (fault, id) {
+                (Fault::IdParsedFromLeft, Some(id)) if id.sender().as_str().contains('_') => {
+                    // sender_ts_suffix split at the first `_`: the DID is cut short and the id is no id.
+                    error_response(&state, StatusCode::NOT_FOUND, "unknown_execution", "no such execution")
+                }
+                (Fault::DecodesValidSegment, Some(_)) if ExecutionId::parse(&seg).is_ok() && seg.contains('%') => {
+                    let (mut parts, body) = req.into_parts();
+                    let decoded = format!("/a2a/result/{}", percent_decode(&seg));
+                    let query = parts.uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+                    if let Ok(u) = format!("{decoded}{query}").parse::<axum::http::Uri>() {
+                        parts.extensions.insert(axum::extract::OriginalUri(u.clone()));
+                        parts.uri = u;
+                    }
+                    next.run(Request::from_parts(parts, body)).await
+                }
+                _ => next.run(req).await,
+            }
+        }
+        Fault::SendUnknownMembersIgnored if method == Method::POST && path == "/a2a/sessions/send" => {
+            const KNOWN: &[&str] = &[
+                "target",
+                "target_label",
+                "text",
+                "from",
+                "from_endpoint",
+                "reply",
+                "announce",
+                "wait_ms",
+                "run_timeout_ms",
+                "max_turns",
+                "attachments",
+                "metadata",
+                "priority",
+                "context_mode",
+                "context",
+                "trace_id",
+                "max_tokens",
+            ];
+            let req = edit_body(&state, req, |v| {
+                let Some(o) = v.as_object_mut() else { return false };
+                let before = o.len();
+                o.retain(|k, _| KNOWN.contains(&k.as_str()));
+                o.len() != before
+            })
+            .await;
+            next.run(req).await
+        }
+        Fault::SessionErrorsPlainText if path.starts_with("/a2a/sessions") => {
+            let resp = next.run(req).await;
+            let (mut parts, body) = resp.into_parts();
+            let bytes = body_bytes(body).await;
+            let code = serde_json::from_slice::<Value>(&bytes).ok().map(|v| v["error"]["code"].clone());
+            if code.is_none_or(|c| c != "invalid_json") {
+                return Response::from_parts(parts, Body::from(bytes));
+            }
+            parts.headers.insert("content-type", HeaderValue::from_static("text/plain; charset=utf-8"));
+            parts.headers.remove("content-length");
+            Response::from_parts(parts, Body::from("Failed to parse the request body as JSON"))
+        }
+        Fault::IncludeSelfIgnored if path == "/a2a/sessions" => {
+            // The sessions each sender registered are remembered, and put back into its lists without include_self.
+            let sender = header(req.headers(), "a2a-sender-id").unwrap_or("").trim().to_owned();
+            let listing = method == Method::GET && !req.uri().query().unwrap_or("").contains("include_self=true");
+            let resp = next.run(req).await;
+            if method == Method::POST {
+                let (parts, body) = resp.into_parts();
+                let rbytes = body_bytes(body).await;
+                if let Ok(v) = serde_json::from_slice::<Value>(&rbytes)
+                    && let Some(key) = v["session_key"].as_str()
+                {
+                    let entry = (StatusCode::OK, HeaderMap::new(), rbytes.clone());
+                    lock(&state.negotiations).insert(format!("{sender} {key}"), entry);
+                }
+                return Response::from_parts(parts, Body::from(rbytes));
+            }
+            if !listing {
+                return resp;
+            }
+            let own: Vec<Value> = lock(&state.negotiations)
+                .iter()
+                .filter(|(k, _)| k.starts_with(&format!("{sender} ")))
+                .filter_map(|(_, (_, _, b))| serde_json::from_slice(b).ok())
+                .collect();
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| {
+                    if let Some(list) = v["sessions"].as_array_mut() {
+                        for s in own {
+                            if !list.iter().any(|x| x["session_key"] == s["session_key"]) {
+                                list.push(s);
+                            }
+                        }
+                    }
+                },
+            )
+            .await
+        }
+        Fault::AnnounceWithoutInstruction if method == Method::GET && path.ends_with("/inbox") => {
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| {
+                    for d in v["deliveries"].as_array_mut().into_iter().flatten() {
+                        if d["step"] == "announce"
+                            && let Some(o) = d.as_object_mut()
+                        {
+                            o.remove("instruction");
+                        }
+                    }
+                },
+            )
+            .await
+        }
+        Fault::AnnounceEventWithoutProvenance if method == Method::GET && path == "/a2a/events" => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") != Some("text/event-stream") {
+                return resp;
+            }
+            map_stream(resp, |t| {
+                if !t.lines().any(|l| l.trim() == "event: announce" || l.trim() == "event:announce") {
+                    return t.to_owned();
+                }
+                t.split_inclusive('\n')
+                    .map(|line| match line.strip_prefix("data:").map(|d| serde_json::from_str::<Value>(d.trim())) {
+                        Some(Ok(mut v)) if v.get("provenance").is_some() => {
+                            if let Some(o) = v.as_object_mut() {
+                                o.remove("provenance");
+                            }
+                            format!("data: {}\n", serde_json::to_string(&v).unwrap_or_default())
+                        }
+                        _ => line.to_owned(),
+                    })
+                    .collect()
+            })
+        }
+        Fault::EventsWithoutConnected if method == Method::GET && path == "/a2a/events" => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") != Some("text/event-stream") {
+                return resp;
+            }
+            map_stream(resp, |t| t.split_inclusive('\n').filter(|l| l.trim() != ": connected").collect())
+        }
+        Fault::TwoSignaturesAccepted if req.headers().get_all("a2a-signature").iter().count() > 1 => {
+            let mut req = req;
+            if let Some(first) = req.headers().get("a2a-signature").cloned() {
+                req.headers_mut().insert("a2a-signature", first);
+            }
+            next.run(req).await
+        }
+        f if lenient_verifier(f) => {
+            let mut req = req;
+            let fixed = header(req.headers(), "a2a-signature")
+                .zip(state.caller.as_ref())
+                .and_then(|(token, caller)| leniently_verified(f, token, caller, &state.agent_did))
+                .and_then(|t| HeaderValue::from_str(&t).ok());
+            if let Some(v) = fixed {
+                req.headers_mut().insert("a2a-signature", v);
+            }
+            next.run(req).await
+        }
         _ => next.run(req).await,
     }
+}
+
+/// The faults of a verifier that lets one wrong thing in a token pass ([`leniently_verified`]).
+fn lenient_verifier(fault: Fault) -> bool {
+    matches!(
+        fault,
+        Fault::AudienceCaseInsensitive
+            | Fault::AudienceArrayAccepted
+            | Fault::KeyFromEmbeddedJwk
+            | Fault::UnknownKeyFallsBack
+    )
+}
+
+/// The header and claims of a compact JWS, when its 64-byte signature verifies with `key`.
+fn verified_raw(token: &str, key: &a2a_core::keys::VerifyingKey) -> Option<(Value, Value)> {
+    let mut segs = token.trim().split('.');
+    let (h, c, sig) = (segs.next()?, segs.next()?, segs.next()?);
+    if segs.next().is_some() {
+        return None;
+    }
+    key.verify(format!("{h}.{c}").as_bytes(), &jws::base64url_decode(sig).ok()?).ok()?;
+    let json = |seg: &str| serde_json::from_slice::<Value>(&jws::base64url_decode(seg).ok()?).ok();
+    Some((json(h)?, json(c)?))
+}
+
+/// What a lenient verifier makes of a caller's token: the one thing it lets pass (an `aud` of another case, an
+/// `aud` array, a key embedded as `jwk`) taken as right, and the token signed afresh as the caller would have signed
+/// it right, so that the agent serves the request; `None` when the token has nothing the fault lets pass.
+fn leniently_verified(
+    fault: Fault,
+    token: &str,
+    caller: &a2a_conformance::identity::Identity,
+    agent_did: &str,
+) -> Option<String> {
+    let (h, mut c) = match fault {
+        Fault::KeyFromEmbeddedJwk => {
+            let (h, _) = verified_raw(token, caller.key.verifying_key())?;
+            let key = a2a_core::keys::VerifyingKey::from_jwk(h.get("jwk")?).ok()?;
+            verified_raw(token, &key)?
+        }
+        _ => verified_raw(token, caller.key.verifying_key())?,
+    };
+    let kid = h["kid"].as_str().unwrap_or("");
+    let own_kid = kid == caller.kid();
+    // UnknownKeyFallsBack: another key id of the caller's DID, verified with the key the document has.
+    let other_key_id = kid.split_once('#').is_some_and(|(did, frag)| {
+        did == caller.did && !frag.is_empty() && frag.bytes().all(|b| b.is_ascii_alphanumeric() || b".-_~".contains(&b))
+    }) && !own_kid;
+    // Each fault lets exactly one wrong thing pass; a token without it is left to the agent.
+    let aud = c["aud"].clone();
+    let lets_pass = match fault {
+        Fault::UnknownKeyFallsBack => other_key_id,
+        Fault::AudienceCaseInsensitive => {
+            own_kid && aud.as_str().is_some_and(|a| a != agent_did && a.eq_ignore_ascii_case(agent_did))
+        }
+        Fault::AudienceArrayAccepted => own_kid && aud.as_array().is_some_and(|a| a.iter().any(|x| x == agent_did)),
+        _ => own_kid,
+    };
+    if !lets_pass {
+        return None;
+    }
+    if fault == Fault::UnknownKeyFallsBack {
+        c["message_integrity"]["key_id"] = json!(caller.key_id);
+    }
+    c["aud"] = json!(agent_did);
+    let claims: SignatureClaims = serde_json::from_value(c).ok()?;
+    integrity::sign_claims(&caller.key, &claims).ok().map(|t| a2a_conformance::identity::low_s(&t))
+}
+
+/// `A2A-Sender-ID` as UTF-8 (a header value need not be ASCII: DID-6's probe is not).
+fn raw_sender(headers: &HeaderMap) -> String {
+    headers.get("a2a-sender-id").map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()).unwrap_or_default()
+}
+
+/// The sender a lenient DID parser serves in place of `sender`, when the fault lets it pass: a valid stand-in for the
+/// DIDs it should refuse (DID-1..DID-8), the DID without its default port (DID-9); `None` otherwise.
+fn lenient_sender(fault: Fault, sender: &str) -> Option<String> {
+    const STAND_IN: &str = "did:web:lenient-parser.example";
+    let sender = sender.trim();
+    let rest = sender.strip_prefix("did:web:");
+    let host = rest.map(|r| r.split(':').next().unwrap_or("").split("%3").next().unwrap_or(""));
+    let lets_pass = match fault {
+        Fault::SenderAnyMethod => sender.starts_with("did:") && rest.is_none(),
+        Fault::SenderLeadingZeroPort => sender.contains("%3A0"),
+        Fault::SenderHostCaseFolded => host.is_some_and(|h| h.bytes().any(|b| b.is_ascii_uppercase())),
+        Fault::SenderIpHost => host.is_some_and(|h| {
+            h.rsplit('.').next().is_some_and(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+        }),
+        Fault::SenderSingleLabelHost => host.is_some_and(|h| !h.is_empty() && !h.contains('.') && h != "localhost"),
+        Fault::SenderUnicodeHost => host.is_some_and(|h| !h.is_ascii()),
+        Fault::SenderLowerCasePercent => sender.contains("%3a"),
+        Fault::SenderTooLong => sender.len() > 512,
+        Fault::SenderDefaultPortDropped => {
+            return rest
+                .is_some_and(|r| r.split(':').next().is_some_and(|h| h.ends_with("%3A443")))
+                .then(|| sender.replacen("%3A443", "", 1));
+        }
+        _ => return None,
+    };
+    lets_pass.then(|| STAND_IN.to_owned())
+}
+
+/// The SSE events of a chunk without those whose `data` matches `drop`.
+fn drop_events(text: &str, drop: impl Fn(&str) -> bool) -> String {
+    text.split_inclusive("\n\n")
+        .filter(|event| !event.lines().any(|l| l.strip_prefix("data:").is_some_and(|d| drop(d.trim()))))
+        .collect()
+}
+
+/// DISCOVER's `A2A-Capabilities` and the capabilities document with the first capability declared twice
+/// (DuplicateDeclaration) or named by its first word (SingleWordCapabilityName).
+async fn declarations_changed(fault: Fault, resp: Response) -> Response {
+    let rename = |name: &str| name.split('_').next().unwrap_or(name).to_owned();
+    let mut resp = resp;
+    let names = header(resp.headers(), "a2a-capabilities").and_then(|v| serde_json::from_str::<Vec<String>>(v).ok());
+    if let Some(mut names) = names.filter(|n| !n.is_empty()) {
+        if fault == Fault::DuplicateDeclaration {
+            names.push(names[0].clone());
+        } else {
+            names[0] = rename(&names[0]);
+        }
+        if let Ok(v) = HeaderValue::from_str(&serde_json::to_string(&names).unwrap_or_default()) {
+            resp.headers_mut().insert("a2a-capabilities", v);
+        }
+        return resp;
+    }
+    edit_response(
+        resp,
+        |st, v| st == StatusCode::OK && v["capabilities"].as_array().is_some_and(|c| !c.is_empty()),
+        |v| {
+            let Some(caps) = v["capabilities"].as_array_mut() else { return };
+            if fault == Fault::DuplicateDeclaration {
+                let first = caps[0].clone();
+                caps.push(first);
+            } else {
+                let name = rename(caps[0]["name"].as_str().unwrap_or(""));
+                caps[0]["name"] = json!(name);
+            }
+        },
+    )
+    .await
+}
+
+/// Whether an integrity fault lets a caller's signed request pass that the agent must refuse: its signature
+/// verifies with the caller's key and is wrong only in what the fault does not check (a Python-recipe digest, a body
+/// digest that does not match, an `a2a-*` header the signature does not list).
+fn lets_integrity_pass(
+    fault: Fault,
+    headers: &HeaderMap,
+    body: &[u8],
+    caller: &a2a_conformance::identity::Identity,
+) -> bool {
+    let Some(jws) = header(headers, "a2a-signature").and_then(|t| jws::decode_typed::<SignatureClaims>(t).ok()) else {
+        return false;
+    };
+    if jws.kid() != Some(caller.kid().as_str()) || jws.verify(caller.key.verifying_key()).is_err() {
+        return false;
+    }
+    let mi = &jws.claims().message_integrity;
+    let Ok(canonical) = a2a_core::canonical::canonicalize(body) else { return false };
+    let canonical_ok = mi.body.as_deref() == Some(digest(&canonical).as_str());
+    let payload_hash = mi.coverage == Coverage::PayloadHash;
+    match fault {
+        Fault::PythonRecipeAccepted => {
+            let mut recipe = String::new();
+            if let Ok(v) = serde_json::from_slice::<Value>(body) {
+                a2a_conformance::checks::python_dumps(&v, &mut recipe);
+            }
+            payload_hash && !canonical_ok && mi.body.as_deref() == Some(digest(recipe.as_bytes()).as_str())
+        }
+        Fault::BodyDigestIgnored => payload_hash && !canonical_ok,
+        _ => {
+            let listed = |name: &str| mi.headers.contains_key(name);
+            let unlisted = headers.keys().any(|n| {
+                let n = n.as_str();
+                (n.starts_with("a2a-") && n != "a2a-signature" || n == "idempotency-key") && !listed(n)
+            });
+            let listed_match = mi.headers.iter().all(|(n, v)| header(headers, n).map(str::trim) == Some(v.as_str()));
+            // Step 3 (INT-6) still holds: the list names a2a-version and a2a-sender-id.
+            let required = listed("a2a-version") && listed("a2a-sender-id");
+            payload_hash && canonical_ok && unlisted && listed_match && required
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audience_compared_ignoring_case_is_caught() {
+    caught(Fault::AudienceCaseInsensitive).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_audience_array_accepted_is_caught() {
+    caught(Fault::AudienceArrayAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_signature_headers_accepted_are_caught() {
+    caught(Fault::TwoSignaturesAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_taken_from_the_token_is_caught() {
+    caught(Fault::KeyFromEmbeddedJwk).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -3418,7 +4389,6 @@ async fn result_that_does_not_decode_its_path_segment_is_caught() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "not single-fault: about half of the suite's signatures are high-S, so refusing them trips other signature checks at random (JWS-4)"]
 async fn refusing_high_s_signatures_is_caught() {
     caught(Fault::HighSRefused).await;
 }
@@ -3464,7 +4434,6 @@ async fn an_idempotency_key_looked_up_before_validation_is_caught() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "blind spot under investigation: this breaker's OPTIONS /a2a/... answered as DISCOVER is not seen failing by cors/options-below-endpoint (DISC-13)"]
 async fn options_below_the_endpoint_answered_as_discover_is_caught() {
     caught(Fault::OptionsBelowIsDiscover).await;
 }
@@ -3832,4 +4801,269 @@ async fn a_renamed_rule_id_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetching_references_is_caught() {
     caught(Fault::FetchesReferences).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discover_without_a2a_region_is_caught() {
+    caught(Fault::RegionHeaderMissing).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capability_declared_twice_is_caught() {
+    caught(Fault::DuplicateDeclaration).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_word_capability_name_is_caught() {
+    caught(Fault::SingleWordCapabilityName).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_keeps_a_proposed_null_is_caught() {
+    caught(Fault::TightenKeepsNullable).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_drops_proposed_properties_is_caught() {
+    caught(Fault::TightenDropsProposedProperties).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execution_ids_with_a_decoded_sender_are_caught() {
+    caught(Fault::SenderDecodedInIds).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_check_without_a_depth_bound_is_caught() {
+    caught(Fault::DepthUnbounded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_recipe_digest_accepted_is_caught() {
+    caught(Fault::PythonRecipeAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsigned_a2a_header_accepted_is_caught() {
+    caught(Fault::UnsignedHeaderAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchecked_body_digest_is_caught() {
+    caught(Fault::BodyDigestIgnored).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_without_cors_is_caught() {
+    caught(Fault::CardWithoutCors).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skill_without_tags_is_caught() {
+    caught(Fault::SkillWithoutTags).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_with_a_false_member_is_caught() {
+    caught(Fault::CardWithFalseMember).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_taking_any_version_is_caught() {
+    caught(Fault::BridgeAnyVersion).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bridge_errors_without_error_info_are_caught() {
+    caught(Fault::BridgeErrorsWithoutInfo).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_taking_the_first_of_two_data_parts_is_caught() {
+    caught(Fault::BridgeTakesFirstDataPart).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_ignoring_the_message_skill_is_caught() {
+    caught(Fault::BridgeIgnoresMessageSkill).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_ignoring_the_sender_is_caught() {
+    caught(Fault::BridgeIgnoresSender).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_without_http_json_is_caught() {
+    caught(Fault::HttpJsonNotServed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negotiate_without_bridge_to_is_caught() {
+    caught(Fault::BridgeToMissing).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_task_without_its_artifact_is_caught() {
+    caught(Fault::CompletedTaskWithoutArtifact).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_stream_without_artifact_update_is_caught() {
+    caught(Fault::StreamWithoutArtifactUpdate).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_not_starting_with_the_task_is_caught() {
+    caught(Fault::SubscribeWithoutTask).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_of_another_did_method_served_is_caught() {
+    caught(Fault::SenderAnyMethod).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_port_with_a_leading_zero_served_is_caught() {
+    caught(Fault::SenderLeadingZeroPort).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_host_in_upper_case_served_is_caught() {
+    caught(Fault::SenderHostCaseFolded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_with_an_ip_host_served_is_caught() {
+    caught(Fault::SenderIpHost).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_with_a_one_label_host_served_is_caught() {
+    caught(Fault::SenderSingleLabelHost).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_with_a_unicode_host_served_is_caught() {
+    caught(Fault::SenderUnicodeHost).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_with_a_lower_case_percent_served_is_caught() {
+    caught(Fault::SenderLowerCasePercent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_over_512_bytes_served_is_caught() {
+    caught(Fault::SenderTooLong).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_compared_without_its_default_port_is_caught() {
+    caught(Fault::SenderDefaultPortDropped).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_sender_answered_invalid_request_is_caught() {
+    caught(Fault::InvalidSenderWrongCode).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kid_fragment_not_checked_is_caught() {
+    caught(Fault::KidFragmentUnchecked).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_key_id_verified_with_another_key_is_caught() {
+    caught(Fault::UnknownKeyFallsBack).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_document_without_assertion_method_is_caught() {
+    caught(Fault::DocumentWithoutAssertionMethod).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_signatures_sharing_a_jti_are_caught() {
+    caught(Fault::ResponseJtiReused).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_key_compared_as_a_prefix_is_caught() {
+    caught(Fault::ApiKeyPrefixAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valid_segment_decoded_again_is_caught() {
+    caught(Fault::DecodesValidSegment).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_parsed_from_the_left_are_caught() {
+    caught(Fault::IdParsedFromLeft).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_suffix_for_every_id_is_caught() {
+    caught(Fault::SuffixReused).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_execution_forgotten_once_read_is_caught() {
+    caught(Fault::ForgetsTerminalAfterRead).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nesting_deeper_than_128_accepted_is_caught() {
+    caught(Fault::DeepNestingAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_after_the_json_value_ignored_is_caught() {
+    caught(Fault::TrailingContentIgnored).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_byte_order_mark_accepted_is_caught() {
+    caught(Fault::BomAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_with_python_literals_is_caught() {
+    caught(Fault::CanonLiteralsCapitalized).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_members_of_a_send_ignored_are_caught() {
+    caught(Fault::SendUnknownMembersIgnored).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_errors_in_plain_text_are_caught() {
+    caught(Fault::SessionErrorsPlainText).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_sessions_listed_without_include_self_are_caught() {
+    caught(Fault::IncludeSelfIgnored).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_announce_step_without_its_instruction_is_caught() {
+    caught(Fault::AnnounceWithoutInstruction).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_without_connected_is_caught() {
+    caught(Fault::EventsWithoutConnected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inbox_sessions_left_out_of_the_list_are_caught() {
+    caught(Fault::InboxSessionsUnlisted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_announce_event_without_provenance_is_caught() {
+    caught(Fault::AnnounceEventWithoutProvenance).await;
 }
