@@ -63,7 +63,7 @@ async fn share_announced(t: &mut Trial<'_>) -> Outcome {
         let ok = v.as_u64().is_some_and(|n| k != "max_in_progress_per_sender" || n >= 1);
         t.check(
             ok,
-            &format!(
+            format!(
                 "limits.{k} a non-negative integer{}",
                 if k == "max_in_progress_per_sender" { ", at least 1" } else { "" }
             ),
