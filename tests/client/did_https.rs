@@ -129,7 +129,7 @@ async fn https_agent(pki: &Pki) -> (String, Arc<AtomicUsize>) {
     let did = Did::for_host_port("localhost", Some(port), &[]).expect("did");
     let doc = DidDocument::generate(&did, &[("key-1", key.verifying_key().to_jwk())]);
     let agent = AgentBuilder::new(did.as_str())
-        .capability(decl("read_status", json!({"type": "object"})), a2a_server::handlers::echo())
+        .capability(decl("read_status", json!({"type": "object"})), a2a_server::handler::builtin::echo())
         .sign_responses("key-1", key)
         .build()
         .expect("agent");
@@ -180,7 +180,7 @@ async fn a_did_document_on_a_loopback_address_is_refused_unless_allowed_without_
     // The agent itself over plain HTTP, named by that DID.
     let t = TestAgent::start(
         AgentBuilder::new(did.as_str())
-            .capability(decl("read_status", json!({"type": "object"})), a2a_server::handlers::echo())
+            .capability(decl("read_status", json!({"type": "object"})), a2a_server::handler::builtin::echo())
             .sign_responses("key-1", key),
     )
     .await;
@@ -201,7 +201,7 @@ async fn plain_http_did_documents_are_used_only_for_loopback_when_allowed() {
     let did = Did::for_host_port("localhost", Some(port), &[]).expect("did");
     let doc = DidDocument::generate(&did, &[("key-1", key.verifying_key().to_jwk())]);
     let agent = AgentBuilder::new(did.as_str())
-        .capability(decl("read_status", json!({"type": "object"})), a2a_server::handlers::echo())
+        .capability(decl("read_status", json!({"type": "object"})), a2a_server::handler::builtin::echo())
         .sign_responses("key-1", key)
         .build()
         .expect("agent");

@@ -343,7 +343,7 @@ async fn api_key_and_region_are_sent_only_when_configured() {
     pay.auth_requirement = AuthRequirement::ApiKey;
     pay.region_restriction = vec!["eu-west-1".into()];
     let builder = a2a_server::AgentBuilder::new(AGENT)
-        .capability(pay, a2a_server::handlers::echo())
+        .capability(pay, a2a_server::handler::builtin::echo())
         .api_key(ApiKey::new("k-good"));
     let t = TestAgent::start(builder).await;
     let e = client().call(&t.endpoint, "process_payment", json!({"amount": 5})).await.expect_err("no key");

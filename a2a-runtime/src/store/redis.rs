@@ -877,7 +877,7 @@ impl RedisStore {
     }
 
     /// The hash tag of an execution's keys (`{<prefix>:<ns>:<k>}`), for state kept beside it in the same slot (the
-    /// event log of a streamed execution, `crate::streaming::redis_log`).
+    /// event log of a streamed execution, `crate::streaming::redis`).
     pub fn execution_tag(&self, execution_id: &str) -> String {
         self.tag(self.shard_of(execution_id)).to_owned()
     }
