@@ -86,12 +86,15 @@ fn cr_at_a_chunk_end_and_lf_in_the_next_is_one_line_end() {
     assert_eq!(items(&[b"data: a\r", b"\r"]), vec![Item::Event(ev(None, None, "a"))]);
 }
 
+/// A line without its end, and with it.
+type TextAndRaw = (Vec<u8>, Vec<u8>);
+
 /// The lines of `chunks` fed one after the other as a relay feeds them: each line's text and its raw bytes (the LF
 /// completing a CR LF split across chunks added to the line it ends), and the bytes left without a line end.
-fn lines(chunks: &[&[u8]]) -> (Vec<(Vec<u8>, Vec<u8>)>, Vec<u8>) {
+fn lines(chunks: &[&[u8]]) -> (Vec<TextAndRaw>, Vec<u8>) {
     let mut splitter = LineSplitter::new();
     let mut buf = Vec::new();
-    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut out: Vec<TextAndRaw> = Vec::new();
     for c in chunks {
         buf.extend_from_slice(c);
         while let Some(piece) = splitter.next_piece(&buf) {
@@ -105,7 +108,7 @@ fn lines(chunks: &[&[u8]]) -> (Vec<(Vec<u8>, Vec<u8>)>, Vec<u8>) {
     (out, buf)
 }
 
-fn line(text: &str, raw: &str) -> (Vec<u8>, Vec<u8>) {
+fn line(text: &str, raw: &str) -> TextAndRaw {
     (text.as_bytes().to_vec(), raw.as_bytes().to_vec())
 }
 
