@@ -365,7 +365,7 @@ fn sessions_from_config(
         sb = sb.spawn_template_boxed(t.name.clone(), handler);
     }
     if let Some((store, redis_cfg)) = shared {
-        sb = sb.store(crate::sessions::redis_store::RedisSessionStore::new(store.clone(), redis_cfg));
+        sb = sb.store(crate::sessions::store::redis::RedisSessionStore::new(store.clone(), redis_cfg));
     }
     if let Some(e) = &cfg.agent.endpoint {
         sb = sb.endpoint(e.clone());

@@ -29,7 +29,7 @@ use serde_json::Value;
 use toml::Spanned;
 
 use crate::handler::BoxHandler;
-use crate::handlers::{CommandHandler, HttpHandler};
+use crate::handler::builtin::{CommandHandler, HttpHandler};
 use crate::limits::Limits;
 use crate::registry::RegistryEntry;
 
@@ -653,7 +653,7 @@ impl Config {
                 }
             })?;
             let handler: BoxHandler = match &section.handler.handler {
-                CapabilityHandler::Echo => crate::handler::boxed(crate::handlers::echo()),
+                CapabilityHandler::Echo => crate::handler::boxed(crate::handler::builtin::echo()),
                 CapabilityHandler::Command { argv, env, env_allow, cwd, timeout_ms } => {
                     let Some((program, args)) = argv.split_first() else {
                         return Err(at_field(Some("handler"), "handler.argv is empty: give the program and its arguments, e.g. [\"python3\", \"report.py\"]".into()));

@@ -111,7 +111,7 @@ pub fn capabilities(builder: AgentBuilder) -> AgentBuilder {
     );
     builder
         .streaming(crate::streaming::StreamConfig { enabled: true, ..Default::default() })
-        .capability(echo, crate::handlers::echo())
+        .capability(echo, crate::handler::builtin::echo())
         .capability(report, |ctx: ExecutionContext, p: Value| async move {
             Ok(json!({"report_id": format!("r-{}", &ctx.execution_id[ctx.execution_id.len().saturating_sub(8)..]),
                       "title": p["title"], "filed_at": p["timestamp"]}))

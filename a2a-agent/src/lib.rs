@@ -15,6 +15,6 @@ pub mod sessions_demo;
 
 // The agent library, under the paths these modules were written with.
 use a2a_server::{
-    Agent, AgentBuilder, ApiKey, BuildError, CorsPolicy, OAuth2, a2a1x, compose, handler, handlers, health, limits,
-    registry, reload, serve, sessions, store, streaming,
+    Agent, AgentBuilder, ApiKey, BuildError, CorsPolicy, OAuth2, a2a1x, compose, handler, health, limits, registry,
+    reload, serve, sessions, store, streaming,
 };

@@ -181,7 +181,7 @@ pub struct A2a1xClient {
 fn now_id() -> String {
     let mut b = [0u8; 16];
     let _ = getrandom::fill(&mut b);
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    data_encoding::HEXLOWER.encode(&b)
 }
 
 impl A2a1xClient {

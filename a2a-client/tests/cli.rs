@@ -2,82 +2,17 @@
 //! usage errors and help (the commands that talk to agents are tested in `tests/client/cli.rs`, package a2a-tests).
 
 use std::path::Path;
-use std::time::Duration;
 
+use a2a_test_support::TempDir;
+use a2a_test_support::cli::Run;
 use serde_json::{Value, json};
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout))
-    }
-}
 
 async fn a2a(args: &[&str]) -> Run {
     a2a_stdin(args, None).await
 }
 
 async fn a2a_stdin(args: &[&str], stdin: Option<&str>) -> Run {
-    use tokio::io::AsyncWriteExt;
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a"));
-    cmd.args(args)
-        .env_remove("A2A_DID")
-        .env_remove("A2A_KEY_FILE")
-        .env_remove("A2A_API_KEY")
-        .env_remove("A2A_REGION")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().expect("spawn a2a");
-    if let Some(mut si) = child.stdin.take() {
-        if let Some(s) = stdin {
-            si.write_all(s.as_bytes()).await.expect("stdin");
-        }
-        drop(si);
-    }
-    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
-        .await
-        .expect("a2a finished in time")
-        .expect("a2a ran");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// A scratch directory, removed when dropped.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new(prefix: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!("a2a-cli-{prefix}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-
-    fn write(&self, name: &str, contents: &str) -> std::path::PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, contents).expect("write");
-        p
-    }
-
-    fn path(&self, name: &str) -> std::path::PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    a2a_test_support::cli::run(Path::new(env!("CARGO_BIN_EXE_a2a")), args, stdin).await
 }
 
 fn vector_key(name: &str) -> String {

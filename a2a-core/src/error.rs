@@ -421,6 +421,41 @@ impl From<ErrorBody> for A2aError {
     }
 }
 
+/// An error answer as it goes on the wire, rendered the same way at the agent and the gateway
+/// ([`A2aError::render`]): the status and JSON body of ERR-1 and the header fields ERR-3 asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedError {
+    /// The HTTP status (the code's, ERR-1).
+    pub status: u16,
+    /// The [`ErrorBody`] as JSON.
+    pub body: Vec<u8>,
+    /// The header fields, lower-case names: `content-type`, then `retry-after`, `allow` and `www-authenticate` when
+    /// they apply.
+    pub headers: Vec<(&'static str, Cow<'static, str>)>,
+}
+
+impl A2aError {
+    /// This error as an answer (ERR-1, ERR-3): its status and [`ErrorBody`]; `Retry-After` from
+    /// `details.retry_after_s` when the details carry it, else 1 s on every `429` and `503`; `Allow` (the methods a
+    /// `405` names) and `WWW-Authenticate` (an `oauth2` challenge, §16) as given.
+    pub fn render(&self, allow: Option<&'static str>, www_authenticate: Option<&'static str>) -> RenderedError {
+        let status = self.http_status();
+        let body = serde_json::to_vec(&self.to_body()).unwrap_or_else(|_| b"{}".to_vec());
+        let mut headers = vec![("content-type", Cow::Borrowed("application/json"))];
+        let retry = self.details.as_ref().and_then(|d| d.get("retry_after_s")).and_then(serde_json::Value::as_u64);
+        if let Some(s) = retry.or(matches!(status, 429 | 503).then_some(1)) {
+            headers.push(("retry-after", Cow::Owned(s.to_string())));
+        }
+        if let Some(a) = allow {
+            headers.push(("allow", Cow::Borrowed(a)));
+        }
+        if let Some(w) = www_authenticate {
+            headers.push(("www-authenticate", Cow::Borrowed(w)));
+        }
+        RenderedError { status, body, headers }
+    }
+}
+
 /// An error and its causes, `: `-separated (`error sending request: connection refused`), each cause left out when
 /// the text so far already says it: HTTP clients' own messages often hide the cause that tells the user what to do.
 pub fn with_causes(e: &dyn std::error::Error) -> String {
@@ -459,6 +494,28 @@ mod tests {
         let body: ErrorBody = serde_json::from_str(r#"{"error":{"code":"brand_new","message":"x"}}"#).expect("parses");
         assert_eq!(body.error.code.as_str(), "brand_new");
         assert_eq!(body.error.code.http_status(), 500);
+    }
+
+    #[test]
+    fn render_sets_the_err3_headers() {
+        let r = A2aError::new(ErrorCode::OVERLOADED).render(None, None);
+        assert_eq!(r.status, 503);
+        assert_eq!(r.headers, vec![("content-type", "application/json".into()), ("retry-after", "1".into())]);
+        let body: ErrorBody = serde_json::from_slice(&r.body).expect("an ErrorBody");
+        assert_eq!(body.error.code, ErrorCode::OVERLOADED);
+
+        let r =
+            A2aError::new(ErrorCode::RATE_LIMITED).details(serde_json::json!({"retry_after_s": 7})).render(None, None);
+        assert_eq!(r.headers[1], ("retry-after", "7".into()));
+
+        let r = A2aError::new(ErrorCode::METHOD_NOT_ALLOWED).render(Some("POST, OPTIONS"), None);
+        assert_eq!(r.status, 405);
+        assert_eq!(r.headers, vec![("content-type", "application/json".into()), ("allow", "POST, OPTIONS".into())]);
+
+        let r = A2aError::new(ErrorCode::AUTH_REQUIRED).render(None, Some("Bearer realm=\"a2a\""));
+        assert_eq!(r.status, 401);
+        assert_eq!(r.headers[1], ("www-authenticate", "Bearer realm=\"a2a\"".into()));
+        assert_eq!(r.headers.len(), 2);
     }
 
     #[test]

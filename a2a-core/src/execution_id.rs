@@ -150,6 +150,7 @@ fn next_timestamp_ns() -> u64 {
 }
 
 /// The base32 symbol (RFC 4648 alphabet, lower case) of the low five bits of `v`.
+#[cfg(test)]
 fn symbol(v: u32) -> char {
     // `v & 31` is below 32, so both sums stay within ASCII.
     let v = (v & 31) as u8;
@@ -158,21 +159,8 @@ fn symbol(v: u32) -> char {
 
 /// RFC 4648 base32 of 16 bytes, lower case, without padding: 26 characters, the last 2 bits zero.
 fn base32_128(bytes: &[u8; 16]) -> String {
-    let mut out = String::with_capacity(SUFFIX_LEN);
-    let mut acc: u32 = 0;
-    let mut bits = 0u32;
-    for &b in bytes {
-        acc = (acc << 8) | u32::from(b);
-        bits += 8;
-        while bits >= 5 {
-            bits -= 5;
-            out.push(symbol(acc >> bits));
-        }
-        acc &= (1 << bits) - 1;
-    }
-    if bits > 0 {
-        out.push(symbol(acc << (5 - bits)));
-    }
+    let mut out = data_encoding::BASE32_NOPAD.encode(bytes);
+    out.make_ascii_lowercase();
     out
 }
 

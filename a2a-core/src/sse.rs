@@ -11,6 +11,9 @@
 //! `id` containing NUL is ignored, `retry` is taken only when it is all ASCII digits, and an event not ended by a
 //! blank line when the stream ends is discarded. It is bounded: a line or an event longer than the limit given to
 //! [`Decoder::new`] is an error, never an unbounded buffer.
+//!
+//! A relay that passes a stream on byte for byte (the gateway re-signing a streamed RESULT, GW-15) splits it into
+//! lines with the decoder's own [`LineSplitter`], which gives each raw line's byte span.
 
 use std::collections::VecDeque;
 
@@ -74,12 +77,9 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 pub struct Decoder {
     max: usize,
     buf: Vec<u8>,
-    /// How much of `buf` was searched for a line end already.
-    scanned: usize,
+    lines: LineSplitter,
     /// Whether the stream's start (and its byte order mark) is behind.
     started: bool,
-    /// The last line ended with CR: an LF right after it belongs to that line end.
-    after_cr: bool,
     data: String,
     data_lines: usize,
     event: Option<String>,
@@ -101,9 +101,8 @@ impl Decoder {
         Decoder {
             max,
             buf: Vec::new(),
-            scanned: 0,
+            lines: LineSplitter::default(),
             started: false,
-            after_cr: false,
             data: String::new(),
             data_lines: 0,
             event: None,
@@ -132,32 +131,23 @@ impl Decoder {
             self.started = true;
         }
         let mut start = 0;
-        let mut i = self.scanned;
-        while i < self.buf.len() {
-            let b = self.buf[i];
-            if self.after_cr && i == start && b == b'\n' {
-                self.after_cr = false;
-                start = i + 1;
-                i += 1;
-                continue;
-            }
-            self.after_cr = false;
-            if b == b'\n' || b == b'\r' {
+        loop {
+            let before = self.lines.clone();
+            let Some(piece) = self.lines.next_piece(&self.buf[start..]) else { break };
+            if let Piece::Line { text, .. } = piece {
                 let line = std::mem::take(&mut self.buf);
-                let r = self.line(&line[start..i]);
+                let r = self.line(&line[start..start + text]);
                 self.buf = line;
                 if let Err(e) = r {
                     self.buf.drain(..start);
-                    self.scanned = 0;
+                    self.lines = before;
+                    self.lines.rescan();
                     return Err(e);
                 }
-                self.after_cr = b == b'\r';
-                start = i + 1;
             }
-            i += 1;
+            start += piece.len();
         }
         self.buf.drain(..start);
-        self.scanned = self.buf.len();
         if self.buf.len() > self.max {
             return Err(TooLong { what: "a line", limit: self.max });
         }
@@ -169,9 +159,8 @@ impl Decoder {
     /// the reconnection time stay.
     pub fn finish(&mut self) {
         self.buf.clear();
-        self.scanned = 0;
+        self.lines = LineSplitter::default();
         self.started = false;
-        self.after_cr = false;
         self.id_buffer.clone_from(&self.last_event_id);
         self.reset_event();
     }
@@ -277,6 +266,90 @@ impl Decoder {
             other => self.other.push((other.to_owned(), value.to_owned())),
         }
         Ok(())
+    }
+}
+
+/// What [`LineSplitter::next_piece`] found at the start of the bytes not consumed yet. Its bytes are the first
+/// [`Piece::len`] of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece {
+    /// A complete line: `len` raw bytes, its line end (CR, LF or CR LF) included; the first `text` of them are the
+    /// line without its end.
+    Line {
+        /// The length of the line without its end.
+        text: usize,
+        /// The length of the line with its end.
+        len: usize,
+    },
+    /// One LF completing the CR LF whose CR ended the line before, in an earlier chunk: part of that line's end,
+    /// not a line of its own.
+    LineEndRest,
+}
+
+impl Piece {
+    /// How many bytes it spans.
+    pub fn len(self) -> usize {
+        match self {
+            Piece::Line { len, .. } => len,
+            Piece::LineEndRest => 1,
+        }
+    }
+
+    /// Whether it spans no byte (never: a line has at least its line end).
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Splits an event stream into its lines as the interpretation does — CR, LF and CR LF each end a line, also when
+/// the CR ends one chunk and the LF starts the next — keeping each line's raw bytes, so that a relay can look at
+/// the lines and pass the stream on unchanged. Sans I/O: the caller keeps the bytes not consumed yet.
+///
+/// Give [`LineSplitter::next_piece`] the bytes not consumed yet (the caller may append to them between calls) and
+/// consume the piece it returns before the next call. A caller that consumes bytes of an unfinished line itself
+/// (passing it on before its end) calls [`LineSplitter::rescan`].
+#[derive(Debug, Clone, Default)]
+pub struct LineSplitter {
+    /// The last line ended with a CR that was the last byte given: an LF right after it belongs to that line end.
+    after_cr: bool,
+    /// How much of the bytes not consumed was searched for a line end already.
+    scanned: usize,
+}
+
+impl LineSplitter {
+    /// A splitter at the start of a stream.
+    pub fn new() -> Self {
+        LineSplitter::default()
+    }
+
+    /// The piece at the start of `unconsumed`, `None` while it holds no complete line.
+    pub fn next_piece(&mut self, unconsumed: &[u8]) -> Option<Piece> {
+        if let Some(&first) = unconsumed.first()
+            && std::mem::take(&mut self.after_cr)
+            && first == b'\n'
+        {
+            self.scanned = 0;
+            return Some(Piece::LineEndRest);
+        }
+        let from = self.scanned.min(unconsumed.len());
+        let Some(i) = unconsumed[from..].iter().position(|&b| b == b'\n' || b == b'\r').map(|i| from + i) else {
+            self.scanned = unconsumed.len();
+            return None;
+        };
+        self.scanned = 0;
+        if unconsumed[i] == b'\r' {
+            match unconsumed.get(i + 1) {
+                Some(b'\n') => return Some(Piece::Line { text: i, len: i + 2 }),
+                None => self.after_cr = true,
+                Some(_) => {}
+            }
+        }
+        Some(Piece::Line { text: i, len: i + 1 })
+    }
+
+    /// Notes that the caller consumed bytes of an unfinished line itself: the search for its end starts again.
+    pub fn rescan(&mut self) {
+        self.scanned = 0;
     }
 }
 

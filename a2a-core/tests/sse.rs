@@ -1,7 +1,7 @@
 //! The Server-Sent Events codec (`a2a_core::sse`) against the WHATWG HTML event-stream interpretation: the
 //! specification's examples, its edge cases, any split of the bytes, and encoder/decoder round trips.
 
-use a2a_core::sse::{Decoder, Event, Item, encode, write_comment};
+use a2a_core::sse::{Decoder, Event, Item, LineSplitter, Piece, encode, write_comment};
 use proptest::prelude::*;
 
 const MAX: usize = 1 << 20;
@@ -84,6 +84,76 @@ fn cr_at_a_chunk_end_and_lf_in_the_next_is_one_line_end() {
     assert_eq!(got, vec![Item::Event(ev(None, None, "a\nb"))]);
     // Two CRs are two line ends: the second is the blank line.
     assert_eq!(items(&[b"data: a\r", b"\r"]), vec![Item::Event(ev(None, None, "a"))]);
+}
+
+/// A line without its end, and with it.
+type TextAndRaw = (Vec<u8>, Vec<u8>);
+
+/// The lines of `chunks` fed one after the other as a relay feeds them: each line's text and its raw bytes (the LF
+/// completing a CR LF split across chunks added to the line it ends), and the bytes left without a line end.
+fn lines(chunks: &[&[u8]]) -> (Vec<TextAndRaw>, Vec<u8>) {
+    let mut splitter = LineSplitter::new();
+    let mut buf = Vec::new();
+    let mut out: Vec<TextAndRaw> = Vec::new();
+    for c in chunks {
+        buf.extend_from_slice(c);
+        while let Some(piece) = splitter.next_piece(&buf) {
+            let raw: Vec<u8> = buf.drain(..piece.len()).collect();
+            match piece {
+                Piece::Line { text, .. } => out.push((raw[..text].to_vec(), raw)),
+                Piece::LineEndRest => out.last_mut().expect("a line before").1.extend_from_slice(&raw),
+            }
+        }
+    }
+    (out, buf)
+}
+
+fn line(text: &str, raw: &str) -> TextAndRaw {
+    (text.as_bytes().to_vec(), raw.as_bytes().to_vec())
+}
+
+#[test]
+fn raw_lines_end_at_cr_lf_and_crlf_with_their_spans() {
+    let (got, rest) = lines(&[b"a: 1\nb: 2\rc: 3\r\n\r\n\rd"]);
+    assert_eq!(
+        got,
+        vec![
+            line("a: 1", "a: 1\n"),
+            line("b: 2", "b: 2\r"),
+            line("c: 3", "c: 3\r\n"),
+            line("", "\r\n"),
+            line("", "\r")
+        ]
+    );
+    assert_eq!(rest, b"d");
+    let mut s = LineSplitter::new();
+    assert_eq!(s.next_piece(b"data: x\r\nid"), Some(Piece::Line { text: 7, len: 9 }));
+    assert_eq!(s.next_piece(b"\n"), Some(Piece::Line { text: 0, len: 1 }), "a CR LF inside one chunk is whole");
+}
+
+#[test]
+fn a_cr_ending_a_chunk_ends_its_line_and_an_lf_after_it_belongs_to_that_end() {
+    let mut s = LineSplitter::new();
+    assert_eq!(s.next_piece(b"data: a\r"), Some(Piece::Line { text: 7, len: 8 }), "the CR ends the line at once");
+    assert_eq!(s.next_piece(b""), None);
+    assert_eq!(s.next_piece(b"\ndata: b\n"), Some(Piece::LineEndRest));
+    assert_eq!(s.next_piece(b"data: b\n"), Some(Piece::Line { text: 7, len: 8 }));
+    // After a CR, a byte other than LF starts the next line; two CRs are two line ends.
+    let (got, _) = lines(&[b"a\r", b"b\n"]);
+    assert_eq!(got, vec![line("a", "a\r"), line("b", "b\n")]);
+    let (got, _) = lines(&[b"a\r", b"\r", b"\n"]);
+    assert_eq!(got, vec![line("a", "a\r"), line("", "\r\n")]);
+}
+
+#[test]
+fn a_relay_passing_an_unfinished_line_on_rescans() {
+    let mut s = LineSplitter::new();
+    let mut buf = b"data: long".to_vec();
+    assert_eq!(s.next_piece(&buf), None);
+    buf.clear(); // passed on before its end
+    s.rescan();
+    buf.extend_from_slice(b"er\n");
+    assert_eq!(s.next_piece(&buf), Some(Piece::Line { text: 2, len: 3 }));
 }
 
 #[test]
@@ -257,6 +327,39 @@ proptest! {
         }
         chunks.push(&s[from..]);
         prop_assert_eq!(items(&chunks), whole);
+    }
+
+    #[test]
+    fn raw_lines_are_the_stream_byte_for_byte_and_split_as_the_decoder_splits(
+        stream in proptest::collection::vec(
+            prop_oneof![Just(&b"\n"[..]), Just(&b"\r"[..]), Just(&b"\r\n"[..]), Just(&b"data: x"[..]), Just(&b":"[..])],
+            0..40,
+        ),
+        cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..8),
+    ) {
+        let s: Vec<u8> = stream.concat();
+        let mut at: Vec<usize> = cuts.iter().map(|c| c.index(s.len() + 1)).collect();
+        at.sort_unstable();
+        let mut chunks: Vec<&[u8]> = Vec::new();
+        let mut from = 0;
+        for a in at {
+            chunks.push(&s[from..a]);
+            from = a;
+        }
+        chunks.push(&s[from..]);
+        let (got, rest) = lines(&chunks);
+        let (whole, whole_rest) = lines(&[&s]);
+        let mut again: Vec<u8> = got.iter().flat_map(|(_, raw)| raw.iter().copied()).collect();
+        again.extend_from_slice(&rest);
+        prop_assert_eq!(&again, &s);
+        prop_assert_eq!(&got, &whole);
+        prop_assert_eq!(&rest, &whole_rest);
+        // The WHATWG split of the whole stream: CR LF, then CR and LF, end a line.
+        let norm = String::from_utf8(s.clone()).expect("ASCII").replace("\r\n", "\n").replace('\r', "\n");
+        let mut want: Vec<&str> = norm.split('\n').collect();
+        want.pop();
+        let texts: Vec<String> = got.iter().map(|(t, _)| String::from_utf8(t.clone()).expect("ASCII")).collect();
+        prop_assert_eq!(texts, want);
     }
 
     #[test]

@@ -111,20 +111,16 @@ fn empty_reply(status: u16, headers: Headers) -> Reply {
 
 impl Refusal {
     fn into_reply(self) -> Reply {
-        let status = self.err.http_status();
-        let body = serde_json::to_vec(&self.err.to_body()).unwrap_or_else(|_| b"{}".to_vec());
-        let mut r = json_reply(status, body);
-        let retry = self.err.details.as_ref().and_then(|d| d.get("retry_after_s")).and_then(|v| v.as_u64());
-        if let Some(s) = retry.or(matches!(status, 429 | 503).then_some(1)) {
-            r.headers.append("retry-after", Bytes::from(s.to_string()));
+        let r = self.err.render(self.allow, self.www_authenticate);
+        let mut headers = Headers::new();
+        for (name, value) in r.headers {
+            let value = match value {
+                std::borrow::Cow::Borrowed(v) => Bytes::from_static(v.as_bytes()),
+                std::borrow::Cow::Owned(v) => Bytes::from(v),
+            };
+            headers.append(name, value);
         }
-        if let Some(a) = self.allow {
-            r.headers.append("allow", Bytes::from_static(a.as_bytes()));
-        }
-        if let Some(w) = self.www_authenticate {
-            r.headers.append("www-authenticate", Bytes::from_static(w.as_bytes()));
-        }
-        r
+        Reply { status: r.status, headers, body: ReplyBody::Full(Bytes::from(r.body)) }
     }
 }
 

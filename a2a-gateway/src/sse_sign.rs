@@ -2,14 +2,16 @@
 //! caller the gateway was and replaced by the gateway's own signature for its caller, event by event as the stream
 //! passes (GW-14: never buffered beyond one line).
 //!
-//! The stream is passed on line by line: complete lines are forwarded as soon as they arrive; only a `signature:`
-//! line is held until the `data:` line after it, whose exact bytes it signs. A line longer than [`MAX_LINE`] without
+//! The stream is passed on line by line, split as the event-stream interpretation splits it (CR, LF and CR LF end a
+//! line: `a2a_core::sse::LineSplitter`), each line's bytes unchanged: complete lines are forwarded as soon as they
+//! arrive; only a `signature:` line is held until the `data:` line after it, whose exact bytes it signs. A line longer than [`MAX_LINE`] without
 //! its end, or a signature that does not verify, ends the stream there with an error (the caller sees a cut stream
 //! and resumes or gives up; nothing after the forged signature passes).
 
 use std::sync::Arc;
 
 use a2a_core::headers as h;
+use a2a_core::sse::{LineSplitter, Piece};
 use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -43,9 +45,12 @@ struct State {
     body: UpstreamBody,
     signing: StreamSigning,
     buf: BytesMut,
+    lines: LineSplitter,
     held: Option<String>,
     /// The start of the current line was passed on already (so it is not a field line of its own).
     mid_line: bool,
+    /// The last complete line was held back (a `signature:` line): the LF completing its CR LF is held with it.
+    held_line: bool,
     /// An error to end the stream with, after what passed before it.
     failed: Option<std::io::Error>,
     done: bool,
@@ -67,17 +72,17 @@ fn event_headers(version: &str, sender: &str, execution_id: &str) -> HeaderMap {
 }
 
 impl State {
-    /// Handles one complete line (with its `\n`), appending what passes to `out`.
-    async fn line(&mut self, line: &[u8], out: &mut BytesMut) -> Result<(), std::io::Error> {
+    /// Handles one complete line, `text` without its end and `line` with it, appending what passes to `out`.
+    async fn line(&mut self, text: &[u8], line: &[u8], out: &mut BytesMut) -> Result<(), std::io::Error> {
+        self.held_line = false;
         if std::mem::take(&mut self.mid_line) {
             out.extend_from_slice(line);
             return Ok(());
         }
-        let text = line.strip_suffix(b"\n").unwrap_or(line);
-        let text = text.strip_suffix(b"\r").unwrap_or(text);
         if let Some(v) = text.strip_prefix(b"signature:") {
             let v = std::str::from_utf8(v).map_err(|_| cut("the agent's event signature is not UTF-8"))?;
             self.held = Some(v.trim().to_owned());
+            self.held_line = true;
             return Ok(());
         }
         if text.is_empty() {
@@ -116,9 +121,16 @@ impl State {
                 return None;
             }
             let mut out = BytesMut::new();
-            while let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
-                let line = self.buf.split_to(i + 1);
-                if let Err(e) = self.line(&line, &mut out).await {
+            while let Some(piece) = self.lines.next_piece(&self.buf) {
+                let line = self.buf.split_to(piece.len());
+                let Piece::Line { text, .. } = piece else {
+                    // The LF of a CR LF split across chunks: it ends the line the CR ended, and goes where it went.
+                    if !self.held_line {
+                        out.extend_from_slice(&line);
+                    }
+                    continue;
+                };
+                if let Err(e) = self.line(&line[..text], &line, &mut out).await {
                     // The lines before it pass; the stream ends at the line that failed.
                     self.buf.clear();
                     if out.is_empty() {
@@ -140,6 +152,7 @@ impl State {
             {
                 let b = self.buf.split();
                 out.extend_from_slice(&b);
+                self.lines.rescan();
                 self.mid_line = true;
             }
             if !out.is_empty() {
@@ -171,7 +184,17 @@ pub(crate) fn resign(
     body: UpstreamBody,
     signing: StreamSigning,
 ) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
-    let state =
-        State { gw, body, signing, buf: BytesMut::new(), held: None, mid_line: false, failed: None, done: false };
+    let state = State {
+        gw,
+        body,
+        signing,
+        buf: BytesMut::new(),
+        lines: LineSplitter::new(),
+        held: None,
+        mid_line: false,
+        held_line: false,
+        failed: None,
+        done: false,
+    };
     futures_util::stream::unfold(state, |mut s| async move { s.next().await.map(|item| (item, s)) })
 }

@@ -52,7 +52,7 @@ struct Agreed {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    data_encoding::HEXLOWER.encode(bytes)
 }
 
 /// The key of an agreed schema's compiled form: 128 bits of SHA-256 of its canonical JSON, in hex. Equal schemas

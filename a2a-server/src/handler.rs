@@ -18,6 +18,9 @@
 //! # let _ = a2a_server::handler::boxed(add);
 //! ```
 
+/// Ready-made handlers: a program per execution, an HTTP service, an echo.
+pub mod builtin;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

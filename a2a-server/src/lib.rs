@@ -50,7 +50,6 @@ pub mod auth;
 pub mod compose;
 pub mod engine;
 pub mod handler;
-pub mod handlers;
 pub mod metrics;
 mod router;
 pub mod sessions;

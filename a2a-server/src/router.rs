@@ -96,21 +96,18 @@ fn tag_execution(resp: &mut Response, r: &a2a_core::wire::ResultResponse) {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.err.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = serde_json::to_vec(&self.err.to_body()).unwrap_or_else(|_| b"{}".to_vec());
+        let r = self.err.render(self.allow, self.www_authenticate);
         let mut resp =
-            (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response();
-        let retry = self.err.details.as_ref().and_then(|d| d.get("retry_after_s")).and_then(|v| v.as_u64());
-        if let Some(s) =
-            retry.or(matches!(status, StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE).then_some(1))
-        {
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(s));
-        }
-        if let Some(w) = self.www_authenticate {
-            resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(w));
-        }
-        if let Some(a) = self.allow {
-            resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static(a));
+            (StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), r.body).into_response();
+        for (name, value) in r.headers {
+            let value = match value {
+                std::borrow::Cow::Borrowed(v) => HeaderValue::from_static(v),
+                std::borrow::Cow::Owned(v) => match HeaderValue::try_from(v) {
+                    Ok(v) => v,
+                    Err(_) => continue,
+                },
+            };
+            resp.headers_mut().insert(HeaderName::from_static(name), value);
         }
         resp.extensions_mut().insert(Outcome(self.err.code.clone()));
         resp

@@ -25,7 +25,7 @@
 //!
 //! Every event of an execution gets the next integer id from the log in one atomic step (STR-4): the memory log under
 //! a lock, the Redis log in one Lua script over a stream and a hash that share the execution's hash tag
-//! ([`redis_log`]). The final `result` event *seals* the log: it is appended once (whoever writes it first — the
+//! ([`redis`]). The final `result` event *seals* the log: it is appended once (whoever writes it first — the
 //! process that recorded the terminal state, or a stream that finds the execution terminal without one), and nothing
 //! is appended after it. Its data is the plain RESULT body of the terminal record, which never changes (ST-2), so
 //! every writer appends the same bytes. A stream resumed with `Last-Event-ID` on any process reads the same events.
@@ -43,11 +43,11 @@ use tokio::sync::Semaphore;
 use crate::store::{ExecutionRecord, StoreError, now_ms, timestamp};
 
 pub mod memory;
-pub mod redis_log;
+pub mod redis;
 pub(crate) mod sse;
 
 pub use memory::MemoryEventLog;
-pub use redis_log::RedisEventLog;
+pub use redis::RedisEventLog;
 
 /// The request header that asks RESULT for a stream (STR-1).
 pub const A2A_STREAM: &str = "a2a-stream";

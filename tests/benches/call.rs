@@ -120,7 +120,7 @@ fn main() {
                 fallback_for: vec![],
             };
             let agent = a2a_server::AgentBuilder::new("did:web:bench-agent.example.com")
-                .capability(decl, a2a_server::handlers::echo())
+                .capability(decl, a2a_server::handler::builtin::echo())
                 .build()
                 .expect("agent");
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

@@ -16,26 +16,6 @@ use tokio::net::TcpListener;
 
 use crate::common::{TestAgent, decl, report_schema};
 
-/// The SDK's Python (see the module documentation).
-fn sdk_python() -> String {
-    // A test whose tool is missing fails (it never passes having run nothing): A2A_SDK_PYTHON, else the venv that
-    // `bash .ci/run` creates, else a failure that says how to make one.
-    const PIN: &str = "1.3.0";
-    if let Some(p) = std::env::var("A2A_SDK_PYTHON").ok().filter(|p| !p.is_empty()) {
-        return p;
-    }
-    let default =
-        std::env::var("HOME").map(|h| format!("{h}/.cache/a2a-ci-venv/a2a-sdk-{PIN}/bin/python")).unwrap_or_default();
-    if !default.is_empty() && std::path::Path::new(&default).exists() {
-        return default;
-    }
-    panic!(
-        "the a2a-sdk interop tests need a Python with a2a-sdk {PIN}: set A2A_SDK_PYTHON, or create {default} \
-         (`bash .ci/run` does it; by hand: python3 -m venv DIR && DIR/bin/pip install \
-         'a2a-sdk[http-server,signing]=={PIN}' uvicorn)"
-    )
-}
-
 /// The SDK agent of `a2a-agent/tests/fixtures/a2a1x/sdk_agent.py` on a free port; killed when dropped.
 struct SdkAgent {
     base: String,
@@ -66,7 +46,7 @@ async fn sdk_agent(python: &str) -> SdkAgent {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_client_calls_an_agent_built_with_the_python_sdk() {
-    let python = sdk_python();
+    let python = a2a_test_support::sdk_python();
     let sdk = sdk_agent(&python).await;
     let client = A2a1xClient::new(A2a1xOptions::default()).expect("test value");
     let agent = client.discover(&sdk.base).await.expect("the SDK agent's card");
@@ -103,7 +83,7 @@ async fn our_client_calls_an_agent_built_with_the_python_sdk() {
         A2a1xClient::new(A2a1xOptions { require_signature: true, ..A2a1xOptions::default() }).expect("test value");
     assert!(matches!(strict.discover(&sdk.base).await, Err(A2a1xError::Card { .. })));
     // The command line.
-    let out = tokio::process::Command::new(a2a_tests::bin("a2a"))
+    let out = tokio::process::Command::new(a2a_test_support::bin("a2a"))
         .args(["a2a1x", "call", &sdk.base, "count_up", "--data", r#"{"n": 2, "ms": 10}"#, "--stream", "--json"])
         .output()
         .await
@@ -111,7 +91,7 @@ async fn our_client_calls_an_agent_built_with_the_python_sdk() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).expect("test value");
     assert_eq!(v["result"], json!({"text": "1 2 "}));
-    let out = tokio::process::Command::new(a2a_tests::bin("a2a"))
+    let out = tokio::process::Command::new(a2a_test_support::bin("a2a"))
         .args(["a2a1x", "call", &sdk.base, "no_such_skill", "--data", "{}"])
         .output()
         .await
@@ -143,7 +123,7 @@ async fn our_client_verifies_our_bridges_signed_card_and_calls_through_it() {
         }),
     );
     let running = TestAgent::serve_on(listener, agent, app).await;
-    let base = running.url.trim_end_matches("/a2a").to_owned();
+    let base = running.endpoint.trim_end_matches("/a2a").to_owned();
     let client = A2a1xClient::new(A2a1xOptions {
         require_signature: true,
         allow_http_loopback_dids: true,
@@ -171,7 +151,7 @@ async fn our_client_verifies_our_bridges_signed_card_and_calls_through_it() {
     // From the command line: a card signed by a loopback DID fails without --allow-http-loopback-dids, and the error
     // says so; with it, the card verifies.
     let cli = |extra: &'static [&'static str]| {
-        tokio::process::Command::new(a2a_tests::bin("a2a"))
+        tokio::process::Command::new(a2a_test_support::bin("a2a"))
             .args(["a2a1x", "card", &base])
             .args(extra)
             .env_remove("A2A_DID")

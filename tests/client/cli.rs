@@ -1,58 +1,19 @@
 //! The `a2a` binary, run as a subprocess against real agents: output, errors on stderr and exit codes.
 
-use std::time::Duration;
-
 use a2a_client::ExecuteOptions;
+use a2a_test_support::cli::Run;
 use serde_json::{Value, json};
 
 use crate::common::{TempDir, TestAgent, client, dead_url, runs, standard};
 
 const AGENT: &str = "did:web:agent.example.com";
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout))
-    }
-}
-
 async fn a2a(args: &[&str]) -> Run {
     a2a_stdin(args, None).await
 }
 
 async fn a2a_stdin(args: &[&str], stdin: Option<&str>) -> Run {
-    use tokio::io::AsyncWriteExt;
-    let mut cmd = tokio::process::Command::new(a2a_tests::bin("a2a"));
-    cmd.args(args)
-        .env_remove("A2A_DID")
-        .env_remove("A2A_KEY_FILE")
-        .env_remove("A2A_API_KEY")
-        .env_remove("A2A_REGION")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().expect("spawn a2a");
-    if let Some(mut si) = child.stdin.take() {
-        if let Some(s) = stdin {
-            si.write_all(s.as_bytes()).await.expect("stdin");
-        }
-        drop(si);
-    }
-    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
-        .await
-        .expect("a2a finished in time")
-        .expect("a2a ran");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    a2a_test_support::cli::run(&a2a_test_support::bin("a2a"), args, stdin).await
 }
 
 const REPORT: &str = r#"{"title":"Lift 3 out of service","timestamp":"2026-11-29T21:00:00Z"}"#;
@@ -60,11 +21,11 @@ const REPORT: &str = r#"{"title":"Lift 3 out of service","timestamp":"2026-11-29
 #[tokio::test]
 async fn discover_prints_the_agent_for_people_and_json_for_scripts() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let r = a2a(&["discover", &t.url]).await;
+    let r = a2a(&["discover", &t.endpoint]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("agent         did:web:agent.example.com"), "{}", r.stdout);
     assert!(r.stdout.contains("submit_report, run_slow_task, fail_on_purpose"), "{}", r.stdout);
-    let j = a2a(&["discover", &t.url, "--json"]).await.json();
+    let j = a2a(&["discover", &t.endpoint, "--json"]).await.json();
     assert_eq!(j["agent"], AGENT);
     assert_eq!(j["capabilities"][0], "submit_report");
 }
@@ -72,11 +33,11 @@ async fn discover_prints_the_agent_for_people_and_json_for_scripts() {
 #[tokio::test]
 async fn capabilities_lists_each_declaration() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let r = a2a(&["capabilities", &t.url]).await;
+    let r = a2a(&["capabilities", &t.endpoint]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("submit_report  [none]"), "{}", r.stdout);
     assert!(r.stdout.contains("features  long_poll, cancel, idempotency"), "{}", r.stdout);
-    let j = a2a(&["capabilities", &t.url, "--json"]).await.json();
+    let j = a2a(&["capabilities", &t.endpoint, "--json"]).await.json();
     assert_eq!(j["capabilities"].as_array().map(Vec::len), Some(3));
 }
 
@@ -84,13 +45,13 @@ async fn capabilities_lists_each_declaration() {
 async fn negotiate_prints_the_tightened_schema_and_its_changes() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
     let proposal = r#"{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}"#;
-    let r = a2a(&["negotiate", &t.url, "submit_report", "--schema", proposal]).await;
+    let r = a2a(&["negotiate", &t.endpoint, "submit_report", "--schema", proposal]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("tightened    yes"), "{}", r.stdout);
     assert!(r.stdout.contains("/required/1: the capability requires property \"timestamp\""), "{}", r.stdout);
-    let j = a2a(&["negotiate", &t.url, "submit_report", "--schema", proposal, "--json"]).await.json();
+    let j = a2a(&["negotiate", &t.endpoint, "submit_report", "--schema", proposal, "--json"]).await.json();
     assert_eq!(j["agreed_schema"]["required"], json!(["title", "timestamp"]));
-    let strict = a2a(&["negotiate", &t.url, "submit_report", "--schema", proposal, "--strict"]).await;
+    let strict = a2a(&["negotiate", &t.endpoint, "submit_report", "--schema", proposal, "--strict"]).await;
     assert_eq!(strict.code, 1);
     assert!(strict.stderr.contains("tightening_refused"), "{}", strict.stderr);
 }
@@ -98,11 +59,11 @@ async fn negotiate_prints_the_tightened_schema_and_its_changes() {
 #[tokio::test]
 async fn call_prints_the_result_and_with_json_the_whole_outcome() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let r = a2a(&["call", &t.url, "submit_report", "--data", REPORT]).await;
+    let r = a2a(&["call", &t.endpoint, "submit_report", "--data", REPORT]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     let result: Value = serde_json::from_str(&r.stdout).expect("stdout is the result");
     assert_eq!(result["filed"]["title"], "Lift 3 out of service");
-    let j = a2a(&["call", &t.url, "submit_report", "--data", REPORT, "--json"]).await.json();
+    let j = a2a(&["call", &t.endpoint, "submit_report", "--data", REPORT, "--json"]).await.json();
     assert_eq!(j["capability"], "submit_report");
     assert_eq!(j["degraded"], false);
     assert!(j["execution_id"].as_str().is_some_and(|s| s.starts_with("did:web:anonymous.invalid_")), "{j}");
@@ -116,12 +77,12 @@ async fn call_reads_the_payload_from_a_file_or_stdin_with_the_callers_did() {
     let f = dir.write("report.json", REPORT);
     let at = format!("@{}", f.display());
     let did = ["--did", "did:web:reporter.example.com"];
-    let r = a2a(&[&did[..], &["call", &t.url, "submit_report", "--data", &at, "--json"]].concat()).await;
+    let r = a2a(&[&did[..], &["call", &t.endpoint, "submit_report", "--data", &at, "--json"]].concat()).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.json()["execution_id"].as_str().is_some_and(|s| s.starts_with("did:web:reporter.example.com_")));
-    let r = a2a_stdin(&["call", &t.url, "submit_report", "--data", "@-"], Some(REPORT)).await;
+    let r = a2a_stdin(&["call", &t.endpoint, "submit_report", "--data", "@-"], Some(REPORT)).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let bad = a2a(&["call", &t.url, "submit_report", "--data", "{not json"]).await;
+    let bad = a2a(&["call", &t.endpoint, "submit_report", "--data", "{not json"]).await;
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("--data is not valid JSON"), "{}", bad.stderr);
 }
@@ -129,13 +90,13 @@ async fn call_reads_the_payload_from_a_file_or_stdin_with_the_callers_did() {
 #[tokio::test]
 async fn a_payload_the_schema_rejects_exits_1_with_each_error_on_stderr() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let r = a2a(&["call", &t.url, "submit_report", "--data", r#"{"title":5}"#]).await;
+    let r = a2a(&["call", &t.endpoint, "submit_report", "--data", r#"{"title":5}"#]).await;
     assert_eq!(r.code, 1);
     assert!(r.stdout.is_empty(), "{}", r.stdout);
     assert!(r.stderr.contains("payload_invalid"), "{}", r.stderr);
     assert!(r.stderr.contains("/timestamp: required property \"timestamp\" is missing"), "{}", r.stderr);
     assert!(r.stderr.contains("hint:"), "{}", r.stderr);
-    let j = a2a(&["call", &t.url, "submit_report", "--data", r#"{"title":5}"#, "--json"]).await;
+    let j = a2a(&["call", &t.endpoint, "submit_report", "--data", r#"{"title":5}"#, "--json"]).await;
     let err: Value = serde_json::from_str(&j.stderr).expect("JSON error on stderr");
     assert_eq!(err["error"]["code"], "payload_invalid");
     assert_eq!(err["error"]["step"], "EXECUTE");
@@ -144,7 +105,7 @@ async fn a_payload_the_schema_rejects_exits_1_with_each_error_on_stderr() {
 #[tokio::test]
 async fn a_failed_execution_exits_1_with_the_handlers_message() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let r = a2a(&["call", &t.url, "fail_on_purpose", "--data", "{}"]).await;
+    let r = a2a(&["call", &t.endpoint, "fail_on_purpose", "--data", "{}"]).await;
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("handler_failed") && r.stderr.contains("it failed on purpose"), "{}", r.stderr);
 }
@@ -155,7 +116,7 @@ async fn a_dead_agent_exits_3_and_a_deadline_exits_4() {
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("cannot reach") && r.stderr.contains("Connection refused"), "{}", r.stderr);
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let r = a2a(&["call", &t.url, "run_slow_task", "--data", r#"{"ms":60000}"#, "--deadline", "1s"]).await;
+    let r = a2a(&["call", &t.endpoint, "run_slow_task", "--data", r#"{"ms":60000}"#, "--deadline", "1s"]).await;
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(r.stderr.contains("deadline") && r.stderr.contains("a2a result"), "{}", r.stderr);
 }
@@ -168,7 +129,7 @@ async fn an_agent_of_another_version_exits_3() {
         r
     }));
     let t = TestAgent::serve(agent, app).await;
-    let r = a2a(&["discover", &t.url]).await;
+    let r = a2a(&["discover", &t.endpoint]).await;
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("speaks A2A version 0.4"), "{}", r.stderr);
 }
@@ -176,10 +137,10 @@ async fn an_agent_of_another_version_exits_3() {
 #[tokio::test]
 async fn an_unknown_capability_exits_1_listing_the_fallback_options() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let r = a2a(&["call", &t.url, "generate_summary", "--data", "{}", "--fallback", "refuse"]).await;
+    let r = a2a(&["call", &t.endpoint, "generate_summary", "--data", "{}", "--fallback", "refuse"]).await;
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("no_matching_capability"), "{}", r.stderr);
-    let f = a2a(&["fallback", &t.url, "generate_summary", "--json"]).await;
+    let f = a2a(&["fallback", &t.endpoint, "generate_summary", "--json"]).await;
     assert_eq!(f.code, 0, "{}", f.stderr);
     assert_eq!(f.json()["requested_capability"], "generate_summary");
 }
@@ -188,26 +149,26 @@ async fn an_unknown_capability_exits_1_listing_the_fallback_options() {
 async fn result_reads_an_execution_and_waits_for_it() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
     let c = client();
-    let n = c.negotiate(&t.url, "run_slow_task", None).await.expect("negotiate");
+    let n = c.negotiate(&t.endpoint, "run_slow_task", None).await.expect("negotiate");
     let e = c.execute(&n, &json!({"ms": 500}), &ExecuteOptions::default()).await.expect("execute");
     c.confirm(&e).await.expect("confirm");
     let did = ["--did", crate::common::CALLER];
-    let r = a2a(&[&did[..], &["result", &t.url, e.id(), "--wait", "--json"]].concat()).await;
+    let r = a2a(&[&did[..], &["result", &t.endpoint, e.id(), "--wait", "--json"]].concat()).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.json()["status"], "succeeded");
-    let human = a2a(&[&did[..], &["result", &t.url, e.id()]].concat()).await;
+    let human = a2a(&[&did[..], &["result", &t.endpoint, e.id()]].concat()).await;
     assert!(human.stdout.contains("status     succeeded"), "{}", human.stdout);
     // Another sender cannot read it (NEG-4, RES-1).
-    let other = a2a(&["result", &t.url, e.id()]).await;
+    let other = a2a(&["result", &t.endpoint, e.id()]).await;
     assert_eq!(other.code, 1);
     assert!(other.stderr.contains("unknown_execution"), "{}", other.stderr);
     // Still running when --wait gives up: exit 4.
-    let slow = c.negotiate(&t.url, "run_slow_task", None).await.expect("negotiate");
+    let slow = c.negotiate(&t.endpoint, "run_slow_task", None).await.expect("negotiate");
     let e = c.execute(&slow, &json!({"ms": 60_000}), &ExecuteOptions::default()).await.expect("execute");
     c.confirm(&e).await.expect("confirm");
-    let r = a2a(&[&did[..], &["result", &t.url, e.id(), "--wait", "--deadline", "500ms"]].concat()).await;
+    let r = a2a(&[&did[..], &["result", &t.endpoint, e.id(), "--wait", "--deadline", "500ms"]].concat()).await;
     assert_eq!(r.code, 4, "{} {}", r.stdout, r.stderr);
-    let r = a2a(&[&did[..], &["cancel", &t.url, e.id()]].concat()).await;
+    let r = a2a(&[&did[..], &["cancel", &t.endpoint, e.id()]].concat()).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("canceled"), "{}", r.stdout);
 }
@@ -215,7 +176,7 @@ async fn result_reads_an_execution_and_waits_for_it() {
 #[tokio::test]
 async fn an_execution_that_runs_past_its_timeout_exits_1_timed_out() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let r = a2a(&["call", &t.url, "run_slow_task", "--data", r#"{"ms":30000}"#, "--timeout-ms", "200"]).await;
+    let r = a2a(&["call", &t.endpoint, "run_slow_task", "--data", r#"{"ms":30000}"#, "--timeout-ms", "200"]).await;
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("timed_out") && r.stderr.contains("timeout_ms"), "{}", r.stderr);
 }
@@ -225,10 +186,10 @@ async fn an_execution_that_runs_past_its_timeout_exits_1_timed_out() {
 #[tokio::test]
 async fn a_pipe_whose_reader_has_gone_ends_the_command_quietly() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let a2a = a2a_tests::bin("a2a");
+    let a2a = a2a_test_support::bin("a2a");
     let a2a = a2a.display();
     for (what, script) in [
-        ("stdout", format!("{a2a} capabilities {} | true; echo \"rc=${{PIPESTATUS[0]}}\" >&2", t.url)),
+        ("stdout", format!("{a2a} capabilities {} | true; echo \"rc=${{PIPESTATUS[0]}}\" >&2", t.endpoint)),
         ("stderr", format!("{a2a} discover {} 2>&1 >/dev/null | true; echo \"rc=${{PIPESTATUS[0]}}\" >&2", dead_url())),
     ] {
         let out = tokio::process::Command::new("bash").args(["-c", &script]).output().await.expect("bash runs");

@@ -129,7 +129,7 @@ async fn https_agent(pki: &Pki) -> (String, Arc<AtomicUsize>) {
     let did = Did::for_host_port("localhost", Some(port), &[]).expect("did");
     let doc = DidDocument::generate(&did, &[("key-1", key.verifying_key().to_jwk())]);
     let agent = AgentBuilder::new(did.as_str())
-        .capability(decl("read_status", json!({"type": "object"})), a2a_server::handlers::echo())
+        .capability(decl("read_status", json!({"type": "object"})), a2a_server::handler::builtin::echo())
         .sign_responses("key-1", key)
         .build()
         .expect("agent");
@@ -180,17 +180,17 @@ async fn a_did_document_on_a_loopback_address_is_refused_unless_allowed_without_
     // The agent itself over plain HTTP, named by that DID.
     let t = TestAgent::start(
         AgentBuilder::new(did.as_str())
-            .capability(decl("read_status", json!({"type": "object"})), a2a_server::handlers::echo())
+            .capability(decl("read_status", json!({"type": "object"})), a2a_server::handler::builtin::echo())
             .sign_responses("key-1", key),
     )
     .await;
     let mut strict = https_config(&pki.ca_pem);
     strict.did_resolution = Default::default();
-    let e = client(strict).discover(&t.url).await.expect_err("SSRF guard");
+    let e = client(strict).discover(&t.endpoint).await.expect_err("SSRF guard");
     assert_eq!(e.code(), "did_resolution_failed");
     assert!(e.to_string().contains("private, loopback or link-local"), "{e}");
     assert_eq!(accepted.load(Ordering::SeqCst), 0, "the resolver connected to a loopback address");
-    client(https_config(&pki.ca_pem)).discover(&t.url).await.expect("allowed explicitly");
+    client(https_config(&pki.ca_pem)).discover(&t.endpoint).await.expect("allowed explicitly");
     assert_eq!(fetches.load(Ordering::SeqCst), 1);
 }
 
@@ -201,7 +201,7 @@ async fn plain_http_did_documents_are_used_only_for_loopback_when_allowed() {
     let did = Did::for_host_port("localhost", Some(port), &[]).expect("did");
     let doc = DidDocument::generate(&did, &[("key-1", key.verifying_key().to_jwk())]);
     let agent = AgentBuilder::new(did.as_str())
-        .capability(decl("read_status", json!({"type": "object"})), a2a_server::handlers::echo())
+        .capability(decl("read_status", json!({"type": "object"})), a2a_server::handler::builtin::echo())
         .sign_responses("key-1", key)
         .build()
         .expect("agent");
@@ -210,10 +210,10 @@ async fn plain_http_did_documents_are_used_only_for_loopback_when_allowed() {
     let t = TestAgent::serve_on(listener, agent, app).await;
     let required = ClientConfig::default().with_response_verification(ResponseVerification::Required);
     // By default the document is fetched over HTTPS only (DID-13): this agent serves plain HTTP, so it fails.
-    let e = client(required.clone()).discover(&t.url).await.expect_err("https only");
+    let e = client(required.clone()).discover(&t.endpoint).await.expect_err("https only");
     assert_eq!(e.code(), "did_resolution_failed");
     assert_eq!(fetches.load(Ordering::SeqCst), 0);
     let dev = client(required.with_did_resolution(true, false));
-    dev.call(&t.url, "read_status", json!({})).await.expect("loopback over HTTP when allowed");
+    dev.call(&t.endpoint, "read_status", json!({})).await.expect("loopback over HTTP when allowed");
     assert_eq!(fetches.load(Ordering::SeqCst), 1);
 }

@@ -54,10 +54,13 @@ async fn agent_a(b_url: Option<&str>) -> TestAgent {
 #[tokio::test]
 async fn by_default_the_same_capability_is_called_at_another_agent_named_by_the_registry() {
     let b = agent_b().await;
-    let a = agent_a(Some(&b.url)).await;
-    let o = client().call(&a.url, "generate_summary", json!({"text": "hello"})).await.expect("served by b");
+    let a = agent_a(Some(&b.endpoint)).await;
+    let o = client().call(&a.endpoint, "generate_summary", json!({"text": "hello"})).await.expect("served by b");
     assert_eq!(o.result, json!({"summary": "hello", "by": "b"}));
-    assert_eq!((o.endpoint.as_str(), o.agent.as_str(), o.degraded), (b.url.as_str(), "did:web:b.example.com", false));
+    assert_eq!(
+        (o.endpoint.as_str(), o.agent.as_str(), o.degraded),
+        (b.endpoint.as_str(), "did:web:b.example.com", false)
+    );
     assert_eq!(o.fallback.as_ref().and_then(|f| f.relation), Some(FallbackRelation::Same));
     assert_eq!(o.trace.attempts.len(), 2, "{:?}", o.trace.attempts);
 }
@@ -65,7 +68,7 @@ async fn by_default_the_same_capability_is_called_at_another_agent_named_by_the_
 #[tokio::test]
 async fn the_default_policy_never_degrades_silently() {
     let a = agent_a(None).await;
-    let e = client().call(&a.url, "generate_summary", json!({"text": "hello"})).await.expect_err("refused");
+    let e = client().call(&a.endpoint, "generate_summary", json!({"text": "hello"})).await.expect_err("refused");
     match &e {
         ClientError::NoMatchingCapability { capability, fallback_options, .. } => {
             assert_eq!(capability, "generate_summary");
@@ -82,7 +85,8 @@ async fn the_default_policy_never_degrades_silently() {
 async fn accept_degraded_uses_the_degraded_capability_and_says_so() {
     let a = agent_a(None).await;
     let opts = CallOptions::default().fallback(FallbackPolicy::accept_degraded());
-    let o = client().call_with(&a.url, "generate_summary", json!({"text": "hello"}), &opts).await.expect("degraded");
+    let o =
+        client().call_with(&a.endpoint, "generate_summary", json!({"text": "hello"}), &opts).await.expect("degraded");
     assert_eq!(o.result["brief"], json!(true));
     assert_eq!(
         (o.capability.as_str(), o.requested_capability.as_str(), o.degraded),
@@ -93,9 +97,10 @@ async fn accept_degraded_uses_the_degraded_capability_and_says_so() {
 #[tokio::test]
 async fn refuse_reports_no_matching_capability_with_every_option_and_tries_nothing() {
     let b = agent_b().await;
-    let a = agent_a(Some(&b.url)).await;
+    let a = agent_a(Some(&b.endpoint)).await;
     let opts = CallOptions::default().fallback(FallbackPolicy::refuse());
-    let e = client().call_with(&a.url, "generate_summary", json!({"text": "x"}), &opts).await.expect_err("refused");
+    let e =
+        client().call_with(&a.endpoint, "generate_summary", json!({"text": "x"}), &opts).await.expect_err("refused");
     assert_eq!(e.code(), "no_matching_capability");
     let caps: Vec<&str> = e.fallback_options().iter().map(|o| o.capability.as_str()).collect();
     assert_eq!(caps, ["generate_summary", "generate_brief_summary"]);
@@ -106,11 +111,11 @@ async fn refuse_reports_no_matching_capability_with_every_option_and_tries_nothi
 async fn a_dead_alternative_is_skipped_for_the_next_option() {
     let a = agent_a(Some(&dead_url())).await;
     let opts = CallOptions::default().fallback(FallbackPolicy::accept_degraded());
-    let o = client().call_with(&a.url, "generate_summary", json!({"text": "x"}), &opts).await.expect("degraded");
+    let o = client().call_with(&a.endpoint, "generate_summary", json!({"text": "x"}), &opts).await.expect("degraded");
     assert!(o.degraded);
     assert_eq!(o.trace.attempts.len(), 3, "{:?}", o.trace.attempts);
     // Without degradation allowed, the dead alternative is the last try and the first agent's refusal is reported.
-    let e = client().call(&a.url, "generate_summary", json!({"text": "x"})).await.expect_err("nothing left");
+    let e = client().call(&a.endpoint, "generate_summary", json!({"text": "x"})).await.expect_err("nothing left");
     assert!(
         matches!(&e, ClientError::NoMatchingCapability { cause, tried, .. }
         if matches!(**cause, ClientError::CapabilityNotOffered { .. }) && tried.len() == 2),
@@ -121,9 +126,9 @@ async fn a_dead_alternative_is_skipped_for_the_next_option() {
 #[tokio::test]
 async fn the_fallback_step_lists_the_options() {
     let b = agent_b().await;
-    let a = agent_a(Some(&b.url)).await;
-    let f = client().fallback(&a.url, "generate_summary", Some("needs 300 words")).await.expect("fallback");
+    let a = agent_a(Some(&b.endpoint)).await;
+    let f = client().fallback(&a.endpoint, "generate_summary", Some("needs 300 words")).await.expect("fallback");
     assert_eq!(f.requested_capability, "generate_summary");
-    assert_eq!(f.fallback_options[0].endpoint.as_deref(), Some(b.url.as_str()));
+    assert_eq!(f.fallback_options[0].endpoint.as_deref(), Some(b.endpoint.as_str()));
     assert_eq!(f.fallback_options[1].relation, Some(FallbackRelation::Degraded));
 }

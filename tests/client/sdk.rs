@@ -22,7 +22,7 @@ fn report() -> serde_json::Value {
 #[tokio::test]
 async fn discover_names_the_agent_and_its_capabilities() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let d = client().discover(&t.url).await.expect("discover");
+    let d = client().discover(&t.endpoint).await.expect("discover");
     assert_eq!(d.agent, AGENT);
     assert_eq!(d.version, "0.3");
     assert_eq!(d.capabilities, ["submit_report", "run_slow_task", "fail_on_purpose"]);
@@ -32,14 +32,14 @@ async fn discover_names_the_agent_and_its_capabilities() {
 #[tokio::test]
 async fn discover_accepts_a_url_without_the_a2a_suffix() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let base = t.url.trim_end_matches("/a2a");
-    assert_eq!(client().discover(base).await.expect("discover").endpoint.as_str(), t.url);
+    let base = t.endpoint.trim_end_matches("/a2a");
+    assert_eq!(client().discover(base).await.expect("discover").endpoint.as_str(), t.endpoint);
 }
 
 #[tokio::test]
 async fn capabilities_returns_declarations_features_and_limits() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let c = client().capabilities(&t.url).await.expect("capabilities");
+    let c = client().capabilities(&t.endpoint).await.expect("capabilities");
     assert_eq!(c.document.agent.id, AGENT);
     assert_eq!(c.declaration("submit_report").expect("declared").input_schema, report_schema());
     for f in ["long_poll", "cancel", "idempotency"] {
@@ -52,7 +52,7 @@ async fn capabilities_returns_declarations_features_and_limits() {
 async fn negotiate_returns_the_tightened_seed_schema() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
     let proposal = json!({"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]});
-    let n = client().negotiate(&t.url, "submit_report", Some(proposal)).await.expect("negotiate");
+    let n = client().negotiate(&t.endpoint, "submit_report", Some(proposal)).await.expect("negotiate");
     assert!(n.response.tightened);
     assert_eq!(n.agreed_schema()["required"], json!(["title", "timestamp"]));
     assert!(n.is_fresh());
@@ -63,7 +63,7 @@ async fn negotiate_returns_the_tightened_seed_schema() {
 async fn negotiate_of_a_schema_breaking_the_rules_is_a_typed_agent_error() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
     let bad = json!({"type": "object", "properties": {"title": {"type": "string", "nullable": true}}});
-    let e = client().negotiate(&t.url, "submit_report", Some(bad)).await.expect_err("refused");
+    let e = client().negotiate(&t.endpoint, "submit_report", Some(bad)).await.expect_err("refused");
     assert_eq!(e.code(), "schema_rule_violation");
     assert_eq!(e.step(), Some(Step::Negotiate));
     let details = e.agent_error().and_then(|a| a.details.clone()).expect("details");
@@ -76,7 +76,7 @@ async fn each_step_runs_on_its_own_and_confirm_twice_starts_nothing() {
     let count = runs();
     let t = TestAgent::start(standard(AGENT, count.clone())).await;
     let c = client();
-    let n = c.negotiate(&t.url, "run_slow_task", None).await.expect("negotiate");
+    let n = c.negotiate(&t.endpoint, "run_slow_task", None).await.expect("negotiate");
     let e = c.execute(&n, &json!({"ms": 10}), &ExecuteOptions::default()).await.expect("execute");
     assert_eq!(e.response.status, ExecutionStatus::Received);
     assert!(e.id().starts_with("did:web:caller.example.com_"), "{}", e.id());
@@ -84,11 +84,11 @@ async fn each_step_runs_on_its_own_and_confirm_twice_starts_nothing() {
     assert_eq!((first.status, first.already_confirmed), (ExecutionStatus::Accepted, false));
     let again = c.confirm(&e).await.expect("confirm again");
     assert!(again.already_confirmed);
-    let r = c.result(&t.url, e.id(), Wait::For(Duration::from_secs(20))).await.expect("result");
+    let r = c.result(&t.endpoint, e.id(), Wait::For(Duration::from_secs(20))).await.expect("result");
     assert_eq!(r.status, ExecutionStatus::Succeeded, "{r:?}");
     assert_eq!(r.result, Some(json!({"slept_ms": 10})));
     assert_eq!(count.load(Ordering::SeqCst), 1);
-    let now = c.result(&t.url, e.id(), Wait::No).await.expect("result again");
+    let now = c.result(&t.endpoint, e.id(), Wait::No).await.expect("result again");
     assert_eq!(now.status, ExecutionStatus::Succeeded);
 }
 
@@ -96,7 +96,7 @@ async fn each_step_runs_on_its_own_and_confirm_twice_starts_nothing() {
 async fn execute_with_the_same_idempotency_key_returns_the_same_execution() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
     let c = client();
-    let n = c.negotiate(&t.url, "submit_report", None).await.expect("negotiate");
+    let n = c.negotiate(&t.endpoint, "submit_report", None).await.expect("negotiate");
     let opts = ExecuteOptions::default().idempotency_key("report-0001");
     let a = c.execute(&n, &report(), &opts).await.expect("first");
     let b = c.execute(&n, &report(), &opts).await.expect("second");
@@ -110,11 +110,11 @@ async fn execute_with_the_same_idempotency_key_returns_the_same_execution() {
 async fn call_runs_the_whole_handshake_and_the_second_call_skips_discover_and_negotiate() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
     let c = client();
-    let first = c.call(&t.url, "submit_report", report()).await.expect("call");
+    let first = c.call(&t.endpoint, "submit_report", report()).await.expect("call");
     assert_eq!(first.result, json!({"filed": report()}));
     assert_eq!((first.capability.as_str(), first.degraded, first.agent.as_str()), ("submit_report", false, AGENT));
     assert!(!first.trace.discover_cached && !first.trace.negotiation_cached);
-    let second = c.call(&t.url, "submit_report", report()).await.expect("call");
+    let second = c.call(&t.endpoint, "submit_report", report()).await.expect("call");
     assert!(second.trace.discover_cached && second.trace.negotiation_cached, "{:?}", second.trace);
     assert_eq!(second.negotiation_id, first.negotiation_id);
     assert_ne!(second.execution_id, first.execution_id);
@@ -125,18 +125,18 @@ async fn call_runs_the_whole_handshake_and_the_second_call_skips_discover_and_ne
 #[tokio::test]
 async fn call_with_a_payload_the_schema_rejects_is_payload_invalid_at_execute() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let e = client().call(&t.url, "submit_report", json!({"title": 5})).await.expect_err("rejected");
+    let e = client().call(&t.endpoint, "submit_report", json!({"title": 5})).await.expect_err("rejected");
     assert_eq!((e.code(), e.step()), ("payload_invalid", Some(Step::Execute)));
     let errors = e.agent_error().and_then(|a| a.details.clone()).expect("details")["errors"].clone();
     assert!(errors.as_array().is_some_and(|a| a.len() == 2), "{errors}");
-    let e = client().call(&t.url, "submit_report", json!([1])).await.expect_err("not an object");
+    let e = client().call(&t.endpoint, "submit_report", json!([1])).await.expect_err("not an object");
     assert_eq!(e.code(), "invalid_input");
 }
 
 #[tokio::test]
 async fn a_failed_execution_is_execution_failed_with_the_handlers_message() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let e = client().call(&t.url, "fail_on_purpose", json!({})).await.expect_err("fails");
+    let e = client().call(&t.endpoint, "fail_on_purpose", json!({})).await.expect_err("fails");
     match &e {
         ClientError::ExecutionFailed { status, error, .. } => {
             assert_eq!(*status, ExecutionStatus::Failed);
@@ -152,7 +152,8 @@ async fn a_failed_execution_is_execution_failed_with_the_handlers_message() {
 async fn an_execution_past_its_negotiated_timeout_is_timed_out() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
     let opts = CallOptions::default().timeout_ms(200);
-    let e = client().call_with(&t.url, "run_slow_task", json!({"ms": 20_000}), &opts).await.expect_err("times out");
+    let e =
+        client().call_with(&t.endpoint, "run_slow_task", json!({"ms": 20_000}), &opts).await.expect_err("times out");
     assert_eq!(e.code(), "timed_out");
     assert!(matches!(e, ClientError::ExecutionFailed { status: ExecutionStatus::TimedOut, .. }), "{e:?}");
     assert!(e.hint().contains("timeout_ms"), "{}", e.hint());
@@ -163,7 +164,7 @@ async fn against_a_slow_execution_the_call_ends_at_its_deadline_naming_the_execu
     let t = TestAgent::start(standard(AGENT, runs())).await;
     let started = Instant::now();
     let opts = CallOptions::default().deadline(Duration::from_secs(2));
-    let e = client().call_with(&t.url, "run_slow_task", json!({"ms": 60_000}), &opts).await.expect_err("deadline");
+    let e = client().call_with(&t.endpoint, "run_slow_task", json!({"ms": 60_000}), &opts).await.expect_err("deadline");
     let took = started.elapsed();
     match &e {
         ClientError::DeadlineExceeded { step, execution_id, .. } => {
@@ -228,7 +229,7 @@ async fn an_agent_of_another_protocol_version_is_refused() {
         r
     }));
     let t = TestAgent::serve(agent, app).await;
-    let e = client().call(&t.url, "submit_report", report()).await.expect_err("0.4");
+    let e = client().call(&t.endpoint, "submit_report", report()).await.expect_err("0.4");
     assert!(matches!(&e, ClientError::UnsupportedVersion { version, .. } if version == "0.4"), "{e:?}");
     assert!(e.hint().contains("gateway"), "{}", e.hint());
 }
@@ -247,7 +248,7 @@ async fn a_server_that_is_not_an_agent_is_a_protocol_error() {
 #[tokio::test]
 async fn a_capability_the_agent_does_not_offer_is_no_matching_capability_with_its_options() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let e = client().call(&t.url, "generate_summary", json!({"text": "x"})).await.expect_err("not offered");
+    let e = client().call(&t.endpoint, "generate_summary", json!({"text": "x"})).await.expect_err("not offered");
     assert_eq!(e.code(), "no_matching_capability");
     assert!(
         matches!(&e, ClientError::NoMatchingCapability { cause, .. }
@@ -260,9 +261,9 @@ async fn a_capability_the_agent_does_not_offer_is_no_matching_capability_with_it
 async fn result_of_an_unknown_execution_is_unknown_execution() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
     let id = "did:web:caller.example.com_1719000000000000001_h6fgdqwzjyd3liod5hyci3mlc4";
-    let e = client().result(&t.url, id, Wait::No).await.expect_err("unknown");
+    let e = client().result(&t.endpoint, id, Wait::No).await.expect_err("unknown");
     assert_eq!((e.code(), e.step()), ("unknown_execution", Some(Step::Result)));
-    let e = client().result(&t.url, "not-an-id", Wait::No).await.expect_err("invalid");
+    let e = client().result(&t.endpoint, "not-an-id", Wait::No).await.expect_err("invalid");
     assert_eq!(e.code(), "invalid_input");
 }
 
@@ -270,12 +271,12 @@ async fn result_of_an_unknown_execution_is_unknown_execution() {
 async fn cancel_stops_a_running_execution() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
     let c = client();
-    let n = c.negotiate(&t.url, "run_slow_task", None).await.expect("negotiate");
+    let n = c.negotiate(&t.endpoint, "run_slow_task", None).await.expect("negotiate");
     let e = c.execute(&n, &json!({"ms": 60_000}), &ExecuteOptions::default()).await.expect("execute");
     c.confirm(&e).await.expect("confirm");
-    let r = c.cancel(&t.url, e.id()).await.expect("cancel");
+    let r = c.cancel(&t.endpoint, e.id()).await.expect("cancel");
     assert_eq!(r.status, ExecutionStatus::Canceled);
-    let again = c.cancel(&t.url, e.id()).await.expect_err("terminal");
+    let again = c.cancel(&t.endpoint, e.id()).await.expect_err("terminal");
     assert_eq!(again.code(), "invalid_state");
 }
 
@@ -319,7 +320,7 @@ async fn without_long_poll_the_client_polls_with_backoff_until_the_result() {
         }));
     let t = TestAgent::serve(agent, app).await;
     let c = client();
-    let outcome = c.call(&t.url, "run_slow_task", json!({"ms": 1200})).await.expect("call");
+    let outcome = c.call(&t.endpoint, "run_slow_task", json!({"ms": 1200})).await.expect("call");
     assert_eq!(outcome.result, json!({"slept_ms": 1200}));
     assert_eq!(waited.load(Ordering::SeqCst), 0, "wait_ms sent to an agent without long_poll");
     // 100 + 200 + 400 + 800 ms of pauses reach 1.5 s: about 5 polls for a 1.2 s task (more on a loaded machine, but
@@ -332,7 +333,7 @@ async fn without_long_poll_the_client_polls_with_backoff_until_the_result() {
 #[tokio::test]
 async fn with_long_poll_one_result_request_waits_for_the_result() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let outcome = client().call(&t.url, "run_slow_task", json!({"ms": 700})).await.expect("call");
+    let outcome = client().call(&t.endpoint, "run_slow_task", json!({"ms": 700})).await.expect("call");
     assert_eq!(outcome.trace.result_polls, 1, "{:?}", outcome.trace);
 }
 
@@ -342,28 +343,28 @@ async fn api_key_and_region_are_sent_only_when_configured() {
     pay.auth_requirement = AuthRequirement::ApiKey;
     pay.region_restriction = vec!["eu-west-1".into()];
     let builder = a2a_server::AgentBuilder::new(AGENT)
-        .capability(pay, a2a_server::handlers::echo())
+        .capability(pay, a2a_server::handler::builtin::echo())
         .api_key(ApiKey::new("k-good"));
     let t = TestAgent::start(builder).await;
-    let e = client().call(&t.url, "process_payment", json!({"amount": 5})).await.expect_err("no key");
+    let e = client().call(&t.endpoint, "process_payment", json!({"amount": 5})).await.expect_err("no key");
     assert_eq!(e.code(), "auth_required");
     assert!(e.hint().contains("--api-key"), "{}", e.hint());
     let keyed = a2a_client::Client::builder(a2a_client::Identity::unsigned(crate::common::CALLER).expect("did"))
-        .api_key(&t.url, "k-good")
+        .api_key(&t.endpoint, "k-good")
         .expect("url")
         .build()
         .expect("client");
     let opts = CallOptions::default().fallback(FallbackPolicy::refuse());
-    let e = keyed.call_with(&t.url, "process_payment", json!({"amount": 5}), &opts).await.expect_err("no region");
+    let e = keyed.call_with(&t.endpoint, "process_payment", json!({"amount": 5}), &opts).await.expect_err("no region");
     assert_eq!(e.code(), "no_matching_capability");
     assert_eq!(e.agent_error().map(|a| a.code.as_str()), Some("region_restricted"));
     let regional = a2a_client::Client::builder(a2a_client::Identity::unsigned(crate::common::CALLER).expect("did"))
         .config(ClientConfig::default().with_region("eu-west-1"))
-        .api_key(&t.url, "k-good")
+        .api_key(&t.endpoint, "k-good")
         .expect("url")
         .build()
         .expect("client");
-    let ok = regional.call(&t.url, "process_payment", json!({"amount": 5})).await.expect("paid");
+    let ok = regional.call(&t.endpoint, "process_payment", json!({"amount": 5})).await.expect("paid");
     assert_eq!(ok.result, json!({"echo": {"amount": 5}}));
 }
 
@@ -376,7 +377,7 @@ async fn a_cached_negotiation_the_agent_forgot_is_negotiated_again() {
     let app = a.router();
     let first = TestAgent::serve_on(listener, a, app).await;
     let c = client();
-    let one = c.call(&first.url, "submit_report", report()).await.expect("first");
+    let one = c.call(&first.endpoint, "submit_report", report()).await.expect("first");
     drop(first);
     let listener = loop {
         match tokio::net::TcpListener::bind(addr).await {
@@ -387,7 +388,7 @@ async fn a_cached_negotiation_the_agent_forgot_is_negotiated_again() {
     let b = standard(AGENT, runs()).build().expect("builds");
     let app = b.router();
     let second = TestAgent::serve_on(listener, b, app).await;
-    let two = c.call(&second.url, "submit_report", report()).await.expect("second");
+    let two = c.call(&second.endpoint, "submit_report", report()).await.expect("second");
     assert_ne!(one.negotiation_id, two.negotiation_id);
     assert!(!two.trace.negotiation_cached);
 }
@@ -397,15 +398,15 @@ async fn prewarm_negotiates_with_known_peers_so_that_the_first_call_skips_negoti
     let a = TestAgent::start(standard(AGENT, runs())).await;
     let c = client();
     let peers = [
-        a2a_client::Peer::new(&a.url, "submit_report"),
-        a2a_client::Peer::new(&a.url, "no_such_thing"),
+        a2a_client::Peer::new(&a.endpoint, "submit_report"),
+        a2a_client::Peer::new(&a.endpoint, "no_such_thing"),
         a2a_client::Peer::new(dead_url(), "submit_report"),
     ];
     let report_ = c.prewarm(&peers).await;
     assert!(report_[0].is_ok(), "{:?}", report_[0]);
     assert_eq!(report_[1].as_ref().expect_err("not offered").code(), "no_matching_capability");
     assert_eq!(report_[2].as_ref().expect_err("dead").code(), "unreachable");
-    let outcome = c.call(&a.url, "submit_report", report()).await.expect("call");
+    let outcome = c.call(&a.endpoint, "submit_report", report()).await.expect("call");
     assert!(outcome.trace.discover_cached && outcome.trace.negotiation_cached, "{:?}", outcome.trace);
     assert_eq!(&outcome.negotiation_id, report_[0].as_ref().expect("ok").id());
 }
@@ -457,11 +458,11 @@ async fn flaky_execute(n: usize, idempotency: bool) -> (TestAgent, Arc<AtomicUsi
 #[tokio::test]
 async fn execute_is_retried_after_overloaded_only_at_an_agent_that_lists_idempotency() {
     let (t, seen) = flaky_execute(1, true).await;
-    let o = client().call(&t.url, "submit_report", report()).await.expect("retried once");
+    let o = client().call(&t.endpoint, "submit_report", report()).await.expect("retried once");
     assert_eq!(seen.load(Ordering::SeqCst), 2);
     assert_eq!(o.result["filed"]["title"], "Lift 3 out of service");
     let (t, seen) = flaky_execute(1, false).await;
-    let e = client().call(&t.url, "submit_report", report()).await.expect_err("not retried");
+    let e = client().call(&t.endpoint, "submit_report", report()).await.expect_err("not retried");
     assert_eq!((e.code(), e.step()), ("overloaded", Some(Step::Execute)));
     assert_eq!(seen.load(Ordering::SeqCst), 1);
     assert!(e.hint().contains("Retry-After"), "{}", e.hint());
@@ -470,7 +471,7 @@ async fn execute_is_retried_after_overloaded_only_at_an_agent_that_lists_idempot
 #[tokio::test]
 async fn retries_of_a_safe_step_are_bounded() {
     let (t, seen) = flaky_execute(100, true).await;
-    let e = client().call(&t.url, "submit_report", report()).await.expect_err("always busy");
+    let e = client().call(&t.endpoint, "submit_report", report()).await.expect_err("always busy");
     assert_eq!(e.code(), "overloaded");
     assert_eq!(seen.load(Ordering::SeqCst), 3, "one request and two retries (ClientConfig::max_retries)");
 }
@@ -483,8 +484,8 @@ async fn cached_answers_expire_discover_after_its_ttl_and_schemas_with_their_neg
     limits.negotiation_ttl_ms = 5_000;
     let t = TestAgent::start(standard(AGENT, runs()).limits(limits)).await;
     let c = client_with(ClientConfig::default().with_discover_ttl(Duration::from_millis(300)));
-    let first = c.call(&t.url, "submit_report", report()).await.expect("first");
-    let n = c.negotiate(&t.url, "submit_report", None).await.expect("negotiate");
+    let first = c.call(&t.endpoint, "submit_report", report()).await.expect("first");
+    let n = c.negotiate(&t.endpoint, "submit_report", None).await.expect("negotiate");
     // valid_for is expires_at less a tenth of the lifetime: at most 5 s, at least 4.5 s minus the time taken.
     assert!(
         n.valid_for <= Duration::from_millis(5_000) && n.valid_for > Duration::from_millis(2_000),
@@ -492,11 +493,11 @@ async fn cached_answers_expire_discover_after_its_ttl_and_schemas_with_their_neg
         n.valid_for
     );
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let second = c.call(&t.url, "submit_report", report()).await.expect("second");
+    let second = c.call(&t.endpoint, "submit_report", report()).await.expect("second");
     assert!(!second.trace.discover_cached, "DISCOVER served after its TTL");
     assert!(second.trace.negotiation_cached, "the agreed schema is still fresh");
     tokio::time::sleep(Duration::from_millis(5_000)).await;
-    let third = c.call(&t.url, "submit_report", report()).await.expect("third");
+    let third = c.call(&t.endpoint, "submit_report", report()).await.expect("third");
     assert!(!third.trace.negotiation_cached, "an expired negotiation was used");
     assert_ne!(third.negotiation_id, first.negotiation_id);
 }

@@ -19,7 +19,7 @@ struct Out {
 async fn a2a(args: &[&str]) -> Out {
     let out = tokio::time::timeout(
         Duration::from_secs(120),
-        tokio::process::Command::new(a2a_tests::bin("a2a"))
+        tokio::process::Command::new(a2a_test_support::bin("a2a"))
             .args(args)
             .env_remove("A2A_DID")
             .env_remove("A2A_KEY_FILE")
@@ -134,12 +134,12 @@ async fn the_sdk_checks_attachments_and_members_before_sending() {
 #[tokio::test]
 async fn an_agent_without_sessions_is_a_readable_error_not_a_panic() {
     let t = TestAgent::start(standard(AGENT, runs())).await;
-    let s = client().sessions(&t.url).expect("url");
+    let s = client().sessions(&t.endpoint).expect("url");
     let e = s.list(&Default::default()).await.expect_err("no sessions here");
     assert!(!e.to_string().is_empty() && !e.hint().is_empty(), "{e}");
     let r = s.send(&message("desk", "hi")).await;
     assert!(r.as_ref().is_err_and(|e| e.code() != "forbidden") || r.is_ok_and(|r| r.status != SendStatus::Ok));
-    let out = a2a(&["session", "list", &t.url]).await;
+    let out = a2a(&["session", "list", &t.endpoint]).await;
     assert!(matches!(out.code, 1 | 3), "{} {}", out.stdout, out.stderr);
     assert!(out.stderr.starts_with("a2a: error: SESSION LIST"), "{}", out.stderr);
     assert!(out.stderr.contains("hint: "), "{}", out.stderr);
@@ -181,7 +181,7 @@ async fn session_agent() -> TestAgent {
 #[tokio::test]
 async fn sessions_sdk_registers_lists_sends_awaits_reads_history_and_ends() {
     let t = session_agent().await;
-    let s = client().sessions(&t.url).expect("url");
+    let s = client().sessions(&t.endpoint).expect("url");
 
     let reg = SessionRegistration {
         session_key: "my-inbox".into(),
@@ -249,7 +249,7 @@ async fn sessions_sdk_registers_lists_sends_awaits_reads_history_and_ends() {
             .expect("client");
     let mut m = message("bonus-desk", "let me in");
     m.from = Some("main".into());
-    let f = stranger.sessions(&t.url).expect("url").send(&m).await.expect("an outcome");
+    let f = stranger.sessions(&t.endpoint).expect("url").send(&m).await.expect("an outcome");
     assert_eq!(f.status, SendStatus::Forbidden, "{f:?}");
 
     // History, bounded.
@@ -292,7 +292,7 @@ async fn sessions_sdk_registers_lists_sends_awaits_reads_history_and_ends() {
 #[tokio::test]
 async fn sessions_events_arrive_as_a_stream_and_resume_after_the_last_id() {
     let t = session_agent().await;
-    let s = client().sessions(&t.url).expect("url");
+    let s = client().sessions(&t.endpoint).expect("url");
     let mut events = s.events(EventsOptions::default().session("bonus-desk")).await.expect("the channel");
     let sent = s.send(&message("bonus-desk", "Tell the boss: bonus 5000")).await.expect("send");
     let run_id = sent.run_id.expect("run id");
@@ -318,22 +318,23 @@ async fn session_commands_ask_list_and_follow_events_against_a_real_agent() {
     let t = session_agent().await;
     let did = crate::common::CALLER;
     let r =
-        a2a(&["session", "ask", &t.url, "bonus-desk", "-m", "What is the bonus?", "--wait", "10s", "--did", did]).await;
+        a2a(&["session", "ask", &t.endpoint, "bonus-desk", "-m", "What is the bonus?", "--wait", "10s", "--did", did])
+            .await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("status    ok"), "{}", r.stdout);
     assert!(r.stdout.contains("reply     echo: What is the bonus?"), "{}", r.stdout);
 
-    let r = a2a(&["session", "list", &t.url, "--did", did, "--json"]).await;
+    let r = a2a(&["session", "list", &t.endpoint, "--did", did, "--json"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     let l: serde_json::Value = serde_json::from_str(&r.stdout).expect("json");
     assert_eq!(l["sessions"][0]["session_key"], "bonus-desk");
 
-    let r = a2a(&["session", "send", &t.url, "bonus-desk", "-m", "later", "--did", did, "--json"]).await;
+    let r = a2a(&["session", "send", &t.endpoint, "bonus-desk", "-m", "later", "--did", did, "--json"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     let sent: serde_json::Value = serde_json::from_str(&r.stdout).expect("json");
     assert_eq!(sent["status"], "accepted");
     let run_id = sent["run_id"].as_str().expect("run id").to_owned();
-    let r = a2a(&["session", "run", &t.url, &run_id, "--wait", "10s", "--until", "done", "--did", did]).await;
+    let r = a2a(&["session", "run", &t.endpoint, &run_id, "--wait", "10s", "--until", "done", "--did", did]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("reply     echo: later") && r.stdout.contains("state     done"), "{}", r.stdout);
 
@@ -341,7 +342,7 @@ async fn session_commands_ask_list_and_follow_events_against_a_real_agent() {
     let r = a2a(&[
         "session",
         "events",
-        &t.url,
+        &t.endpoint,
         "--session",
         "bonus-desk",
         "--after",
@@ -359,7 +360,7 @@ async fn session_commands_ask_list_and_follow_events_against_a_real_agent() {
     assert_eq!(lines.len(), 3, "{}", r.stdout);
     assert!(lines.iter().any(|e| e["event"] == "announce"), "{}", r.stdout);
 
-    let r = a2a(&["session", "ask", &t.url, "nobody", "-m", "hi", "--did", did]).await;
+    let r = a2a(&["session", "ask", &t.endpoint, "nobody", "-m", "hi", "--did", did]).await;
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("unknown_session") && r.stderr.contains("hint: "), "{}", r.stderr);
 }

@@ -141,14 +141,15 @@ fn words_of(events: &[StreamEvent]) -> Vec<String> {
 #[tokio::test]
 async fn an_event_stream_yields_typed_events_in_order_and_the_plain_result() {
     let t = TestAgent::start(words_agent(true)).await;
-    let exe = start_execution(&t.url, "alpha beta gamma delta", 10).await;
-    let events = collect(client().stream_result(&t.url, &exe, StreamOptions::default()).await.expect("stream")).await;
+    let exe = start_execution(&t.endpoint, "alpha beta gamma delta", 10).await;
+    let events =
+        collect(client().stream_result(&t.endpoint, &exe, StreamOptions::default()).await.expect("stream")).await;
     let ids: Vec<u64> = events.iter().map(StreamEvent::id).collect();
     assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
     assert!(matches!(events[0], StreamEvent::Status { status: ExecutionStatus::Running, attempt: 1, .. }));
     assert_eq!(words_of(&events), ["alpha", "beta", "gamma", "delta"]);
     let StreamEvent::Result { result, .. } = events.last().expect("events") else { panic!("ends with the result") };
-    let plain = client().result(&t.url, &exe, Wait::No).await.expect("result");
+    let plain = client().result(&t.endpoint, &exe, Wait::No).await.expect("result");
     assert_eq!(result, &plain);
     assert_eq!(result.result, Some(json!({"words": 4})));
 }
@@ -157,9 +158,9 @@ async fn an_event_stream_yields_typed_events_in_order_and_the_plain_result() {
 async fn an_event_stream_resumes_by_itself_after_cut_connections_with_nothing_lost_or_twice() {
     let t = TestAgent::start(words_agent(true)).await;
     // Each cut lands in the middle of the stream (after the headers and a few events).
-    let proxy = CuttingProxy::start(&t.url, 420, 3).await;
+    let proxy = CuttingProxy::start(&t.endpoint, 420, 3).await;
     let words: Vec<String> = (0..15).map(|i| format!("word{i}")).collect();
-    let exe = start_execution(&t.url, &words.join(" "), 30).await;
+    let exe = start_execution(&t.endpoint, &words.join(" "), 30).await;
     let s = client()
         .stream_result(&proxy.url, &exe, StreamOptions::default().reconnect_backoff(Duration::from_millis(20)))
         .await
@@ -181,8 +182,8 @@ async fn an_event_stream_resumes_by_itself_after_cut_connections_with_nothing_lo
 #[tokio::test]
 async fn an_event_stream_gives_up_after_its_reconnects() {
     let t = TestAgent::start(words_agent(true)).await;
-    let proxy = CuttingProxy::start(&t.url, 200, 1000).await;
-    let exe = start_execution(&t.url, "a b c d e f g h", 200).await;
+    let proxy = CuttingProxy::start(&t.endpoint, 200, 1000).await;
+    let exe = start_execution(&t.endpoint, "a b c d e f g h", 200).await;
     let opts = StreamOptions::default().max_reconnects(2).reconnect_backoff(Duration::from_millis(10));
     let mut s = client().stream_result(&proxy.url, &exe, opts).await.expect("stream");
     let mut last = None;
@@ -198,8 +199,9 @@ async fn an_event_stream_gives_up_after_its_reconnects() {
 #[tokio::test]
 async fn an_event_stream_from_an_agent_without_streaming_is_its_plain_result() {
     let t = TestAgent::start(words_agent(false)).await;
-    let exe = start_execution(&t.url, "just words", 0).await;
-    let events = collect(client().stream_result(&t.url, &exe, StreamOptions::default()).await.expect("stream")).await;
+    let exe = start_execution(&t.endpoint, "just words", 0).await;
+    let events =
+        collect(client().stream_result(&t.endpoint, &exe, StreamOptions::default()).await.expect("stream")).await;
     assert_eq!(events.len(), 1);
     let StreamEvent::Result { id: 0, result, .. } = &events[0] else { panic!("{events:?}") };
     assert_eq!(result.status, ExecutionStatus::Succeeded);
@@ -208,10 +210,10 @@ async fn an_event_stream_from_an_agent_without_streaming_is_its_plain_result() {
 #[tokio::test]
 async fn the_cli_streams_a_call() {
     let t = TestAgent::start(words_agent(true)).await;
-    let out = tokio::process::Command::new(a2a_tests::bin("a2a"))
+    let out = tokio::process::Command::new(a2a_test_support::bin("a2a"))
         .args([
             "call",
-            &t.url,
+            &t.endpoint,
             "count_words",
             "--data",
             r#"{"text":"one two three","delay_ms":5}"#,

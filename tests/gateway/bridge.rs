@@ -642,7 +642,7 @@ async fn a_streaming_result_passes_through_the_gateway_and_resumes() {
 /// given the gateway's URL and key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_client_uses_the_gateway() {
-    let python = sdk_python();
+    let python = a2a_test_support::sdk_python();
     let world = World::new();
     let a = bridged("sdk-a", &["submit_report"], &world).await;
     let b = bridged("sdk-b", &["run_slow_task"], &world).await;
@@ -784,24 +784,4 @@ async fn a_gateway_without_the_bridge_removes_the_agents_bridge_to() {
         .await
         .expect("rpc");
     assert_eq!(resp.status(), 404, "no /a2a1x without the bridge");
-}
-
-/// The SDK's Python (see the module documentation).
-pub(crate) fn sdk_python() -> String {
-    // A test whose tool is missing fails (it never passes having run nothing): A2A_SDK_PYTHON, else the venv that
-    // `bash .ci/run` creates, else a failure that says how to make one.
-    const PIN: &str = "1.3.0";
-    if let Some(p) = std::env::var("A2A_SDK_PYTHON").ok().filter(|p| !p.is_empty()) {
-        return p;
-    }
-    let default =
-        std::env::var("HOME").map(|h| format!("{h}/.cache/a2a-ci-venv/a2a-sdk-{PIN}/bin/python")).unwrap_or_default();
-    if !default.is_empty() && std::path::Path::new(&default).exists() {
-        return default;
-    }
-    panic!(
-        "the a2a-sdk interop tests need a Python with a2a-sdk {PIN}: set A2A_SDK_PYTHON, or create {default} \
-         (`bash .ci/run` does it; by hand: python3 -m venv DIR && DIR/bin/pip install \
-         'a2a-sdk[http-server,signing]=={PIN}' uvicorn)"
-    )
 }

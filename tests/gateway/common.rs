@@ -21,29 +21,8 @@ pub const KEY_ID: &str = "key-1";
 /// `[admin]\ntoken_file = "admin.token"` serves its admin endpoints to callers that send it (GW-22).
 pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
 
-/// A temporary directory, removed when dropped (the redis harness uses it too).
-pub struct TempDir(pub std::path::PathBuf);
-
-impl TempDir {
-    pub fn new(prefix: &str) -> TempDir {
-        static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!("a2a-gw-{prefix}-{}-{n}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
+/// The workspace's scratch directory and free port (the redis harness uses them too).
+pub use a2a_test_support::{TempDir, free_port};
 
 pub fn now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)

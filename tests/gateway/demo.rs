@@ -32,7 +32,7 @@ fn start_gateway(dir: &TempDir, name: &str, toml: &str, port: u16) -> GatewayPro
     let config = dir.0.join(format!("{name}.toml"));
     std::fs::write(&config, toml).expect("write gateway.toml");
     let mut child = GatewayProcess(
-        Command::new(a2a_tests::bin("a2a-gateway"))
+        Command::new(a2a_test_support::bin("a2a-gateway"))
             .arg("--config")
             .arg(&config)
             .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -255,7 +255,7 @@ async fn a_verifying_and_a_transparent_gateway_front_the_demo_with_every_capabil
 #[test]
 fn with_log_format_json_every_stderr_line_of_the_gateway_is_json() {
     let run = |args: &[&str]| {
-        let out = Command::new(a2a_tests::bin("a2a-gateway"))
+        let out = Command::new(a2a_test_support::bin("a2a-gateway"))
             .args(args)
             .env("RUST_LOG", "debug")
             .env_remove("A2A_LOG_FORMAT")
@@ -323,7 +323,7 @@ async fn run_client(program: &str, args: &[&str]) -> String {
 /// the gateway's card says so — the script that checks the demo agent itself (a2a-server's a2a1x_sdk.rs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_generic_a2a_1x_client_gets_answers_through_a_gateway_in_front_of_the_demo() {
-    let python = crate::bridge::sdk_python();
+    let python = a2a_test_support::sdk_python();
     let dir = TempDir::new("demo-1x");
     let (url, _gw, _agent, _) = demo_behind_a_gateway(&dir, "[bridge]\ndefault_skill = \"echo_message\"\n").await;
     let script =

@@ -2,93 +2,38 @@
 //! `/healthz` and `/readyz` following a real Redis killed and started again; `SIGHUP` reloading `gateway.toml` with
 //! an execution in flight across it; an invalid file refused; the audit file reopened after rotation.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use a2a_core::capability::AuthRequirement;
+use a2a_test_support::Process;
 use serde_json::{Value, json};
 
 use crate::common::*;
 use crate::redis_support::{RedisServer, unique_prefix};
 
-/// An `a2a-gateway` process whose stderr (its log, `RUST_LOG=info`) is kept to be searched.
+/// An `a2a-gateway` process whose stderr (its log, `RUST_LOG=info`) is kept to be searched, and its base URL.
 struct GatewayProcess {
-    child: Child,
+    process: Process,
     base: String,
-    log: Arc<Mutex<String>>,
 }
 
 impl GatewayProcess {
     /// `a2a-gateway --config <config> --listen 127.0.0.1:<free port>`, once it says it serves.
     fn start(config: &std::path::Path) -> GatewayProcess {
         let port = free_port();
-        let mut child = Command::new(a2a_tests::bin("a2a-gateway"))
+        let mut command = Command::new(a2a_test_support::bin("a2a-gateway"));
+        command
             .arg("--config")
             .arg(config)
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .env("RUST_LOG", "info")
             .env_remove("REDIS_URL")
-            .env_remove("A2A_LOG_FORMAT")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("a2a-gateway starts");
-        let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().expect("stderr");
-        let kept = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("[a2a-gateway] {line}");
-                let mut l = kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains(" serving ") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(60)).expect("the gateway says it serves");
-        GatewayProcess { child, base: format!("http://127.0.0.1:{port}"), log }
-    }
-
-    fn signal(&self, name: &str) {
-        let status =
-            Command::new("kill").arg(format!("-{name}")).arg(self.child.id().to_string()).status().expect("kill");
-        assert!(status.success(), "kill -{name} failed");
-    }
-
-    fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// Waits (at most 30 s) until the log has `count` lines containing `needle`.
-    fn wait_log(&self, needle: &str, count: usize) {
-        let until = Instant::now() + Duration::from_secs(30);
-        loop {
-            let n = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).matches(needle).count();
-            if n >= count {
-                return;
-            }
-            assert!(Instant::now() < until, "no {count}× {needle:?} in the log");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for GatewayProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+            .env_remove("A2A_LOG_FORMAT");
+        let (process, _) = Process::start("a2a-gateway", command, " serving ");
+        GatewayProcess { process, base: format!("http://127.0.0.1:{port}") }
     }
 }
 
@@ -235,10 +180,10 @@ async fn gateway_sighup_reloads_its_configuration_and_keeps_work_in_flight() {
 
     // Agent B added; a restart-only setting changed.
     std::fs::write(&config, gateway_toml(&[&a, &b], "[limits]\nmax_agents = 7\n")).expect("write");
-    g.signal("HUP");
-    g.wait_log("configuration reloaded", 1);
-    g.wait_log("limits.max_agents changed, which needs a restart", 1);
-    assert!(g.alive(), "SIGHUP ended the gateway");
+    g.process.signal("HUP");
+    g.process.expect_log("configuration reloaded", 1);
+    g.process.expect_log("limits.max_agents changed, which needs a restart", 1);
+    assert!(g.process.alive(), "SIGHUP ended the gateway");
     let r = c.handshake("sign_contract", Sign::No).await;
     assert_eq!(r.body["status"], "succeeded", "{}", r.body);
     assert_eq!(r.body["result"]["agent"], b.did, "{}", r.body);
@@ -251,9 +196,9 @@ async fn gateway_sighup_reloads_its_configuration_and_keeps_work_in_flight() {
 
     // An invalid file is refused; the running configuration keeps serving.
     std::fs::write(&config, gateway_toml(&[&a], "[[agents]]\nurl = \"ftp://nowhere\"\n")).expect("write");
-    g.signal("HUP");
-    g.wait_log("reload refused: ", 1);
-    assert!(g.alive(), "an invalid file ended the gateway");
+    g.process.signal("HUP");
+    g.process.expect_log("reload refused: ", 1);
+    assert!(g.process.alive(), "an invalid file ended the gateway");
     let r = c.handshake("sign_contract", Sign::No).await;
     assert_eq!(r.body["status"], "succeeded", "the running configuration still routes to B: {}", r.body);
 }
@@ -291,17 +236,17 @@ async fn gateway_reopens_its_audit_file_after_rotation() {
     audited_into(&c, &audit).await;
 
     std::fs::rename(&audit, &first).expect("rotate");
-    g.signal("USR1");
-    g.wait_log("audit file reopened", 1);
+    g.process.signal("USR1");
+    g.process.expect_log("audit file reopened", 1);
     let before = lines(&first);
     audited_into(&c, &audit).await;
     assert_eq!(lines(&first), before, "records after the reopening go to the new file only");
     assert!(before > 0);
 
     std::fs::rename(&audit, &second).expect("rotate again");
-    g.signal("HUP");
-    g.wait_log("audit file reopened", 2);
+    g.process.signal("HUP");
+    g.process.expect_log("audit file reopened", 2);
     audited_into(&c, &audit).await;
     assert!(lines(&second) > 0);
-    assert!(g.alive());
+    assert!(g.process.alive());
 }

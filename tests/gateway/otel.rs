@@ -89,7 +89,7 @@ impl Drop for Proc {
 }
 
 fn sibling_binary(name: &str) -> PathBuf {
-    let dir = a2a_tests::bin("a2a-gateway").parent().expect("target dir").to_path_buf();
+    let dir = a2a_test_support::bin("a2a-gateway").parent().expect("target dir").to_path_buf();
     let path = dir.join(name);
     assert!(path.exists(), "{} is missing: `cargo test --workspace` builds it", path.display());
     path

@@ -261,7 +261,7 @@ async fn audit_log_has_one_record_per_request_queryable_by_sender_negotiation_an
     let file = std::fs::read_to_string(gw.dir.0.join("audit.jsonl")).expect("audit file");
     assert_eq!(file.lines().count(), 4);
     // The query command reads the same log (`a2a-gateway audit`), oldest first, one JSON object a line.
-    let out = std::process::Command::new(a2a_tests::bin("a2a-gateway"))
+    let out = std::process::Command::new(a2a_test_support::bin("a2a-gateway"))
         .arg("--config")
         .arg(gw.dir.0.join("gateway.toml"))
         .args(["audit", "--execution", &exe])

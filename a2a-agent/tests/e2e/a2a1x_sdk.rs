@@ -10,33 +10,13 @@ use std::time::Duration;
 use a2a_server::Limits;
 use a2a_server::a2a1x::BridgeLimits;
 
-/// The SDK's Python (see the module documentation).
-pub fn sdk_python() -> String {
-    // A test whose tool is missing fails (it never passes having run nothing): A2A_SDK_PYTHON, else the venv that
-    // `bash .ci/run` creates, else a failure that says how to make one.
-    const PIN: &str = "1.3.0";
-    if let Some(p) = std::env::var("A2A_SDK_PYTHON").ok().filter(|p| !p.is_empty()) {
-        return p;
-    }
-    let default =
-        std::env::var("HOME").map(|h| format!("{h}/.cache/a2a-ci-venv/a2a-sdk-{PIN}/bin/python")).unwrap_or_default();
-    if !default.is_empty() && std::path::Path::new(&default).exists() {
-        return default;
-    }
-    panic!(
-        "the a2a-sdk interop tests need a Python with a2a-sdk {PIN}: set A2A_SDK_PYTHON, or create {default} \
-         (`bash .ci/run` does it; by hand: python3 -m venv DIR && DIR/bin/pip install \
-         'a2a-sdk[http-server,signing]=={PIN}' uvicorn)"
-    )
-}
-
 pub fn fixture(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/a2a1x").join(name)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_client_uses_our_bridge() {
-    let python = sdk_python();
+    let python = a2a_test_support::sdk_python();
     let a = super::a2a1x::start(BridgeLimits::default(), Limits::default()).await;
     let jwk = serde_json::to_string(&a.key.verifying_key().to_jwk()).expect("jwk");
     let run = tokio::process::Command::new(&python)
@@ -60,7 +40,7 @@ async fn the_python_sdk_client_uses_our_bridge() {
 /// it) gets an answer from `a2a-server --demo` — the binary, run as a user runs it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_generic_sdk_client_gets_an_answer_from_the_demo_without_naming_a_skill() {
-    let python = sdk_python();
+    let python = a2a_test_support::sdk_python();
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
     let mut demo = tokio::process::Command::new(env!("CARGO_BIN_EXE_a2a-server"))
         .args(["--demo", "--listen", &format!("127.0.0.1:{port}")])

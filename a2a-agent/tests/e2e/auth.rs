@@ -51,8 +51,8 @@ async fn fixture(issuer: &SigningKey) -> Fixture {
         .capability(secure, |ctx: ExecutionContext, _p: Value| async move {
             Ok(json!({"verified": ctx.sender_verified, "sender": ctx.sender}))
         })
-        .capability(keyed, a2a_server::handlers::echo())
-        .capability(oauth, a2a_server::handlers::echo())
+        .capability(keyed, a2a_server::handler::builtin::echo())
+        .capability(oauth, a2a_server::handler::builtin::echo())
         .api_key(ApiKey::new("k-good"))
         .api_key(ApiKey::new("k-bound").for_senders(vec!["did:web:someone-else.example.com".into()]))
         .oauth2(OAuth2 {
@@ -444,7 +444,7 @@ async fn oauth2_capability_checks_issuer_audience_expiry_and_signature() {
 async fn cross_domain_callers_must_sign_when_the_policy_says_so() {
     let t = TestAgent::start(
         AgentBuilder::new(AGENT)
-            .capability(decl("submit_report", json!({"type": "object"})), a2a_server::handlers::echo())
+            .capability(decl("submit_report", json!({"type": "object"})), a2a_server::handler::builtin::echo())
             .internal_domains(vec!["internal.example.com".into()], true),
     )
     .await;
@@ -468,7 +468,7 @@ async fn signed_responses_verify_with_the_agents_key_for_the_requester_and_statu
     let agent_key = SigningKey::generate().expect("key");
     let t = TestAgent::start(
         AgentBuilder::new(AGENT)
-            .capability(decl("read_status", json!({"type": "object"})), a2a_server::handlers::echo())
+            .capability(decl("read_status", json!({"type": "object"})), a2a_server::handler::builtin::echo())
             .sign_responses("key-1", agent_key.clone()),
     )
     .await;

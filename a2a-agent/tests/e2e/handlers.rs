@@ -1,4 +1,4 @@
-//! The ready-made handlers end to end (`a2a_server::handlers`): `command` runs real programs (shell and Python scripts
+//! The ready-made handlers end to end (`a2a_server::handler::builtin`): `command` runs real programs (shell and Python scripts
 //! written to a temporary directory), `http` forwards to a small axum service standing in for a third-party backend,
 //! and `echo`.
 
@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use a2a_server::AgentBuilder;
-use a2a_server::handlers::{CommandHandler, HttpHandler};
+use a2a_server::handler::builtin::{CommandHandler, HttpHandler};
 use axum::http::{HeaderMap, StatusCode as AxumStatus};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -283,7 +283,7 @@ async fn command_that_does_not_exist_fails_with_cannot_start() {
 
 #[tokio::test]
 async fn echo_returns_the_payload_under_echo() {
-    let t = agent_with(a2a_server::handlers::echo()).await;
+    let t = agent_with(a2a_server::handler::builtin::echo()).await;
     let r = run(&t, json!({"text": "ping"}), None).await;
     assert_eq!(r["status"], json!("succeeded"), "{r}");
     assert_eq!(r["result"], json!({"echo": {"text": "ping"}}));

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::{SENDER, TestAgent, standard, test_limits};
+use crate::common::{SENDER, TestAgent, free_port, standard, test_limits};
 
 /// Sends `bytes` on a new connection and reads until the agent closes it (or 5 s pass): the raw answer.
 async fn raw(addr: &str, bytes: &[u8]) -> Vec<u8> {
@@ -403,11 +403,6 @@ async fn serving_threads_share_the_connection_limit_and_keep_what_requests_start
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     drop(threads);
-}
-
-/// A free loopback port (bound, then released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
 fn admin_config(dir: &crate::common::TempDir, admin: &str) -> std::path::PathBuf {

@@ -2,91 +2,34 @@
 //! and `/readyz` following a real Redis that is killed and started again; `SIGHUP` reloading the configuration with
 //! an execution in flight across it; an invalid file refused; `--demo` surviving `SIGHUP`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use a2a_test_support::Process;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::common::{SENDER, TempDir, free_port};
 use crate::redis_support::{RedisServer, unique_prefix};
 
-/// An `a2a-server` process whose stderr (its log, `RUST_LOG=info`) is kept to be searched.
-struct Process {
-    child: Child,
+/// An `a2a-server` process whose stderr (its log, `RUST_LOG=info`) is kept to be searched, and its base URL.
+struct Server {
+    process: Process,
     base: String,
-    log: Arc<Mutex<String>>,
 }
 
-impl Process {
+impl Server {
     /// `a2a-server ARGS --listen 127.0.0.1:<port>`, once it says it serves (`ready` is in its stdout).
-    fn start(args: &[&str], port: u16, ready: &str) -> Process {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_a2a-server"))
+    fn start(args: &[&str], port: u16, ready: &str) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_a2a-server"));
+        command
             .args(args)
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .env("RUST_LOG", "info")
             .env_remove("REDIS_URL")
-            .env_remove("A2A_LOG_FORMAT")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start a2a-server");
-        let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().expect("stderr");
-        let kept = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                eprintln!("[a2a-server] {line}");
-                let mut l = kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let ready = ready.to_owned();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains(&ready) {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(60)).expect("the server says it serves");
-        Process { child, base: format!("http://127.0.0.1:{port}"), log }
-    }
-
-    fn signal(&self, name: &str) {
-        let status =
-            Command::new("kill").arg(format!("-{name}")).arg(self.child.id().to_string()).status().expect("kill");
-        assert!(status.success(), "kill -{name} failed");
-    }
-
-    fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// Waits (at most 30 s) until the log has `count` lines containing `needle`.
-    fn wait_log(&self, needle: &str, count: usize) {
-        let until = Instant::now() + Duration::from_secs(30);
-        loop {
-            let n = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).matches(needle).count();
-            if n >= count {
-                return;
-            }
-            assert!(Instant::now() < until, "no {count}× {needle:?} in the log");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+            .env_remove("A2A_LOG_FORMAT");
+        let (process, _) = Process::start("a2a-server", command, ready);
+        Server { process, base: format!("http://127.0.0.1:{port}") }
     }
 }
 
@@ -182,7 +125,7 @@ async fn agent_readiness_follows_its_redis() {
         ),
     );
     let port = free_port();
-    let p = Process::start(&["--config", config.to_str().expect("path")], port, " serving ");
+    let p = Server::start(&["--config", config.to_str().expect("path")], port, " serving ");
     let http = http();
     let (body, _) = readyz_until(&http, &p.base, StatusCode::OK).await;
     assert_eq!(body, json!({"status": "ready"}));
@@ -238,7 +181,7 @@ async fn agent_sighup_reloads_the_configuration_and_keeps_executions_in_flight()
     let head = "[agent]\ndid = \"did:web:localhost%3A8080\"\n";
     let config = dir.write("agent.toml", &format!("{head}{ECHO}{}", gated(&dir)));
     let port = free_port();
-    let mut p = Process::start(&["--config", config.to_str().expect("path")], port, " serving ");
+    let mut p = Server::start(&["--config", config.to_str().expect("path")], port, " serving ");
     let http = http();
     assert_eq!(capabilities(&http, &p.base).await, vec!["echo_message", "run_gated"]);
     let id = start_execution(&http, &p.base, "run_gated", json!({"n": 1})).await;
@@ -253,10 +196,10 @@ async fn agent_sighup_reloads_the_configuration_and_keeps_executions_in_flight()
                  input_schema = { type = \"object\" }\nhandler = { type = \"echo\" }\n";
     std::fs::write(&config, format!("{head}[limits]\nmax_connections = 77\n{ECHO}{}{added}", gated(&dir)))
         .expect("write");
-    p.signal("HUP");
-    p.wait_log("configuration reloaded", 1);
-    p.wait_log("limits.max_connections changed, which needs a restart", 1);
-    assert!(p.alive(), "SIGHUP ended the agent");
+    p.process.signal("HUP");
+    p.process.expect_log("configuration reloaded", 1);
+    p.process.expect_log("limits.max_connections changed, which needs a restart", 1);
+    assert!(p.process.alive(), "SIGHUP ended the agent");
     assert_eq!(capabilities(&http, &p.base).await, vec!["echo_message", "run_gated", "added_later"]);
     // The execution that started before the reload finishes after it, and its result is served.
     std::fs::write(dir.path("go"), "").expect("go");
@@ -269,16 +212,16 @@ async fn agent_sighup_reloads_the_configuration_and_keeps_executions_in_flight()
 
     // An invalid file is refused; the running configuration keeps serving.
     std::fs::write(&config, format!("{head}{ECHO}\n[[capabilities]]\nname = 5\n")).expect("write");
-    p.signal("HUP");
-    p.wait_log("reload refused: ", 1);
-    assert!(p.alive(), "an invalid file ended the agent");
+    p.process.signal("HUP");
+    p.process.expect_log("reload refused: ", 1);
+    assert!(p.process.alive(), "an invalid file ended the agent");
     assert_eq!(capabilities(&http, &p.base).await, vec!["echo_message", "run_gated", "added_later"]);
     let id = start_execution(&http, &p.base, "echo_message", json!({"still": true})).await;
     assert_eq!(result(&http, &p.base, &id).await["result"], json!({"echo": {"still": true}}));
     // SIGUSR1 (the log reopening signal) does not end it either.
-    p.signal("USR1");
-    p.wait_log("SIGUSR1", 1);
-    assert!(p.alive());
+    p.process.signal("USR1");
+    p.process.expect_log("SIGUSR1", 1);
+    assert!(p.process.alive());
 }
 
 /// The binary's shutdown (`SIGTERM`) with an execution in flight: the agent stops accepting, the execution (started
@@ -306,8 +249,8 @@ handler = {{ type = "command", argv = ["sh", "-c", "grep THP_enabled /proc/$$/st
     );
     let config = dir.write("agent.toml", &format!("[agent]\ndid = \"did:web:localhost%3A8080\"\n{capability}"));
     let port = free_port();
-    let mut p = Process::start(&["--config", config.to_str().expect("path")], port, " serving ");
-    let status = std::fs::read_to_string(format!("/proc/{}/status", p.child.id())).expect("status");
+    let mut p = Server::start(&["--config", config.to_str().expect("path")], port, " serving ");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", p.process.child.id())).expect("status");
     assert!(status.lines().any(|l| l.split_whitespace().eq(["THP_enabled:", "0"])), "huge pages on: {status}");
     let http = http();
     start_execution(&http, &p.base, "run_gated", json!({"n": 1})).await;
@@ -320,17 +263,17 @@ handler = {{ type = "command", argv = ["sh", "-c", "grep THP_enabled /proc/$$/st
     let mine = std::fs::read_to_string("/proc/self/status").expect("status");
     let mine = mine.lines().find(|l| l.starts_with("THP_enabled:")).expect("THP_enabled").to_owned();
     assert_eq!(handler.trim(), mine.trim(), "the handler's program did not get the system's setting back");
-    p.signal("TERM");
-    p.wait_log("shutting down", 1);
+    p.process.signal("TERM");
+    p.process.expect_log("shutting down", 1);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(p.alive(), "the agent exited with an execution in flight");
+    assert!(p.process.alive(), "the agent exited with an execution in flight");
     // A client of its own: no connection kept alive from before.
     let fresh = reqwest::Client::new().get(format!("{}/healthz", p.base)).send().await;
     assert!(fresh.is_err(), "still accepting after SIGTERM: {fresh:?}");
     std::fs::write(&go, "").expect("go");
     let until = Instant::now() + Duration::from_secs(20);
     let exit = loop {
-        if let Some(s) = p.child.try_wait().expect("wait") {
+        if let Some(s) = p.process.child.try_wait().expect("wait") {
             break s;
         }
         assert!(Instant::now() < until, "the agent did not exit after its execution finished");
@@ -344,12 +287,12 @@ handler = {{ type = "command", argv = ["sh", "-c", "grep THP_enabled /proc/$$/st
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_survives_sighup() {
     let port = free_port();
-    let mut p = Process::start(&["--demo"], port, "/a2a");
+    let mut p = Server::start(&["--demo"], port, "/a2a");
     let http = http();
     assert_eq!(probe(&http, &p.base, "/healthz").await.0, StatusCode::OK);
-    p.signal("HUP");
-    p.wait_log("nothing reloaded", 1);
-    assert!(p.alive(), "SIGHUP ended the demo");
+    p.process.signal("HUP");
+    p.process.expect_log("nothing reloaded", 1);
+    assert!(p.process.alive(), "SIGHUP ended the demo");
     assert_eq!(probe(&http, &p.base, "/readyz").await.0, StatusCode::OK);
     assert!(capabilities(&http, &p.base).await.contains(&"echo_message".to_owned()));
 }
@@ -358,11 +301,11 @@ async fn the_demo_survives_sighup() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sessions_demo_survives_sighup() {
     let port = crate::readme::free_ports(3);
-    let mut p = Process::start(&["--sessions-demo", "--linger"], port, "--linger");
+    let mut p = Server::start(&["--sessions-demo", "--linger"], port, "--linger");
     let http = http();
-    p.signal("HUP");
-    p.wait_log("nothing reloaded", 1);
-    assert!(p.alive(), "SIGHUP ended the sessions demo");
+    p.process.signal("HUP");
+    p.process.expect_log("nothing reloaded", 1);
+    assert!(p.process.alive(), "SIGHUP ended the sessions demo");
     for agent in 0..3 {
         let base = format!("http://127.0.0.1:{}", port + agent);
         let d = http.request(reqwest::Method::OPTIONS, format!("{base}/a2a")).send().await.expect("DISCOVER");

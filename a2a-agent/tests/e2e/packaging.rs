@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use yaml_rust2::{Yaml, YamlLoader};
 
+use crate::common::free_port;
 use crate::redis_support::RedisServer;
 
 fn root() -> PathBuf {
@@ -335,10 +336,6 @@ impl Drop for Running {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
 }
 
 fn start(binary: &str, config: &Path) -> Running {

@@ -176,7 +176,7 @@ async fn fallback_lists_local_degraded_options_and_registry_agents() {
     }]);
     let t = TestAgent::start(
         a2a_server::AgentBuilder::new("did:web:agent.example.com")
-            .capability(brief, a2a_server::handlers::echo())
+            .capability(brief, a2a_server::handler::builtin::echo())
             .registry(Arc::new(registry)),
     )
     .await;
@@ -202,7 +202,8 @@ async fn region_restricted_capability_needs_a_matching_region_header() {
     let mut pay = crate::common::decl("process_payment", json!({"type": "object"}));
     pay.region_restriction = vec!["eu-west-1".into()];
     let t = TestAgent::start(
-        a2a_server::AgentBuilder::new("did:web:agent.example.com").capability(pay, a2a_server::handlers::echo()),
+        a2a_server::AgentBuilder::new("did:web:agent.example.com")
+            .capability(pay, a2a_server::handler::builtin::echo()),
     )
     .await;
     let d = t.send(t.http.request(Method::OPTIONS, t.url("/a2a"))).await;

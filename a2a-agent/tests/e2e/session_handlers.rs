@@ -16,7 +16,7 @@ use a2a_server::sessions::config::{
     CommandConfig, HandlerConfig, HttpConfig, OpenAiConfig, SessionsConfig, StdinFormat, build_handler,
     build_handler_with_env,
 };
-use a2a_server::sessions::handlers::{CommandHandler, HttpHandler, OpenAiHandler};
+use a2a_server::sessions::handler::builtin::{CommandHandler, HttpHandler, OpenAiHandler};
 use a2a_server::sessions::{HandlerFailure, SessionHandler, Visibility};
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};

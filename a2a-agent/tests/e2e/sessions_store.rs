@@ -8,7 +8,7 @@ use a2a_core::sessions::{
     AnnounceOutcome, AnnounceStatus, Delivery, HandlerKind, Provenance, Role, Run, RunReply, RunState, SendRequest,
     SendStatus, Session, SessionKind, SourceTool, Step,
 };
-use a2a_server::sessions::redis_store::RedisSessionStore;
+use a2a_server::sessions::store::redis::RedisSessionStore;
 use a2a_server::sessions::store::{InboxItem, RunRecord, SessionRecord, StoredMessage, waits_on};
 use a2a_server::sessions::{MemorySessionStore, SessionStore};
 use a2a_server::store::redis::{AgentScope, RedisConfig};

@@ -824,18 +824,8 @@ async fn write_reply(w: &mut Writer<'_>, reply: Reply, version: u8, head_req: bo
 }
 
 /// Writes `n` in decimal.
-pub(crate) fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&tmp[i..]);
+pub(crate) fn write_decimal(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// The `Date` of answers, formatted once a second per thread.

@@ -444,7 +444,7 @@ fn sha_hex(parts: &[&str]) -> String {
         h.update(p.as_bytes());
         h.update([0u8]);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    data_encoding::HEXLOWER.encode(&h.finalize())
 }
 
 /// Creation with an `Idempotency-Key` (the warm path creates without a script).
@@ -746,7 +746,7 @@ impl RedisStore {
         let ns = sha_hex(&[&scope.did])[..16].to_owned();
         let mut suffix = [0u8; 8];
         getrandom::fill(&mut suffix).map_err(|e| StoreError(format!("no randomness: {e}")))?;
-        let token_prefix = suffix.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let token_prefix = data_encoding::HEXLOWER.encode(&suffix);
         let consumer = format!("{}-{token_prefix}", std::process::id());
         let waiters = Arc::new(Waiters::default());
         let stop = tokio_util::sync::CancellationToken::new();
@@ -877,7 +877,7 @@ impl RedisStore {
     }
 
     /// The hash tag of an execution's keys (`{<prefix>:<ns>:<k>}`), for state kept beside it in the same slot (the
-    /// event log of a streamed execution, `crate::streaming::redis_log`).
+    /// event log of a streamed execution, `crate::streaming::redis`).
     pub fn execution_tag(&self, execution_id: &str) -> String {
         self.tag(self.shard_of(execution_id)).to_owned()
     }

@@ -294,7 +294,7 @@ mod tests {
             fallback_for: vec![],
         };
         let agent = crate::AgentBuilder::new("did:web:localhost%3A1")
-            .capability(echo, crate::handlers::echo())
+            .capability(echo, crate::handler::builtin::echo())
             .build()
             .expect("agent");
         let bridge = Bridge::new(&agent, BridgeOptions::default()).expect("bridge");

@@ -68,7 +68,7 @@ fn check_id(what: &str, id: &str) -> Result<(), BridgeError> {
 fn new_context_id() -> Result<String, BridgeError> {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b).map_err(|e| BridgeError::new(Kind::Internal, format!("no random bytes: {e}")))?;
-    Ok(format!("ctx-{}", b.iter().map(|x| format!("{x:02x}")).collect::<String>()))
+    Ok(format!("ctx-{}", data_encoding::HEXLOWER.encode(&b)))
 }
 
 /// What a started message is (BR-12).

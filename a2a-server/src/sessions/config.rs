@@ -49,7 +49,7 @@ use serde::Deserialize;
 
 use crate::sessions::SessionHandler;
 pub use crate::sessions::Visibility;
-use crate::sessions::handlers::{CommandHandler, HttpHandler, OpenAiHandler};
+use crate::sessions::handler::builtin::{CommandHandler, HttpHandler, OpenAiHandler};
 
 /// Implements `Deserialize` for a type whose derived implementation is generated under `#[serde(remote = "Self")]`:
 /// the derived one reads the value, then `validate` checks it, so that a bad value is refused with the position

@@ -7,6 +7,9 @@
 //! Implementations: Rust code (any `Fn(Delivery) -> impl Future<Output = Result<String, HandlerFailure>>`), and
 //! the configurable `command`, `http` and `openai` handlers of §17.10.
 
+/// The configurable session handlers of §17.10: a program, an HTTP service, an OpenAI-compatible chat API.
+pub mod builtin;
+
 use std::future::Future;
 
 use a2a_core::sessions::Delivery;

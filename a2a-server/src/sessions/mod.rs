@@ -22,11 +22,9 @@
 pub mod config;
 pub mod events;
 pub mod handler;
-pub mod handlers;
 pub mod history;
 pub mod pingpong;
 pub mod policy;
-pub mod redis_store;
 pub mod registry;
 pub(crate) mod routes;
 pub mod runs;

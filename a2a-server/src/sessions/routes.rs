@@ -108,17 +108,7 @@ async fn authenticate(
 
 /// The query parameters, percent-decoded.
 fn query(uri: &OriginalUri) -> Vec<(String, String)> {
-    let decode = |v: &str| percent_encoding::percent_decode_str(&v.replace('+', " ")).decode_utf8_lossy().into_owned();
-    uri.0
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (decode(k), decode(v))
-        })
-        .collect()
+    form_urlencoded::parse(uri.0.query().unwrap_or("").as_bytes()).into_owned().collect()
 }
 
 fn param<'a>(q: &'a [(String, String)], name: &str) -> Option<&'a str> {

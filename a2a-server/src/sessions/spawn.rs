@@ -119,7 +119,7 @@ impl Sessions {
     ) -> Result<SpawnResponse, A2aError> {
         let mut suffix = [0u8; 6];
         getrandom::fill(&mut suffix).map_err(|e| error(ErrorCode::INTERNAL_ERROR, e.to_string()))?;
-        let hex: String = suffix.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = data_encoding::HEXLOWER.encode(&suffix);
         let base: String = req.parent.chars().take(100).collect();
         let key = format!("{base}.spawn-{hex}");
         let address = self.address(&key)?;

@@ -1,8 +1,18 @@
-//! The one test support of the workspace's cross-crate tests: a process of one of the workspace's binaries with its
-//! log kept and its "serving" line awaited, free loopback ports, and the Python of the a2a-sdk interop tests.
+//! The one test support of the workspace (a dev-dependency of a2a-agent, a2a-client and a2a-tests): a process of one
+//! of the workspace's binaries with its log kept and its "serving" line awaited ([`Process`]), free loopback ports,
+//! scratch directories ([`TempDir`]), the Python of the a2a-sdk interop tests, the `a2a` CLI run as a subprocess
+//! ([`cli`]) and, with feature `agent`, the in-process test agent ([`agent`]).
 //!
-//! The binaries are those of this build: `cargo test --workspace` builds every binary before it runs a test;
-//! `cargo test -p a2a-tests` needs `cargo build --bins` first (the test that misses one says so).
+//! [`bin`] finds the binaries of this build: `cargo test --workspace` builds every binary before it runs a test;
+//! `cargo test -p a2a-tests` needs `cargo build --bins` first (the test that misses one says so). A crate's own
+//! binaries are better named with `env!("CARGO_BIN_EXE_…")`.
+
+#[cfg(feature = "agent")]
+pub mod agent;
+pub mod cli;
+mod temp_dir;
+
+pub use temp_dir::TempDir;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -23,7 +33,8 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
-/// A free loopback TCP port (bound and released: another process could take it in between, rarely).
+/// A free loopback TCP port (bound and released: another process could take it in between, rarely), for processes
+/// that must be told their port up front.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
@@ -100,14 +111,34 @@ impl Process {
     /// Waits (at most `within`) until its stderr has `count` lines containing `needle`; the log when it does.
     pub fn wait_log(&self, needle: &str, count: usize, within: Duration) -> Option<String> {
         let until = Instant::now() + within;
-        while Instant::now() < until {
+        loop {
             let log = self.log();
             if log.lines().filter(|l| l.contains(needle)).count() >= count {
                 return Some(log);
             }
-            std::thread::sleep(Duration::from_millis(50));
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
-        None
+    }
+
+    /// [`Process::wait_log`] for at most 30 s, failing the test when the lines do not come.
+    pub fn expect_log(&self, needle: &str, count: usize) -> String {
+        self.wait_log(needle, count, Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("no {count}× {needle:?} in the log:\n{}", self.log()))
+    }
+
+    /// Sends it the signal `name` (`HUP`, `USR1`, `TERM`, ...) with kill(1), as an operator would.
+    pub fn signal(&self, name: &str) {
+        let status =
+            Command::new("kill").arg(format!("-{name}")).arg(self.child.id().to_string()).status().expect("kill");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    /// Whether it is still running.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 }
 

@@ -32,7 +32,7 @@ use redis::{Cmd, Pipeline, Script};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::store::{
+use super::{
     Event, EventsAfter, InboxItem, RunRecord, SessionRecord, SessionStore, StoreError, StoredMessage, rfc3339,
     sort_inbox,
 };

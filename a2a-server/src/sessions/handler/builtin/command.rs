@@ -25,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
 use super::{EXCERPT_CHARS, reply_from_stdout, step_name, tail};
-use crate::handlers::GroupGuard;
+use crate::handler::builtin::GroupGuard;
 use crate::sessions::config::{CommandConfig, StdinFormat};
 use crate::sessions::{HandlerFailure, SessionHandler};
 
@@ -43,10 +43,10 @@ pub struct CommandHandler {
 
 impl CommandHandler {
     /// A handler for `config` (checked when the configuration was read). Its programs run under `a2a-supervise`
-    /// when it is found ([`crate::handlers::supervisor`]), so that they die with the agent (HDL-4).
+    /// when it is found ([`crate::handler::builtin::supervisor`]), so that they die with the agent (HDL-4).
     pub fn new(config: CommandConfig) -> Self {
         let slots = Arc::new(Semaphore::new(config.max_concurrency.max(1)));
-        CommandHandler { config: Arc::new(config), slots, supervisor: crate::handlers::supervisor() }
+        CommandHandler { config: Arc::new(config), slots, supervisor: crate::handler::builtin::supervisor() }
     }
 
     fn program(&self) -> &str {
@@ -55,7 +55,8 @@ impl CommandHandler {
 
     fn command(&self, delivery: &Delivery, remaining: Duration) -> tokio::process::Command {
         let c = &self.config;
-        let mut cmd = crate::handlers::program_command(self.program(), self.supervisor.as_deref(), &c.env_allow);
+        let mut cmd =
+            crate::handler::builtin::program_command(self.program(), self.supervisor.as_deref(), &c.env_allow);
         cmd.args(&c.argv[1..])
             .envs(&c.env)
             .env("A2A_RUN_ID", &delivery.run_id)
@@ -152,7 +153,7 @@ impl CommandHandler {
         };
         let status = status.map_err(|e| HandlerFailure::Failed(format!("cannot wait for `{program}`: {e}")))?;
         if self.supervisor.is_some()
-            && let Some(why) = crate::handlers::supervisor_refusal(status, &stderr)
+            && let Some(why) = crate::handler::builtin::supervisor_refusal(status, &stderr)
         {
             return Err(HandlerFailure::Failed(format!("{why}; check handler.argv and cwd")));
         }
