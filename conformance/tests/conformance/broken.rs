@@ -367,6 +367,15 @@ pub enum Fault {
     TightenKeepsNullable,
     /// NEGOTIATE's agreed schema drops the properties only the proposal has, although the capability is open (NEG-26).
     TightenDropsProposedProperties,
+    /// NEGOTIATE does not see that the agreed bounds leave no number: a proposed `minimum` above the capability's
+    /// `maximum` is agreed (p's `minimum`, c's `maximum`) instead of a conflict (NEG-20).
+    TightenAgreesEmptyRange,
+    /// NEGOTIATE's agreed schema keeps the proposal's `uniqueItems: false` where the capability requires `true`
+    /// (NEG-23).
+    TightenKeepsProposedUniqueItems,
+    /// NEGOTIATE's agreed schema takes the proposal's `items` as they are where both have `items`, instead of merging
+    /// them with the capability's (NEG-25).
+    TightenKeepsProposedItems,
     /// The sender part of an execution id is the caller's DID with `%3A` decoded to `:` (EID-2).
     SenderDecodedInIds,
     /// NEGOTIATE's schema check has no depth bound: a schema object at depth 33 is checked, not `too_deep` (SCH-17).
@@ -1518,6 +1527,12 @@ pub async fn start(fault: Fault) -> Broken {
                 async move { Ok(echo(ctx.execution_id.clone(), p)) }
             })
         })
+    } else if array_fault(fault) {
+        // The demo agent with one more capability whose input has an array property (NEG-22/23/25).
+        common::demo_parts_with(port, |b, _| {
+            a2a_agent::demo::capabilities(b)
+                .capability(array_capability(), |_ctx: ExecutionContext, p: Value| async move { Ok(p) })
+        })
     } else if matches!(
         fault,
         Fault::NonCanonicalResponseSignatures | Fault::ResponsesSignedWithAnotherKey | Fault::ResponseJtiReused
@@ -1734,6 +1749,9 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::SingleWordCapabilityName, &["capabilities/declarations-valid", "discover/capability-names"]),
     (Fault::TightenKeepsNullable, &["negotiate/tightening"]),
     (Fault::TightenDropsProposedProperties, &["negotiate/tightening"]),
+    (Fault::TightenAgreesEmptyRange, &["negotiate/tightening"]),
+    (Fault::TightenKeepsProposedUniqueItems, &["negotiate/tightening"]),
+    (Fault::TightenKeepsProposedItems, &["negotiate/tightening"]),
     (Fault::SenderDecodedInIds, &["execute/sender-with-path-and-port"]),
     (Fault::DepthUnbounded, &["schema-rules/limits"]),
     (Fault::PythonRecipeAccepted, &["signature/python-recipe-refused"]),
@@ -1979,6 +1997,14 @@ async fn run_scoped(fault: Fault, agent: &Broken) -> a2a_conformance::Report {
     if matches!(fault, Fault::TightenDropsLowerBound | Fault::TightenDropsUpperBound | Fault::TightenDropsMultipleOf) {
         // The tightening variants of numeric keywords need a capability with numbers.
         opts.capability = Some("add_numbers".into());
+    }
+    if fault == Fault::TightenAgreesEmptyRange {
+        // NEG-20 shows only where the capability bounds a number: run_slow_task's `seconds` (0 to 600).
+        opts.capability = Some("run_slow_task".into());
+    }
+    if array_fault(fault) {
+        // NEG-23 and NEG-25 show only on a capability with an array property (ARRAY_CAPABILITY).
+        opts.capability = Some(ARRAY_CAPABILITY.into());
     }
     if fault == Fault::UnsortedValidationErrors {
         // NEG-43 shows only on payloads with several errors: a capability with two required members.
@@ -2965,6 +2991,39 @@ fn resolver_fault(fault: Fault) -> Option<(&'static str, ResolverMistake)> {
     }
 }
 
+/// The capability the array faults' agent has beside the demo's: its `tags` are an array with `items`,
+/// `uniqueItems` and `maxItems` (NEG-22, NEG-23, NEG-25).
+const ARRAY_CAPABILITY: &str = "label_items";
+
+/// The declaration of [`ARRAY_CAPABILITY`].
+fn array_capability() -> a2a_core::capability::CapabilityDeclaration {
+    a2a_core::capability::CapabilityDeclaration {
+        name: ARRAY_CAPABILITY.into(),
+        description: "Returns the labels it is given: at most 8, distinct, each at most 32 characters.".into(),
+        auth_requirement: a2a_core::capability::AuthRequirement::None,
+        sub_capabilities: vec![],
+        region_restriction: vec![],
+        input_schema: json!({"type": "object",
+                             "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 32},
+                                                     "uniqueItems": true, "maxItems": 8}},
+                             "required": ["tags"]}),
+        output_schema: None,
+        estimated_cost: None,
+        estimated_latency_ms: None,
+        fallback_for: vec![],
+    }
+}
+
+/// The faults whose agent has [`ARRAY_CAPABILITY`].
+fn array_fault(fault: Fault) -> bool {
+    matches!(fault, Fault::TightenKeepsProposedUniqueItems | Fault::TightenKeepsProposedItems)
+}
+
+/// Whether a conflict's path is at a numeric bound keyword (NEG-20).
+fn bound_keyword(path: &str) -> bool {
+    ["/minimum", "/maximum", "/exclusiveMinimum", "/exclusiveMaximum"].iter().any(|k| path.ends_with(k))
+}
+
 /// The schema keywords a `Tighten*` fault drops from the agreed schema wherever the proposal has them.
 fn dropped_keywords(fault: Fault) -> Option<&'static [&'static str]> {
     match fault {
@@ -3419,6 +3478,60 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 ),
             }
         }
+        Fault::TightenAgreesEmptyRange if method == Method::POST && path == "/a2a/negotiate" => {
+            // The agent merges the bounds (NEG-18, NEG-19) but never asks whether a number is left (NEG-20): it is
+            // the correct agent answering the proposal without its conflicting bounds, with them put back into the
+            // agreed schema.
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let sent = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
+            let capability = sent["target_capability"].as_str().and_then(|c| state.caps.get(c)).cloned();
+            let empty_range =
+                capability.and_then(|c| match a2a_core::negotiation::tighten(&sent["proposed_schema"], &c) {
+                    Err(conflicts) if conflicts.iter().all(|c| bound_keyword(&c.path)) => {
+                        Some(conflicts.into_iter().map(|c| c.path).collect::<Vec<_>>())
+                    }
+                    _ => None,
+                });
+            let Some(paths) = empty_range else {
+                return next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            };
+            let mut relaxed = sent.clone();
+            let mut put_back = Vec::new();
+            for at in &paths {
+                let (parent, key) = at.rsplit_once('/').unwrap_or(("", at));
+                if let Some(o) = relaxed["proposed_schema"].pointer_mut(parent).and_then(Value::as_object_mut)
+                    && let Some(value) = o.remove(key)
+                {
+                    put_back.push((parent.to_owned(), key.to_owned(), value));
+                }
+            }
+            let body = serde_json::to_vec(&relaxed).unwrap_or_default();
+            let mut parts = parts;
+            parts.headers.remove("content-length");
+            let mut req = Request::from_parts(parts, Body::from(body.clone()));
+            if let Some(caller) = &state.caller {
+                sign_anew(&mut req, &body, caller, &state.agent_did);
+            }
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| {
+                    for (parent, key, value) in put_back {
+                        if let Some(o) = v["agreed_schema"].pointer_mut(&parent).and_then(Value::as_object_mut) {
+                            o.insert(key.clone(), value);
+                        }
+                        let at = format!("{parent}/{key}");
+                        if let Some(c) = v["changes"].as_array_mut() {
+                            c.retain(|c| c["path"] != at.as_str());
+                        }
+                    }
+                    v["tightened"] = json!(v["changes"].as_array().is_some_and(|c| !c.is_empty()));
+                },
+            )
+            .await
+        }
         f if method == Method::POST
             && path == "/a2a/negotiate"
             && (dropped_keywords(f).is_some()
@@ -3429,6 +3542,8 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                         | Fault::ChangesWithoutMessage
                         | Fault::TightenKeepsNullable
                         | Fault::TightenDropsProposedProperties
+                        | Fault::TightenKeepsProposedUniqueItems
+                        | Fault::TightenKeepsProposedItems
                 )) =>
         {
             let (parts, body) = req.into_parts();
@@ -3479,6 +3594,21 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                         let own = c["properties"].as_object().cloned().unwrap_or_default();
                         if let (true, Some(g)) = (open, v["agreed_schema"]["properties"].as_object_mut()) {
                             g.retain(|name, _| own.contains_key(name));
+                        }
+                    }
+                    Fault::TightenKeepsProposedUniqueItems | Fault::TightenKeepsProposedItems => {
+                        // The proposal's keyword is taken as it is, and the change it would make is not reported.
+                        let key = if f == Fault::TightenKeepsProposedItems { "items" } else { "uniqueItems" };
+                        for (name, p) in proposal["properties"].as_object().into_iter().flatten() {
+                            let g = &mut v["agreed_schema"]["properties"][name];
+                            let (Some(own), true) = (p.get(key), g.get(key).is_some()) else { continue };
+                            g[key] = own.clone();
+                            let at = format!("/properties/{name}/{key}");
+                            let below = format!("{at}/");
+                            if let Some(c) = v["changes"].as_array_mut() {
+                                c.retain(|c| c["path"].as_str().is_none_or(|p| p != at && !p.starts_with(&below)));
+                            }
+                            v["tightened"] = json!(v["changes"].as_array().is_some_and(|c| !c.is_empty()));
                         }
                     }
                     _ => {
@@ -4611,6 +4741,21 @@ async fn a_tightening_that_drops_the_proposed_pattern_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tightening_that_drops_the_proposed_annotations_is_caught() {
     caught(Fault::TightenDropsAnnotations).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_agrees_an_empty_range_is_caught() {
+    caught(Fault::TightenAgreesEmptyRange).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_keeps_the_proposed_unique_items_is_caught() {
+    caught(Fault::TightenKeepsProposedUniqueItems).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_does_not_merge_items_is_caught() {
+    caught(Fault::TightenKeepsProposedItems).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
