@@ -256,6 +256,7 @@ pub const FIXTURES: &[(&str, &[&str])] = &[
     ("NEG-20", &["TightenAgreesEmptyRange"]),
     ("NEG-23", &["TightenKeepsProposedUniqueItems"]),
     ("NEG-25", &["TightenKeepsProposedItems"]),
+    (&["InboxServedToOthers"]),
 ];
 
 /// MUSTs the suite checks, observable from outside, that no broken agent exercises yet (see the module doc).

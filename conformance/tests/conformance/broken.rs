@@ -376,6 +376,8 @@ pub enum Fault {
     /// NEGOTIATE's agreed schema takes the proposal's `items` as they are where both have `items`, instead of merging
     /// them with the capability's (NEG-25).
     TightenKeepsProposedItems,
+    /// An inbox is served to any sender that names its key: the agent reads it as its owner's (SES-5).
+    InboxServedToOthers,
     /// The sender part of an execution id is the caller's DID with `%3A` decoded to `:` (EID-2).
     SenderDecodedInIds,
     /// NEGOTIATE's schema check has no depth bound: a schema object at depth 33 is checked, not `too_deep` (SCH-17).
@@ -1084,6 +1086,21 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             rparts.headers.remove("content-length");
             Response::from_parts(rparts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
         }
+        Fault::InboxServedToOthers
+            if method == Method::GET && path.starts_with("/a2a/sessions/") && path.ends_with("/inbox") =>
+        {
+            // Whoever asks is read as the owner (the test's caller, who registered the sessions).
+            let Some(owner) = state.caller.as_ref() else { return next.run(req).await };
+            if header(req.headers(), "a2a-sender-id") == Some(owner.did.as_str()) {
+                return next.run(req).await;
+            }
+            let mut req = req;
+            if let Ok(did) = HeaderValue::from_str(&owner.did) {
+                req.headers_mut().insert("a2a-sender-id", did);
+            }
+            sign_anew(&mut req, &[], owner, &state.agent_did);
+            next.run(req).await
+        }
         Fault::DropsLateReply
             if method == Method::POST && path.starts_with("/a2a/runs/") && path.ends_with("/reply") =>
         {
@@ -1501,6 +1518,7 @@ pub async fn start(fault: Fault) -> Broken {
             | Fault::DeepNestingAccepted
             | Fault::BomAccepted
             | Fault::SendUnknownMembersIgnored
+            | Fault::InboxServedToOthers
     ) || resolver_fault(fault).is_some()
         || lenient_verifier(fault);
     let caller = if needs_caller { Some(common::caller().await) } else { None };
@@ -1618,6 +1636,7 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::UnderstatesBodyLimit, &["limits/oversize-body"]),
     (Fault::IgnoresRegion, &["execute/auth-before-payload", "negotiate/region-order", "region/enforced"]),
     (Fault::FalseSessionTimeout, &["sessions/wait-is-not-timeout"]),
+    (Fault::InboxServedToOthers, &["sessions/wait-is-not-timeout"]),
     (Fault::DropsLateReply, &["sessions/wait-is-not-timeout"]),
     (Fault::StreamResumesFromStart, &["streaming/last-event-id", "streaming/resume-after-drop"]),
     (Fault::EventsIgnoreLastEventId, &["sessions/events-resume"]),
@@ -1927,6 +1946,7 @@ const SCOPE: &[(Fault, &str)] = &[
     (Fault::RefreshAnswered201, "sessions/registry"),
     (Fault::EndedSessionStillListed, "sessions/registry"),
     (Fault::InboxSessionsUnlisted, "sessions/registry"),
+    (Fault::InboxServedToOthers, "sessions/wait-is-not-timeout"),
     (Fault::AnnounceEventWithoutProvenance, "sessions/announce"),
     (Fault::SendUnknownMembersIgnored, "sessions/malformed"),
     (Fault::SessionErrorsPlainText, "sessions/malformed"),
@@ -1997,6 +2017,10 @@ async fn run_scoped(fault: Fault, agent: &Broken) -> a2a_conformance::Report {
     if matches!(fault, Fault::TightenDropsLowerBound | Fault::TightenDropsUpperBound | Fault::TightenDropsMultipleOf) {
         // The tightening variants of numeric keywords need a capability with numbers.
         opts.capability = Some("add_numbers".into());
+    }
+    if fault == Fault::InboxServedToOthers {
+        // The second sender that reads the owner's inbox: the suite's served identity beside the caller.
+        opts.serve_did = Some("127.0.0.1:0".into());
     }
     if fault == Fault::TightenAgreesEmptyRange {
         // NEG-20 shows only where the capability bounds a number: run_slow_task's `seconds` (0 to 600).
@@ -4741,6 +4765,11 @@ async fn a_tightening_that_drops_the_proposed_pattern_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tightening_that_drops_the_proposed_annotations_is_caught() {
     caught(Fault::TightenDropsAnnotations).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbox_served_to_another_sender_is_caught() {
+    caught(Fault::InboxServedToOthers).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
