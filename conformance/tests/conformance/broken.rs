@@ -378,6 +378,9 @@ pub enum Fault {
     TightenKeepsProposedItems,
     /// An inbox is served to any sender that names its key: the agent reads it as its owner's (SES-5).
     InboxServedToOthers,
+    /// The DID resolver builds every document URL as the path segments then `/did.json`: a DID without a path is
+    /// looked up at `/did.json` instead of `/.well-known/did.json` (DID-12).
+    RootDocumentAtDidJson,
     /// The sender part of an execution id is the caller's DID with `%3A` decoded to `:` (EID-2).
     SenderDecodedInIds,
     /// NEGOTIATE's schema check has no depth bound: a schema object at depth 33 is checked, not `too_deep` (SCH-17).
@@ -1545,6 +1548,8 @@ pub async fn start(fault: Fault) -> Broken {
                 async move { Ok(echo(ctx.execution_id.clone(), p)) }
             })
         })
+    } else if fault == Fault::RootDocumentAtDidJson {
+        common::demo_parts_resolving(port, |b, _| a2a_agent::demo::capabilities(b), Some(Arc::new(NoWellKnown::new())))
     } else if array_fault(fault) {
         // The demo agent with one more capability whose input has an array property (NEG-22/23/25).
         common::demo_parts_with(port, |b, _| {
@@ -1637,6 +1642,7 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::IgnoresRegion, &["execute/auth-before-payload", "negotiate/region-order", "region/enforced"]),
     (Fault::FalseSessionTimeout, &["sessions/wait-is-not-timeout"]),
     (Fault::InboxServedToOthers, &["sessions/wait-is-not-timeout"]),
+    (Fault::RootDocumentAtDidJson, &["did-resolver/document-url"]),
     (Fault::DropsLateReply, &["sessions/wait-is-not-timeout"]),
     (Fault::StreamResumesFromStart, &["streaming/last-event-id", "streaming/resume-after-drop"]),
     (Fault::EventsIgnoreLastEventId, &["sessions/events-resume"]),
@@ -3012,6 +3018,50 @@ fn resolver_fault(fault: Fault) -> Option<(&'static str, ResolverMistake)> {
         Fault::ResolverFollowsRedirects => Some(("redirect", ResolverMistake::Accepts)),
         Fault::ResolverRefusesUnusedMembers => Some(("extras", ResolverMistake::Refuses)),
         _ => None,
+    }
+}
+
+/// A did:web resolver that does not special-case DIDs without a path (DID-12): it appends `/did.json` to the joined
+/// path segments, so `did:web:localhost%3A<port>` is looked up at `/did.json`. DIDs with a path resolve correctly.
+struct NoWellKnown {
+    inner: a2a_core::resolver::HttpResolver,
+    client: reqwest::Client,
+}
+
+impl NoWellKnown {
+    fn new() -> NoWellKnown {
+        let inner =
+            a2a_core::resolver::HttpResolver::new(a2a_core::resolver::ResolverOptions::loopback()).expect("resolver");
+        NoWellKnown { inner, client: reqwest::Client::new() }
+    }
+}
+
+#[async_trait::async_trait]
+impl a2a_core::resolver::DidResolver for NoWellKnown {
+    async fn resolve_key(
+        &self,
+        did: &str,
+        key_id: &str,
+    ) -> Result<a2a_core::keys::VerifyingKey, a2a_core::error::A2aError> {
+        use a2a_core::error::ErrorCode;
+        let failed = |m: String| a2a_core::error::A2aError::with_message(ErrorCode::DID_RESOLUTION_FAILED, m);
+        let parsed = a2a_core::did::Did::parse(did).map_err(|e| failed(e.to_string()))?;
+        if !parsed.path_segments().is_empty() {
+            return self.inner.resolve_key(did, key_id).await;
+        }
+        let port = parsed.port().map_or_else(String::new, |p| format!(":{p}"));
+        let url = format!("http://{}{port}/did.json", parsed.host());
+        let resp = self.client.get(&url).send().await.map_err(|e| failed(format!("GET {url}: {e}")))?;
+        if !resp.status().is_success() {
+            return Err(failed(format!("GET {url} answered {}", resp.status())));
+        }
+        let body = resp.bytes().await.map_err(|e| failed(e.to_string()))?;
+        let doc = a2a_core::did::DidDocument::parse(&body, &parsed).map_err(|e| failed(e.to_string()))?;
+        let jwk = doc
+            .find_signing_jwk(key_id)
+            .map_err(|e| a2a_core::error::A2aError::with_message(e.code(), e.to_string()))?;
+        a2a_core::keys::VerifyingKey::from_jwk(jwk)
+            .map_err(|e| a2a_core::error::A2aError::with_message(e.code(), e.to_string()))
     }
 }
 
@@ -4765,6 +4815,11 @@ async fn a_tightening_that_drops_the_proposed_pattern_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tightening_that_drops_the_proposed_annotations_is_caught() {
     caught(Fault::TightenDropsAnnotations).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_that_looks_up_a_root_did_at_did_json_is_caught() {
+    caught(Fault::RootDocumentAtDidJson).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
