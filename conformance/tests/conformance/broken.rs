@@ -381,6 +381,9 @@ pub enum Fault {
     /// The DID resolver builds every document URL as the path segments then `/did.json`: a DID without a path is
     /// looked up at `/did.json` instead of `/.well-known/did.json` (DID-12).
     RootDocumentAtDidJson,
+    /// The agent refuses a body over its limit correctly (`413`) and then falls over: every later connection is
+    /// dropped without an answer, as when the process has crashed (LIM-2).
+    DiesAfterOversizeBody,
     /// The sender part of an execution id is the caller's DID with `%3A` decoded to `:` (EID-2).
     SenderDecodedInIds,
     /// NEGOTIATE's schema check has no depth bound: a schema object at depth 33 is checked, not `too_deep` (SCH-17).
@@ -700,6 +703,8 @@ struct State {
     caps: HashMap<String, Value>,
     /// The agent's DID document key id for its card signature (the `Card*` faults re-sign what they change).
     card_kid: String,
+    /// Set once the agent has fallen over (DiesAfterOversizeBody).
+    dead: std::sync::atomic::AtomicBool,
 }
 
 /// A response a broken agent keeps to answer again: status, headers, body.
@@ -950,6 +955,18 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
         return rw.run(&state, req, next).await;
     }
     match state.fault {
+        Fault::DiesAfterOversizeBody => {
+            use std::sync::atomic::Ordering;
+            if state.dead.load(Ordering::SeqCst) {
+                // The connection is dropped without an answer (an unwind without the panic hook: no noise).
+                std::panic::resume_unwind(Box::new("the agent has fallen over (LIM-2)"));
+            }
+            let resp = next.run(req).await;
+            if resp.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                state.dead.store(true, Ordering::SeqCst);
+            }
+            resp
+        }
         Fault::ErrorsWithoutVersion => {
             let mut resp = next.run(req).await;
             if resp.status().as_u16() >= 400 {
@@ -1587,6 +1604,7 @@ pub async fn start(fault: Fault) -> Broken {
             .map(|c| (c.decl.name.clone(), c.decl.input_schema.clone()))
             .collect(),
         card_kid: format!("{}#key-1", parts.agent.did()),
+        dead: std::sync::atomic::AtomicBool::new(false),
     });
     let app = match fault {
         Fault::CardSignedWithAnotherKey => {
@@ -1642,6 +1660,7 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::IgnoresRegion, &["execute/auth-before-payload", "negotiate/region-order", "region/enforced"]),
     (Fault::FalseSessionTimeout, &["sessions/wait-is-not-timeout"]),
     (Fault::InboxServedToOthers, &["sessions/wait-is-not-timeout"]),
+    (Fault::DiesAfterOversizeBody, &["limits/still-alive"]),
     (Fault::RootDocumentAtDidJson, &["did-resolver/document-url"]),
     (Fault::DropsLateReply, &["sessions/wait-is-not-timeout"]),
     (Fault::StreamResumesFromStart, &["streaming/last-event-id", "streaming/resume-after-drop"]),
@@ -1953,6 +1972,8 @@ const SCOPE: &[(Fault, &str)] = &[
     (Fault::EndedSessionStillListed, "sessions/registry"),
     (Fault::InboxSessionsUnlisted, "sessions/registry"),
     (Fault::InboxServedToOthers, "sessions/wait-is-not-timeout"),
+    // The oversize body that kills the agent, then the check that finds it dead.
+    (Fault::DiesAfterOversizeBody, "limits/oversize-body,limits/still-alive"),
     (Fault::AnnounceEventWithoutProvenance, "sessions/announce"),
     (Fault::SendUnknownMembersIgnored, "sessions/malformed"),
     (Fault::SessionErrorsPlainText, "sessions/malformed"),
@@ -4820,6 +4841,11 @@ async fn a_tightening_that_drops_the_proposed_annotations_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resolver_that_looks_up_a_root_did_at_did_json_is_caught() {
     caught(Fault::RootDocumentAtDidJson).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_falls_over_after_an_oversize_body_is_caught() {
+    caught(Fault::DiesAfterOversizeBody).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
