@@ -384,6 +384,9 @@ pub enum Fault {
     /// The agent refuses a body over its limit correctly (`413`) and then falls over: every later connection is
     /// dropped without an answer, as when the process has crashed (LIM-2).
     DiesAfterOversizeBody,
+    /// The A2A 1.x bridge does not carry `messageId` as the `Idempotency-Key` of its EXECUTE: a resent message
+    /// runs again as a new task (BR-11).
+    BridgeIgnoresMessageId,
     /// The sender part of an execution id is the caller's DID with `%3A` decoded to `:` (EID-2).
     SenderDecodedInIds,
     /// NEGOTIATE's schema check has no depth bound: a schema object at depth 33 is checked, not `too_deep` (SCH-17).
@@ -1660,6 +1663,7 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::IgnoresRegion, &["execute/auth-before-payload", "negotiate/region-order", "region/enforced"]),
     (Fault::FalseSessionTimeout, &["sessions/wait-is-not-timeout"]),
     (Fault::InboxServedToOthers, &["sessions/wait-is-not-timeout"]),
+    (Fault::BridgeIgnoresMessageId, &["bridge/send-message"]),
     (Fault::DiesAfterOversizeBody, &["limits/still-alive"]),
     (Fault::RootDocumentAtDidJson, &["did-resolver/document-url"]),
     (Fault::DropsLateReply, &["sessions/wait-is-not-timeout"]),
@@ -2781,6 +2785,18 @@ fn rewrite(fault: Fault) -> Option<Rewrite> {
             }),
         ),
         Fault::BridgeIgnoresSender => Rewrite::new(post, JSONRPC, DropRequestHeader("a2a-sender-id")),
+        Fault::BridgeIgnoresMessageId => Rewrite::new(
+            post,
+            JSONRPC,
+            Sent(|v| {
+                // Every message reaches the bridge with a messageId of its own: no two share an Idempotency-Key.
+                static SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let Some(id) = v.pointer_mut("/params/message/messageId") else { return false };
+                let n = SEEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                *id = json!(format!("{}-{n}", id.as_str().unwrap_or("m")));
+                true
+            }),
+        ),
         Fault::BridgeToMissing => {
             Rewrite::new(post, NEG, Answer(|_, v| v.as_object_mut().and_then(|o| o.remove("bridge_to")).is_some()))
         }
@@ -2800,6 +2816,7 @@ fn bridge_fault(fault: Fault) -> bool {
             | Fault::BridgeTakesFirstDataPart
             | Fault::BridgeIgnoresMessageSkill
             | Fault::BridgeIgnoresSender
+            | Fault::BridgeIgnoresMessageId
             | Fault::HttpJsonNotServed
             | Fault::BridgeToMissing
             | Fault::CompletedTaskWithoutArtifact
@@ -4846,6 +4863,11 @@ async fn a_resolver_that_looks_up_a_root_did_at_did_json_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_that_falls_over_after_an_oversize_body_is_caught() {
     caught(Fault::DiesAfterOversizeBody).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_that_ignores_message_ids_is_caught() {
+    caught(Fault::BridgeIgnoresMessageId).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
