@@ -387,6 +387,8 @@ pub enum Fault {
     /// The A2A 1.x bridge does not carry `messageId` as the `Idempotency-Key` of its EXECUTE: a resent message
     /// runs again as a new task (BR-11).
     BridgeIgnoresMessageId,
+    /// The A2A 1.x bridge serves a JSON-RPC batch as its first request instead of refusing it `-32600` (BR-9).
+    BridgeServesFirstOfBatch,
     /// The sender part of an execution id is the caller's DID with `%3A` decoded to `:` (EID-2).
     SenderDecodedInIds,
     /// NEGOTIATE's schema check has no depth bound: a schema object at depth 33 is checked, not `too_deep` (SCH-17).
@@ -1664,6 +1666,7 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::FalseSessionTimeout, &["sessions/wait-is-not-timeout"]),
     (Fault::InboxServedToOthers, &["sessions/wait-is-not-timeout"]),
     (Fault::BridgeIgnoresMessageId, &["bridge/send-message"]),
+    (Fault::BridgeServesFirstOfBatch, &["bridge/errors"]),
     (Fault::DiesAfterOversizeBody, &["limits/still-alive"]),
     (Fault::RootDocumentAtDidJson, &["did-resolver/document-url"]),
     (Fault::DropsLateReply, &["sessions/wait-is-not-timeout"]),
@@ -2785,6 +2788,14 @@ fn rewrite(fault: Fault) -> Option<Rewrite> {
             }),
         ),
         Fault::BridgeIgnoresSender => Rewrite::new(post, JSONRPC, DropRequestHeader("a2a-sender-id")),
+        Fault::BridgeServesFirstOfBatch => Rewrite::new(
+            post,
+            JSONRPC,
+            Sent(|v| {
+                let first = v.as_array().and_then(|b| b.first()).cloned();
+                first.map(|f| *v = f).is_some()
+            }),
+        ),
         Fault::BridgeIgnoresMessageId => Rewrite::new(
             post,
             JSONRPC,
@@ -2817,6 +2828,7 @@ fn bridge_fault(fault: Fault) -> bool {
             | Fault::BridgeIgnoresMessageSkill
             | Fault::BridgeIgnoresSender
             | Fault::BridgeIgnoresMessageId
+            | Fault::BridgeServesFirstOfBatch
             | Fault::HttpJsonNotServed
             | Fault::BridgeToMissing
             | Fault::CompletedTaskWithoutArtifact
@@ -4868,6 +4880,11 @@ async fn an_agent_that_falls_over_after_an_oversize_body_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridge_that_ignores_message_ids_is_caught() {
     caught(Fault::BridgeIgnoresMessageId).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_that_serves_a_batch_is_caught() {
+    caught(Fault::BridgeServesFirstOfBatch).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
