@@ -389,6 +389,8 @@ pub enum Fault {
     BridgeIgnoresMessageId,
     /// The A2A 1.x bridge serves a JSON-RPC batch as its first request instead of refusing it `-32600` (BR-9).
     BridgeServesFirstOfBatch,
+    /// The agent answers in HTTP/1.0, not HTTP/1.1 (TR-3).
+    SpeaksHttp10,
     /// The sender part of an execution id is the caller's DID with `%3A` decoded to `:` (EID-2).
     SenderDecodedInIds,
     /// NEGOTIATE's schema check has no depth bound: a schema object at depth 33 is checked, not `too_deep` (SCH-17).
@@ -970,6 +972,11 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             if resp.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 state.dead.store(true, Ordering::SeqCst);
             }
+            resp
+        }
+        Fault::SpeaksHttp10 => {
+            let mut resp = next.run(req).await;
+            *resp.version_mut() = axum::http::Version::HTTP_10;
             resp
         }
         Fault::ErrorsWithoutVersion => {
@@ -1667,6 +1674,7 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::InboxServedToOthers, &["sessions/wait-is-not-timeout"]),
     (Fault::BridgeIgnoresMessageId, &["bridge/send-message"]),
     (Fault::BridgeServesFirstOfBatch, &["bridge/errors"]),
+    (Fault::SpeaksHttp10, &["discover/status-204"]),
     (Fault::DiesAfterOversizeBody, &["limits/still-alive"]),
     (Fault::RootDocumentAtDidJson, &["did-resolver/document-url"]),
     (Fault::DropsLateReply, &["sessions/wait-is-not-timeout"]),
@@ -1979,6 +1987,8 @@ const SCOPE: &[(Fault, &str)] = &[
     (Fault::EndedSessionStillListed, "sessions/registry"),
     (Fault::InboxSessionsUnlisted, "sessions/registry"),
     (Fault::InboxServedToOthers, "sessions/wait-is-not-timeout"),
+    // The one check that reads the HTTP version of an answer.
+    (Fault::SpeaksHttp10, "discover/status-204"),
     // The oversize body that kills the agent, then the check that finds it dead.
     (Fault::DiesAfterOversizeBody, "limits/oversize-body,limits/still-alive"),
     (Fault::AnnounceEventWithoutProvenance, "sessions/announce"),
@@ -4885,6 +4895,11 @@ async fn a_bridge_that_ignores_message_ids_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridge_that_serves_a_batch_is_caught() {
     caught(Fault::BridgeServesFirstOfBatch).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_answers_in_http_1_0_is_caught() {
+    caught(Fault::SpeaksHttp10).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
