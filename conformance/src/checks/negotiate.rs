@@ -266,6 +266,9 @@ fn variants(c: &Value) -> Vec<(String, Value)> {
                     json!({"type": "number", "exclusiveMinimum": -1.0e9}),
                 ));
                 alts.push(("NEG-21: multipleOf", json!({"type": "number", "multipleOf": 0.5})));
+                if let Some(range) = disjoint_range(sub) {
+                    alts.push(("NEG-20: a range that leaves no number with the capability's", range));
+                }
             }
             "array" => {
                 alts.push((
@@ -293,6 +296,16 @@ fn variants(c: &Value) -> Vec<(String, Value)> {
     }
     out.retain(|(_, p)| schema_rules::check(p).is_empty());
     out
+}
+
+/// A numeric schema whose range is disjoint from the bounded number `c`'s (a `minimum` above its upper bound, else a
+/// `maximum` below its lower bound), so that merged they leave no number (NEG-20); none when `c` has no bound.
+fn disjoint_range(c: &Value) -> Option<Value> {
+    let bound = |keys: [&str; 2]| keys.iter().filter_map(|k| c[*k].as_f64()).reduce(f64::max);
+    if let Some(upper) = ["maximum", "exclusiveMaximum"].iter().filter_map(|k| c[*k].as_f64()).reduce(f64::min) {
+        return Some(json!({"type": "number", "minimum": upper + 1.0}));
+    }
+    bound(["minimum", "exclusiveMinimum"]).map(|lower| json!({"type": "number", "maximum": lower - 1.0}))
 }
 
 fn changes_of(v: &Value) -> Vec<(String, String)> {

@@ -45,7 +45,7 @@ pub(super) fn checks() -> Vec<Check> {
             ["SND-8", "SND-6", "SES-5", "SND-10"],
             Must,
             SESSIONS,
-            "a send whose wait ends while the run is within run_timeout_ms is 202 accepted, never timeout; the delivery waits in the inbox, a late reply is kept on the run (GET /a2a/runs/{id})",
+            "a send whose wait ends while the run is within run_timeout_ms is 202 accepted, never timeout; the delivery waits in the inbox (which another sender may not read: 404 unknown_session), a late reply is kept on the run (GET /a2a/runs/{id})",
             wait_not_timeout
         ),
         check!(
@@ -393,6 +393,15 @@ async fn wait_not_timeout(t: &mut Trial<'_>) -> Outcome {
         "the delivery carries the text",
         show(&delivery),
     );
+    // SES-5: only the owner reads an inbox; another sender gets 404 unknown_session.
+    match session_req_as_second(t, "GET", &format!("/sessions/{key}/inbox?wait_ms=0")) {
+        Err(Stop::Skip(why)) => t.step(format!("the inbox read by a second sender: not checked ({why})")),
+        Err(e) => return Err(e),
+        Ok(req) => {
+            let r = t.send(format!("read the inbox of {key} as a second sender"), req).await?;
+            t.expect_error(&r, 404, "unknown_session");
+        }
+    }
     let r = answer(t, &run, "here, late").await?;
     t.expect_status(&r, 200);
     let r = read_run(t, &run, "reply").await?;

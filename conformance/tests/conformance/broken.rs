@@ -367,6 +367,30 @@ pub enum Fault {
     TightenKeepsNullable,
     /// NEGOTIATE's agreed schema drops the properties only the proposal has, although the capability is open (NEG-26).
     TightenDropsProposedProperties,
+    /// NEGOTIATE does not see that the agreed bounds leave no number: a proposed `minimum` above the capability's
+    /// `maximum` is agreed (p's `minimum`, c's `maximum`) instead of a conflict (NEG-20).
+    TightenAgreesEmptyRange,
+    /// NEGOTIATE's agreed schema keeps the proposal's `uniqueItems: false` where the capability requires `true`
+    /// (NEG-23).
+    TightenKeepsProposedUniqueItems,
+    /// NEGOTIATE's agreed schema takes the proposal's `items` as they are where both have `items`, instead of merging
+    /// them with the capability's (NEG-25).
+    TightenKeepsProposedItems,
+    /// An inbox is served to any sender that names its key: the agent reads it as its owner's (SES-5).
+    InboxServedToOthers,
+    /// The DID resolver builds every document URL as the path segments then `/did.json`: a DID without a path is
+    /// looked up at `/did.json` instead of `/.well-known/did.json` (DID-12).
+    RootDocumentAtDidJson,
+    /// The agent refuses a body over its limit correctly (`413`) and then falls over: every later connection is
+    /// dropped without an answer, as when the process has crashed (LIM-2).
+    DiesAfterOversizeBody,
+    /// The A2A 1.x bridge does not carry `messageId` as the `Idempotency-Key` of its EXECUTE: a resent message
+    /// runs again as a new task (BR-11).
+    BridgeIgnoresMessageId,
+    /// The A2A 1.x bridge serves a JSON-RPC batch as its first request instead of refusing it `-32600` (BR-9).
+    BridgeServesFirstOfBatch,
+    /// The agent answers in HTTP/1.0, not HTTP/1.1 (TR-3).
+    SpeaksHttp10,
     /// The sender part of an execution id is the caller's DID with `%3A` decoded to `:` (EID-2).
     SenderDecodedInIds,
     /// NEGOTIATE's schema check has no depth bound: a schema object at depth 33 is checked, not `too_deep` (SCH-17).
@@ -686,6 +710,8 @@ struct State {
     caps: HashMap<String, Value>,
     /// The agent's DID document key id for its card signature (the `Card*` faults re-sign what they change).
     card_kid: String,
+    /// Set once the agent has fallen over (DiesAfterOversizeBody).
+    dead: std::sync::atomic::AtomicBool,
 }
 
 /// A response a broken agent keeps to answer again: status, headers, body.
@@ -936,6 +962,23 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
         return rw.run(&state, req, next).await;
     }
     match state.fault {
+        Fault::DiesAfterOversizeBody => {
+            use std::sync::atomic::Ordering;
+            if state.dead.load(Ordering::SeqCst) {
+                // The connection is dropped without an answer (an unwind without the panic hook: no noise).
+                std::panic::resume_unwind(Box::new("the agent has fallen over (LIM-2)"));
+            }
+            let resp = next.run(req).await;
+            if resp.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                state.dead.store(true, Ordering::SeqCst);
+            }
+            resp
+        }
+        Fault::SpeaksHttp10 => {
+            let mut resp = next.run(req).await;
+            *resp.version_mut() = axum::http::Version::HTTP_10;
+            resp
+        }
         Fault::ErrorsWithoutVersion => {
             let mut resp = next.run(req).await;
             if resp.status().as_u16() >= 400 {
@@ -1074,6 +1117,21 @@ async fn breaker(state: Arc<State>, req: Request<Body>, next: Next) -> Response 
             }
             rparts.headers.remove("content-length");
             Response::from_parts(rparts, Body::from(serde_json::to_vec(&v).unwrap_or_default()))
+        }
+        Fault::InboxServedToOthers
+            if method == Method::GET && path.starts_with("/a2a/sessions/") && path.ends_with("/inbox") =>
+        {
+            // Whoever asks is read as the owner (the test's caller, who registered the sessions).
+            let Some(owner) = state.caller.as_ref() else { return next.run(req).await };
+            if header(req.headers(), "a2a-sender-id") == Some(owner.did.as_str()) {
+                return next.run(req).await;
+            }
+            let mut req = req;
+            if let Ok(did) = HeaderValue::from_str(&owner.did) {
+                req.headers_mut().insert("a2a-sender-id", did);
+            }
+            sign_anew(&mut req, &[], owner, &state.agent_did);
+            next.run(req).await
         }
         Fault::DropsLateReply
             if method == Method::POST && path.starts_with("/a2a/runs/") && path.ends_with("/reply") =>
@@ -1492,6 +1550,7 @@ pub async fn start(fault: Fault) -> Broken {
             | Fault::DeepNestingAccepted
             | Fault::BomAccepted
             | Fault::SendUnknownMembersIgnored
+            | Fault::InboxServedToOthers
     ) || resolver_fault(fault).is_some()
         || lenient_verifier(fault);
     let caller = if needs_caller { Some(common::caller().await) } else { None };
@@ -1517,6 +1576,14 @@ pub async fn start(fault: Fault) -> Broken {
                 let echo = echo.clone();
                 async move { Ok(echo(ctx.execution_id.clone(), p)) }
             })
+        })
+    } else if fault == Fault::RootDocumentAtDidJson {
+        common::demo_parts_resolving(port, |b, _| a2a_agent::demo::capabilities(b), Some(Arc::new(NoWellKnown::new())))
+    } else if array_fault(fault) {
+        // The demo agent with one more capability whose input has an array property (NEG-22/23/25).
+        common::demo_parts_with(port, |b, _| {
+            a2a_agent::demo::capabilities(b)
+                .capability(array_capability(), |_ctx: ExecutionContext, p: Value| async move { Ok(p) })
         })
     } else if matches!(
         fault,
@@ -1549,6 +1616,7 @@ pub async fn start(fault: Fault) -> Broken {
             .map(|c| (c.decl.name.clone(), c.decl.input_schema.clone()))
             .collect(),
         card_kid: format!("{}#key-1", parts.agent.did()),
+        dead: std::sync::atomic::AtomicBool::new(false),
     });
     let app = match fault {
         Fault::CardSignedWithAnotherKey => {
@@ -1603,6 +1671,12 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::UnderstatesBodyLimit, &["limits/oversize-body"]),
     (Fault::IgnoresRegion, &["execute/auth-before-payload", "negotiate/region-order", "region/enforced"]),
     (Fault::FalseSessionTimeout, &["sessions/wait-is-not-timeout"]),
+    (Fault::InboxServedToOthers, &["sessions/wait-is-not-timeout"]),
+    (Fault::BridgeIgnoresMessageId, &["bridge/send-message"]),
+    (Fault::BridgeServesFirstOfBatch, &["bridge/errors"]),
+    (Fault::SpeaksHttp10, &["discover/status-204"]),
+    (Fault::DiesAfterOversizeBody, &["limits/still-alive"]),
+    (Fault::RootDocumentAtDidJson, &["did-resolver/document-url"]),
     (Fault::DropsLateReply, &["sessions/wait-is-not-timeout"]),
     (Fault::StreamResumesFromStart, &["streaming/last-event-id", "streaming/resume-after-drop"]),
     (Fault::EventsIgnoreLastEventId, &["sessions/events-resume"]),
@@ -1734,6 +1808,9 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::SingleWordCapabilityName, &["capabilities/declarations-valid", "discover/capability-names"]),
     (Fault::TightenKeepsNullable, &["negotiate/tightening"]),
     (Fault::TightenDropsProposedProperties, &["negotiate/tightening"]),
+    (Fault::TightenAgreesEmptyRange, &["negotiate/tightening"]),
+    (Fault::TightenKeepsProposedUniqueItems, &["negotiate/tightening"]),
+    (Fault::TightenKeepsProposedItems, &["negotiate/tightening"]),
     (Fault::SenderDecodedInIds, &["execute/sender-with-path-and-port"]),
     (Fault::DepthUnbounded, &["schema-rules/limits"]),
     (Fault::PythonRecipeAccepted, &["signature/python-recipe-refused"]),
@@ -1909,6 +1986,11 @@ const SCOPE: &[(Fault, &str)] = &[
     (Fault::RefreshAnswered201, "sessions/registry"),
     (Fault::EndedSessionStillListed, "sessions/registry"),
     (Fault::InboxSessionsUnlisted, "sessions/registry"),
+    (Fault::InboxServedToOthers, "sessions/wait-is-not-timeout"),
+    // The one check that reads the HTTP version of an answer.
+    (Fault::SpeaksHttp10, "discover/status-204"),
+    // The oversize body that kills the agent, then the check that finds it dead.
+    (Fault::DiesAfterOversizeBody, "limits/oversize-body,limits/still-alive"),
     (Fault::AnnounceEventWithoutProvenance, "sessions/announce"),
     (Fault::SendUnknownMembersIgnored, "sessions/malformed"),
     (Fault::SessionErrorsPlainText, "sessions/malformed"),
@@ -1979,6 +2061,18 @@ async fn run_scoped(fault: Fault, agent: &Broken) -> a2a_conformance::Report {
     if matches!(fault, Fault::TightenDropsLowerBound | Fault::TightenDropsUpperBound | Fault::TightenDropsMultipleOf) {
         // The tightening variants of numeric keywords need a capability with numbers.
         opts.capability = Some("add_numbers".into());
+    }
+    if fault == Fault::InboxServedToOthers {
+        // The second sender that reads the owner's inbox: the suite's served identity beside the caller.
+        opts.serve_did = Some("127.0.0.1:0".into());
+    }
+    if fault == Fault::TightenAgreesEmptyRange {
+        // NEG-20 shows only where the capability bounds a number: run_slow_task's `seconds` (0 to 600).
+        opts.capability = Some("run_slow_task".into());
+    }
+    if array_fault(fault) {
+        // NEG-23 and NEG-25 show only on a capability with an array property (ARRAY_CAPABILITY).
+        opts.capability = Some(ARRAY_CAPABILITY.into());
     }
     if fault == Fault::UnsortedValidationErrors {
         // NEG-43 shows only on payloads with several errors: a capability with two required members.
@@ -2704,6 +2798,26 @@ fn rewrite(fault: Fault) -> Option<Rewrite> {
             }),
         ),
         Fault::BridgeIgnoresSender => Rewrite::new(post, JSONRPC, DropRequestHeader("a2a-sender-id")),
+        Fault::BridgeServesFirstOfBatch => Rewrite::new(
+            post,
+            JSONRPC,
+            Sent(|v| {
+                let first = v.as_array().and_then(|b| b.first()).cloned();
+                first.map(|f| *v = f).is_some()
+            }),
+        ),
+        Fault::BridgeIgnoresMessageId => Rewrite::new(
+            post,
+            JSONRPC,
+            Sent(|v| {
+                // Every message reaches the bridge with a messageId of its own: no two share an Idempotency-Key.
+                static SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let Some(id) = v.pointer_mut("/params/message/messageId") else { return false };
+                let n = SEEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                *id = json!(format!("{}-{n}", id.as_str().unwrap_or("m")));
+                true
+            }),
+        ),
         Fault::BridgeToMissing => {
             Rewrite::new(post, NEG, Answer(|_, v| v.as_object_mut().and_then(|o| o.remove("bridge_to")).is_some()))
         }
@@ -2723,6 +2837,8 @@ fn bridge_fault(fault: Fault) -> bool {
             | Fault::BridgeTakesFirstDataPart
             | Fault::BridgeIgnoresMessageSkill
             | Fault::BridgeIgnoresSender
+            | Fault::BridgeIgnoresMessageId
+            | Fault::BridgeServesFirstOfBatch
             | Fault::HttpJsonNotServed
             | Fault::BridgeToMissing
             | Fault::CompletedTaskWithoutArtifact
@@ -2963,6 +3079,83 @@ fn resolver_fault(fault: Fault) -> Option<(&'static str, ResolverMistake)> {
         Fault::ResolverRefusesUnusedMembers => Some(("extras", ResolverMistake::Refuses)),
         _ => None,
     }
+}
+
+/// A did:web resolver that does not special-case DIDs without a path (DID-12): it appends `/did.json` to the joined
+/// path segments, so `did:web:localhost%3A<port>` is looked up at `/did.json`. DIDs with a path resolve correctly.
+struct NoWellKnown {
+    inner: a2a_core::resolver::HttpResolver,
+    client: reqwest::Client,
+}
+
+impl NoWellKnown {
+    fn new() -> NoWellKnown {
+        let inner =
+            a2a_core::resolver::HttpResolver::new(a2a_core::resolver::ResolverOptions::loopback()).expect("resolver");
+        NoWellKnown { inner, client: reqwest::Client::new() }
+    }
+}
+
+#[async_trait::async_trait]
+impl a2a_core::resolver::DidResolver for NoWellKnown {
+    async fn resolve_key(
+        &self,
+        did: &str,
+        key_id: &str,
+    ) -> Result<a2a_core::keys::VerifyingKey, a2a_core::error::A2aError> {
+        use a2a_core::error::ErrorCode;
+        let failed = |m: String| a2a_core::error::A2aError::with_message(ErrorCode::DID_RESOLUTION_FAILED, m);
+        let parsed = a2a_core::did::Did::parse(did).map_err(|e| failed(e.to_string()))?;
+        if !parsed.path_segments().is_empty() {
+            return self.inner.resolve_key(did, key_id).await;
+        }
+        let port = parsed.port().map_or_else(String::new, |p| format!(":{p}"));
+        let url = format!("http://{}{port}/did.json", parsed.host());
+        let resp = self.client.get(&url).send().await.map_err(|e| failed(format!("GET {url}: {e}")))?;
+        if !resp.status().is_success() {
+            return Err(failed(format!("GET {url} answered {}", resp.status())));
+        }
+        let body = resp.bytes().await.map_err(|e| failed(e.to_string()))?;
+        let doc = a2a_core::did::DidDocument::parse(&body, &parsed).map_err(|e| failed(e.to_string()))?;
+        let jwk = doc
+            .find_signing_jwk(key_id)
+            .map_err(|e| a2a_core::error::A2aError::with_message(e.code(), e.to_string()))?;
+        a2a_core::keys::VerifyingKey::from_jwk(jwk)
+            .map_err(|e| a2a_core::error::A2aError::with_message(e.code(), e.to_string()))
+    }
+}
+
+/// The capability the array faults' agent has beside the demo's: its `tags` are an array with `items`,
+/// `uniqueItems` and `maxItems` (NEG-22, NEG-23, NEG-25).
+const ARRAY_CAPABILITY: &str = "label_items";
+
+/// The declaration of [`ARRAY_CAPABILITY`].
+fn array_capability() -> a2a_core::capability::CapabilityDeclaration {
+    a2a_core::capability::CapabilityDeclaration {
+        name: ARRAY_CAPABILITY.into(),
+        description: "Returns the labels it is given: at most 8, distinct, each at most 32 characters.".into(),
+        auth_requirement: a2a_core::capability::AuthRequirement::None,
+        sub_capabilities: vec![],
+        region_restriction: vec![],
+        input_schema: json!({"type": "object",
+                             "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 32},
+                                                     "uniqueItems": true, "maxItems": 8}},
+                             "required": ["tags"]}),
+        output_schema: None,
+        estimated_cost: None,
+        estimated_latency_ms: None,
+        fallback_for: vec![],
+    }
+}
+
+/// The faults whose agent has [`ARRAY_CAPABILITY`].
+fn array_fault(fault: Fault) -> bool {
+    matches!(fault, Fault::TightenKeepsProposedUniqueItems | Fault::TightenKeepsProposedItems)
+}
+
+/// Whether a conflict's path is at a numeric bound keyword (NEG-20).
+fn bound_keyword(path: &str) -> bool {
+    ["/minimum", "/maximum", "/exclusiveMinimum", "/exclusiveMaximum"].iter().any(|k| path.ends_with(k))
 }
 
 /// The schema keywords a `Tighten*` fault drops from the agreed schema wherever the proposal has them.
@@ -3419,6 +3612,60 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 ),
             }
         }
+        Fault::TightenAgreesEmptyRange if method == Method::POST && path == "/a2a/negotiate" => {
+            // The agent merges the bounds (NEG-18, NEG-19) but never asks whether a number is left (NEG-20): it is
+            // the correct agent answering the proposal without its conflicting bounds, with them put back into the
+            // agreed schema.
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let sent = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
+            let capability = sent["target_capability"].as_str().and_then(|c| state.caps.get(c)).cloned();
+            let empty_range =
+                capability.and_then(|c| match a2a_core::negotiation::tighten(&sent["proposed_schema"], &c) {
+                    Err(conflicts) if conflicts.iter().all(|c| bound_keyword(&c.path)) => {
+                        Some(conflicts.into_iter().map(|c| c.path).collect::<Vec<_>>())
+                    }
+                    _ => None,
+                });
+            let Some(paths) = empty_range else {
+                return next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            };
+            let mut relaxed = sent.clone();
+            let mut put_back = Vec::new();
+            for at in &paths {
+                let (parent, key) = at.rsplit_once('/').unwrap_or(("", at));
+                if let Some(o) = relaxed["proposed_schema"].pointer_mut(parent).and_then(Value::as_object_mut)
+                    && let Some(value) = o.remove(key)
+                {
+                    put_back.push((parent.to_owned(), key.to_owned(), value));
+                }
+            }
+            let body = serde_json::to_vec(&relaxed).unwrap_or_default();
+            let mut parts = parts;
+            parts.headers.remove("content-length");
+            let mut req = Request::from_parts(parts, Body::from(body.clone()));
+            if let Some(caller) = &state.caller {
+                sign_anew(&mut req, &body, caller, &state.agent_did);
+            }
+            let resp = next.run(req).await;
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| {
+                    for (parent, key, value) in put_back {
+                        if let Some(o) = v["agreed_schema"].pointer_mut(&parent).and_then(Value::as_object_mut) {
+                            o.insert(key.clone(), value);
+                        }
+                        let at = format!("{parent}/{key}");
+                        if let Some(c) = v["changes"].as_array_mut() {
+                            c.retain(|c| c["path"] != at.as_str());
+                        }
+                    }
+                    v["tightened"] = json!(v["changes"].as_array().is_some_and(|c| !c.is_empty()));
+                },
+            )
+            .await
+        }
         f if method == Method::POST
             && path == "/a2a/negotiate"
             && (dropped_keywords(f).is_some()
@@ -3429,6 +3676,8 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                         | Fault::ChangesWithoutMessage
                         | Fault::TightenKeepsNullable
                         | Fault::TightenDropsProposedProperties
+                        | Fault::TightenKeepsProposedUniqueItems
+                        | Fault::TightenKeepsProposedItems
                 )) =>
         {
             let (parts, body) = req.into_parts();
@@ -3479,6 +3728,21 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                         let own = c["properties"].as_object().cloned().unwrap_or_default();
                         if let (true, Some(g)) = (open, v["agreed_schema"]["properties"].as_object_mut()) {
                             g.retain(|name, _| own.contains_key(name));
+                        }
+                    }
+                    Fault::TightenKeepsProposedUniqueItems | Fault::TightenKeepsProposedItems => {
+                        // The proposal's keyword is taken as it is, and the change it would make is not reported.
+                        let key = if f == Fault::TightenKeepsProposedItems { "items" } else { "uniqueItems" };
+                        for (name, p) in proposal["properties"].as_object().into_iter().flatten() {
+                            let g = &mut v["agreed_schema"]["properties"][name];
+                            let (Some(own), true) = (p.get(key), g.get(key).is_some()) else { continue };
+                            g[key] = own.clone();
+                            let at = format!("/properties/{name}/{key}");
+                            let below = format!("{at}/");
+                            if let Some(c) = v["changes"].as_array_mut() {
+                                c.retain(|c| c["path"].as_str().is_none_or(|p| p != at && !p.starts_with(&below)));
+                            }
+                            v["tightened"] = json!(v["changes"].as_array().is_some_and(|c| !c.is_empty()));
                         }
                     }
                     _ => {
@@ -4611,6 +4875,51 @@ async fn a_tightening_that_drops_the_proposed_pattern_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tightening_that_drops_the_proposed_annotations_is_caught() {
     caught(Fault::TightenDropsAnnotations).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_that_looks_up_a_root_did_at_did_json_is_caught() {
+    caught(Fault::RootDocumentAtDidJson).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_falls_over_after_an_oversize_body_is_caught() {
+    caught(Fault::DiesAfterOversizeBody).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_that_ignores_message_ids_is_caught() {
+    caught(Fault::BridgeIgnoresMessageId).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_that_serves_a_batch_is_caught() {
+    caught(Fault::BridgeServesFirstOfBatch).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_answers_in_http_1_0_is_caught() {
+    caught(Fault::SpeaksHttp10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbox_served_to_another_sender_is_caught() {
+    caught(Fault::InboxServedToOthers).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_agrees_an_empty_range_is_caught() {
+    caught(Fault::TightenAgreesEmptyRange).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_keeps_the_proposed_unique_items_is_caught() {
+    caught(Fault::TightenKeepsProposedUniqueItems).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tightening_that_does_not_merge_items_is_caught() {
+    caught(Fault::TightenKeepsProposedItems).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -45,15 +45,27 @@ pub fn demo_parts_with(
     port: u16,
     caps: impl FnOnce(AgentBuilder, &a2a_core::keys::SigningKey) -> AgentBuilder,
 ) -> DemoParts {
+    demo_parts_resolving(port, caps, None)
+}
+
+/// An agent like [`demo_parts_with`]'s that resolves callers' DIDs with `resolver` (the demo's when `None`).
+pub fn demo_parts_resolving(
+    port: u16,
+    caps: impl FnOnce(AgentBuilder, &a2a_core::keys::SigningKey) -> AgentBuilder,
+    resolver: Option<Arc<dyn a2a_core::resolver::DidResolver>>,
+) -> DemoParts {
     let did = Did::for_host_port("localhost", Some(port), &[]).expect("did");
     let key = a2a_core::keys::SigningKey::generate().expect("key");
     let doc = DidDocument::generate(&did, &[("key-1".to_owned(), key.verifying_key().to_jwk())]);
     let store = Arc::new(MemoryStore::new(MemoryLimits::default()));
-    let resolver =
-        a2a_core::resolver::HttpResolver::new(a2a_core::resolver::ResolverOptions::loopback()).expect("resolver");
+    let resolver = resolver.unwrap_or_else(|| {
+        Arc::new(
+            a2a_core::resolver::HttpResolver::new(a2a_core::resolver::ResolverOptions::loopback()).expect("resolver"),
+        )
+    });
     let agent = caps(AgentBuilder::new(did.to_string()).name("A2A demo agent"), &key)
         .store(store.clone())
-        .resolver(Arc::new(resolver))
+        .resolver(resolver)
         .sessions(a2a_agent::app::demo_sessions(&key))
         .build()
         .expect("demo agent builds");
