@@ -2901,14 +2901,25 @@ fn alter_result_event(text: &str) -> String {
         .collect()
 }
 
-/// The body of a response rewritten chunk by chunk (an SSE event is written whole).
+/// The body of an event stream rewritten whole event by whole event: `f` is given every complete event a frame
+/// ends (up to its last blank line), and the bytes after it wait for the next frame, so an event written in two
+/// frames (as a loaded agent may) is still rewritten as one.
 fn map_stream(resp: Response, f: impl Fn(&str) -> String + Send + Sync + 'static) -> Response {
     let (mut parts, body) = resp.into_parts();
     parts.headers.remove("content-length");
+    let held = Mutex::new(Vec::<u8>::new());
     let body = http_body_util::BodyExt::map_frame(body, move |frame| {
-        frame.map_data(|d| match std::str::from_utf8(&d) {
-            Ok(text) => bytes::Bytes::from(f(text)),
-            Err(_) => d,
+        frame.map_data(|d| {
+            let mut held = held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            held.extend_from_slice(&d);
+            let Some(end) = held.windows(2).rposition(|w| w == b"\n\n").map(|i| i + 2) else {
+                return bytes::Bytes::new();
+            };
+            let whole: Vec<u8> = held.drain(..end).collect();
+            match std::str::from_utf8(&whole) {
+                Ok(text) => bytes::Bytes::from(f(text)),
+                Err(_) => bytes::Bytes::from(whole),
+            }
         })
     });
     Response::from_parts(parts, Body::new(body))
