@@ -12,18 +12,14 @@ use a2a_core::capability::AuthRequirement;
 use axum::body::Body;
 use serde_json::{Value, json};
 
+use a2a_test_support::browser::{chromium, headless_args};
+
 use crate::common::{ADMIN_TOKEN, TestAgent, TestGateway, World, decl};
 
 const CONSOLE: &str = "[admin]\ntoken_file = \"admin.token\"\nconsole_sample_ms = 200\n";
 
-fn chromium() -> String {
-    std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned())
-}
-
 fn screenshots() -> std::path::PathBuf {
-    std::env::var_os("A2A_CONSOLE_SCREENSHOTS").map(std::path::PathBuf::from).unwrap_or_else(|| {
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").join("console-screenshots")
-    })
+    a2a_test_support::browser::screenshots(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
 fn no_redirects() -> reqwest::Client {
@@ -350,19 +346,8 @@ async fn browse<T>(url: &str, until: impl std::future::Future<Output = T>) -> Op
         crate::common::free_port()
     ));
     let mut browser = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--window-size=1400,1000",
-            &format!("--user-data-dir={}", profile.display()),
-            url,
-        ])
+        .args(headless_args(&profile))
+        .arg(url)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -383,20 +368,9 @@ fn screenshot(base: &str, view: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_file(&file);
     let profile = std::env::temp_dir().join(format!("a2a-console-shot-{}-{view}", std::process::id()));
     let status = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1400,1000",
-            &format!("--user-data-dir={}", profile.display()),
-            &format!("--screenshot={}", file.display()),
-            &format!("{base}/console?token={ADMIN_TOKEN}#{view}"),
-        ])
+        .args(headless_args(&profile))
+        .arg(format!("--screenshot={}", file.display()))
+        .arg(format!("{base}/console?token={ADMIN_TOKEN}#{view}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -406,7 +380,8 @@ fn screenshot(base: &str, view: &str) -> std::path::PathBuf {
     file
 }
 
-const DRIVER: &str = include_str!("console_driver.js");
+/// The driver of the network, traffic, metrics and Try-it views, after the drivers' shared prelude.
+const DRIVER: &str = concat!(include_str!("../fixtures/console_driver_prelude.js"), include_str!("console_driver.js"));
 
 #[tokio::test]
 async fn the_console_shows_the_network_runs_a_handshake_and_its_traffic_and_metrics_in_headless_chromium() {
@@ -477,7 +452,9 @@ async fn the_console_shows_the_network_runs_a_handshake_and_its_traffic_and_metr
     eprintln!("screenshots in {} ({:?})", screenshots().display(), started.elapsed());
 }
 
-const SESSIONS_DRIVER: &str = include_str!("console_sessions_driver.js");
+/// The driver of the Sessions view and signed Try it, after the drivers' shared prelude.
+const SESSIONS_DRIVER: &str =
+    concat!(include_str!("../fixtures/console_driver_prelude.js"), include_str!("console_sessions_driver.js"));
 
 /// An agent hosting the session `desk` (§17) under the default `did_auth`, whose policy lets every signed address see
 /// and message it (POL-1: allow list `*`; POL-2: visibility `all`) — so the gateway's DID sees it too.

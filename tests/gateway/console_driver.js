@@ -1,28 +1,6 @@
 // Drives the console page it is injected into (tests/it/console.rs) and posts what it saw to /__test/report.
-"use strict";
+// Runs after tests/fixtures/console_driver_prelude.js (report, q, qa, sleep, wait, key, axeCheck).
 (async () => {
-  const report = {};
-  const q = (s) => document.querySelector(s);
-  const qa = (s) => [...document.querySelectorAll(s)];
-  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-  async function wait(what, cond, ms = 15000) {
-    const end = performance.now() + ms;
-    for (;;) {
-      const v = cond();
-      if (v) return v;
-      if (performance.now() > end) throw new Error("timed out waiting for " + what);
-      await sleep(20);
-    }
-  }
-  const key = (target, k) => target.dispatchEvent(new KeyboardEvent("keydown", { key: k, bubbles: true }));
-  const violations = [];
-  async function axeCheck(view) {
-    const r = await axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } });
-    for (const v of r.violations) {
-      violations.push({ view, id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 5).map((n) => n.target.join(" ") + ": " + n.failureSummary) });
-    }
-    report.axe_views = (report.axe_views || 0) + 1;
-  }
   try {
     // The network view: the permission matrix.
     await wait("the matrix", () => document.body.dataset.ready === "true" && qa("#matrix tbody tr").length === 2);

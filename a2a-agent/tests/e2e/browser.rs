@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
+use a2a_test_support::browser::{chromium, headless_args};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -45,10 +46,6 @@ const PAGE: &str = r#"<!doctype html><html><body><script>
 })();
 </script></body></html>"#;
 
-fn chromium() -> String {
-    std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned())
-}
-
 #[tokio::test]
 async fn a_page_on_another_origin_discovers_and_negotiates_in_headless_chromium() {
     let agent = TestAgent::start(standard(Arc::new(AtomicUsize::new(0)))).await;
@@ -78,18 +75,8 @@ async fn a_page_on_another_origin_discovers_and_negotiates_in_headless_chromium(
     tokio::spawn(async move { axum::serve(listener, app).await });
     let profile = std::env::temp_dir().join(format!("a2a-chromium-{}", std::process::id()));
     let mut browser = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            &format!("--user-data-dir={}", profile.display()),
-            &page_url,
-        ])
+        .args(headless_args(&profile))
+        .arg(&page_url)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -247,38 +247,16 @@ mod browser {
     use axum::body::Body;
     use serde_json::{Value, json};
 
+    use a2a_test_support::browser::{chromium, headless_args};
+
     use crate::common::{decl, free_port};
 
-    const DRIVER: &str = include_str!("console_driver.js");
+    const DRIVER: &str =
+        concat!(include_str!("../../../tests/fixtures/console_driver_prelude.js"), include_str!("console_driver.js"));
     const CALLER: &str = "did:web:caller.example.com";
 
-    fn chromium() -> String {
-        std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned())
-    }
-
     fn screenshots() -> std::path::PathBuf {
-        std::env::var_os("A2A_CONSOLE_SCREENSHOTS").map(std::path::PathBuf::from).unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").join("console-screenshots")
-        })
-    }
-
-    fn chromium_args(profile: &std::path::Path) -> Vec<String> {
-        [
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1400,1000",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .chain([format!("--user-data-dir={}", profile.display())])
-        .collect()
+        a2a_test_support::browser::screenshots(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")))
     }
 
     /// The page with the driver and axe-core (`hold` false), or with an image that holds its `load` event — when
@@ -394,7 +372,7 @@ mod browser {
 
         let profile = std::env::temp_dir().join(format!("a2a-agent-console-{}-{}", std::process::id(), free_port()));
         let mut browser = Command::new(chromium())
-            .args(chromium_args(&profile))
+            .args(headless_args(&profile))
             .arg(format!("{base}/console"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -437,7 +415,7 @@ mod browser {
             let _ = std::fs::remove_file(&file);
             let profile = std::env::temp_dir().join(format!("a2a-agent-shot-{}-{view}", std::process::id()));
             let (args, url, shot) =
-                (chromium_args(&profile), format!("{base}/console#{view}"), format!("--screenshot={}", file.display()));
+                (headless_args(&profile), format!("{base}/console#{view}"), format!("--screenshot={}", file.display()));
             let status = tokio::task::spawn_blocking(move || {
                 Command::new(chromium())
                     .args(args)

@@ -1,7 +1,7 @@
 //! The one test support of the workspace (a dev-dependency of a2a-agent, a2a-client and a2a-tests): a process of one
 //! of the workspace's binaries with its log kept and its "serving" line awaited ([`Process`]), free loopback ports,
 //! scratch directories ([`TempDir`]), the Python of the a2a-sdk interop tests, the `a2a` CLI run as a subprocess
-//! ([`cli`]) and, with feature `agent`, the in-process test agent ([`agent`]).
+//! ([`cli`]), headless Chromium's flags ([`browser`]) and, with feature `agent`, the in-process test agent ([`agent`]).
 //!
 //! [`bin`] finds the binaries of this build: `cargo test --workspace` builds every binary before it runs a test;
 //! `cargo test -p a2a-tests` needs `cargo build --bins` first (the test that misses one says so). A crate's own
@@ -9,6 +9,7 @@
 
 #[cfg(feature = "agent")]
 pub mod agent;
+pub mod browser;
 pub mod cli;
 mod temp_dir;
 
