@@ -1076,6 +1076,18 @@ async fn sessions_inbox_sessions_are_answered_by_their_owner() {
         assert_eq!(d["provenance"]["is_user"], false);
         let run_id = d["run_id"].as_str().expect("run_id").to_owned();
         let seg = a2a_core::execution_id::ExecutionId::parse(&run_id).expect("id").to_path_segment();
+        // SES-5: another sender answering the run is told there is no such run, and the delivery stays.
+        let other = a2
+            .post(format!("{base}/a2a/runs/{seg}/reply"))
+            .header("A2A-Version", "0.3")
+            .header("A2A-Sender-ID", "did:web:someone-else.example.com")
+            .json(&json!({"reply": "Not mine to answer."}))
+            .send()
+            .await
+            .expect("reply by another");
+        assert_eq!(other.status(), StatusCode::NOT_FOUND);
+        let other: Value = other.json().await.expect("json");
+        assert_eq!(other["error"]["code"], "unknown_run", "{other}");
         let r = a2
             .post(format!("{base}/a2a/runs/{seg}/reply"))
             .header("A2A-Version", "0.3")
