@@ -1,5 +1,6 @@
-//! State of an agent: negotiations, executions, idempotency keys, replay nonces and the work queue, behind one trait;
-//! the capability registry ([`crate::registry`]) and the audit stream ([`audit`]) beside it.
+//! State of an agent: negotiations, executions, idempotency keys, replay nonces and the work queue, behind three role
+//! traits ([`Executions`], [`WorkQueue`], [`ReplayMemory`]) that [`Store`] gathers; the capability registry
+//! ([`crate::registry`]) and the audit stream ([`audit`]) beside it.
 //!
 //! [`Store`] is implemented by the embedded [`MemoryStore`] (the default, no set-up) and by [`RedisStore`] (selected
 //! by `REDIS_URL` or `[store] redis_url`), with which many processes share one state and behave as one agent. Both pass
@@ -13,10 +14,10 @@
 //! ## The work queue
 //!
 //! CONFIRM's [`Transition::Accept`] queues the execution in the same atomic step (CONF-1); with a free worker slot,
-//! [`Store::accept_and_claim`] also claims queued work for this process in that step. Workers in any process
-//! serving the capability take work with [`Store::claim_work`], keep their claim alive with [`Store::touch_work`]
+//! [`WorkQueue::accept_and_claim`] also claims queued work for this process in that step. Workers in any process
+//! serving the capability take work with [`WorkQueue::claim_work`], keep their claim alive with [`WorkQueue::touch_work`]
 //! while the handler runs, and record the outcome and release the work in one atomic step with
-//! [`Store::complete_work`] (a handler that finished before its worker recorded `running` records both at once,
+//! [`WorkQueue::complete_work`] (a handler that finished before its worker recorded `running` records both at once,
 //! [`Transition::Ran`]). Work held by a worker that stopped touching it (its process died) is handed to another
 //! worker after the visibility timeout (ST-5: at least once; the first terminal state still wins, ST-2).
 
@@ -79,7 +80,7 @@ pub struct QuotaExceeded {
     pub retry_after_ms: u64,
 }
 
-/// What [`Store::admit_negotiation`] did.
+/// What [`Executions::admit_negotiation`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admitted {
     /// Stored.
@@ -91,7 +92,7 @@ pub enum Admitted {
     Refused(QuotaExceeded),
 }
 
-/// What [`Store::admit_jti`] did.
+/// What [`ReplayMemory::admit_jti`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Nonce {
     /// Not seen before; remembered.
@@ -312,7 +313,7 @@ pub struct WorkItem {
     pub receipt: String,
 }
 
-/// What [`Store::create_execution`] did.
+/// What [`Executions::create_execution`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Created {
     /// The execution was stored.
@@ -338,7 +339,7 @@ pub struct IdempotencyClaim {
     pub fingerprint: String,
 }
 
-/// What [`Store::transition`] did.
+/// What [`Executions::transition`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TransitionOutcome {
     /// Applied; the record after the change.
@@ -354,37 +355,32 @@ pub enum TransitionOutcome {
 #[error("state store unavailable: {0}")]
 pub struct StoreError(pub String);
 
-/// The state of an agent. Every method is atomic with respect to the others.
+/// Negotiations and executions: stored, read, moved through the state machine (§8.1) and waited on. Every method is
+/// atomic with respect to the others, and to those of the store's other roles.
 #[async_trait::async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Executions: Send + Sync + 'static {
     /// Stores a negotiation until its `expires_at_ms`.
     async fn put_negotiation(&self, rec: NegotiationRecord) -> Result<(), StoreError>;
-
-    /// [`Store::put_negotiation`] under the per-sender bounds of LIM-4: a store that keeps them answers whether it
+    /// [`Executions::put_negotiation`] under the per-sender bounds of LIM-4: a store that keeps them answers whether it
     /// stored the negotiation, replaced one of the sender's own, or refused. Default: stores it.
     async fn admit_negotiation(&self, rec: NegotiationRecord) -> Result<Admitted, StoreError> {
         self.put_negotiation(rec).await.map(|()| Admitted::Stored)
     }
-
     /// Reads a negotiation that has not expired.
     async fn get_negotiation(&self, id: &str) -> Result<Option<NegotiationRecord>, StoreError>;
-
     /// Stores a new execution (status `received`), claiming the idempotency key if one is given.
     async fn create_execution(
         &self,
         rec: ExecutionRecord,
         idempotency: Option<IdempotencyClaim>,
     ) -> Result<Created, StoreError>;
-
     /// Reads an execution that has not been dropped.
     async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError>;
-
     /// Whether an execution with this id may hold this idempotency claim. A sharded store needs an execution and its
     /// claim in one shard; EXECUTE generates ids until one fits (a handful of tries). Default: any.
     fn id_fits(&self, _id: &str, _claim: Option<&IdempotencyClaim>) -> bool {
         true
     }
-
     /// Applies a transition atomically (see [`ExecutionRecord::apply`]). `seen` is the record as the caller last read
     /// it, if it has one: a shared store then needs no read before its atomic write (which decides on the stored
     /// state if `seen` is stale). An applied [`Transition::Accept`] queues the execution in the same atomic step.
@@ -394,27 +390,45 @@ pub trait Store: Send + Sync + 'static {
         t: Transition,
         seen: Option<&ExecutionRecord>,
     ) -> Result<TransitionOutcome, StoreError>;
-
     /// Reads an execution for a transition that follows at once (CONFIRM). The store may answer from the record this
     /// process created: it may be stale, which the transition's atomic write detects (it then decides on the stored
     /// record), but the fields fixed at creation (sender, capability, negotiation, payload, confirm window) are
-    /// exact. Default: [`Store::get_execution`].
+    /// exact. Default: [`Executions::get_execution`].
     async fn get_execution_for_update(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         self.get_execution(id).await
     }
-
     /// Reads an execution for a long-poll that follows at once (RESULT with a wait): the record is only the start of
-    /// [`Store::wait_change`], whose answer always comes from a read of the store or from a terminal (final) record,
+    /// [`Executions::wait_change`], whose answer always comes from a read of the store or from a terminal (final) record,
     /// so the store may answer from the record this process last wrote. It may be stale (another process changed the
     /// execution since); the fields fixed at creation (sender, capability, negotiation, payload, confirm window) are
-    /// exact. Default: [`Store::get_execution`].
+    /// exact. Default: [`Executions::get_execution`].
     async fn get_execution_for_wait(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         self.get_execution(id).await
     }
+    /// Waits until the execution's status differs from `seen` (a store may wake only for terminal states), or
+    /// `timeout` passes; returns the record then.
+    async fn wait_change(
+        &self,
+        id: &str,
+        seen: ExecutionStatus,
+        timeout: Duration,
+    ) -> Result<Option<ExecutionRecord>, StoreError>;
+    /// Waits up to `timeout` for a signal that the execution reached a terminal state; returns whether one came. It
+    /// reads the record only when a signal may have been missed (a shared store's subscription was lost and made
+    /// again meanwhile). A signal that came shortly before the call counts too (the execution is already terminal):
+    /// CONFIRM starts waiting only after its accept, and a fast worker of another process may have finished the work
+    /// by then.
+    /// A worker uses it to stop a handler whose execution was canceled or timed out by another process; CONFIRM, to
+    /// hold its admission slot (CONF-5) until the execution it accepted is seen finishing, wherever it ran.
+    async fn terminal_signal(&self, id: &str, timeout: Duration) -> bool;
+}
 
-    /// CONFIRM with a free worker slot in this process: [`Store::transition`] with a [`Transition::Accept`] that, in
+/// The work queue (CONF-1, ST-5): confirmed executions waiting for a worker, claimed, kept alive and completed.
+#[async_trait::async_trait]
+pub trait WorkQueue: Executions {
+    /// CONFIRM with a free worker slot in this process: [`Executions::transition`] with a [`Transition::Accept`] that, in
     /// the same atomic step, also claims for this process's workers the oldest unclaimed item of the execution's queue
-    /// (usually the work just queued), as [`Store::claim_work`] would. Saves the workers a read of the queue. Default:
+    /// (usually the work just queued), as [`WorkQueue::claim_work`] would. Saves the workers a read of the queue. Default:
     /// no claim.
     async fn accept_and_claim(
         &self,
@@ -424,51 +438,18 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(TransitionOutcome, Option<WorkItem>), StoreError> {
         Ok((self.transition(id, t, seen).await?, None))
     }
-
-    /// Waits until the execution's status differs from `seen` (a store may wake only for terminal states), or
-    /// `timeout` passes; returns the record then.
-    async fn wait_change(
-        &self,
-        id: &str,
-        seen: ExecutionStatus,
-        timeout: Duration,
-    ) -> Result<Option<ExecutionRecord>, StoreError>;
-
-    /// Records the `jti` of a signed request from `issuer` until `until_ms`; returns false when it was already seen
-    /// (a replay).
-    async fn remember_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<bool, StoreError>;
-
-    /// [`Store::remember_jti`] under the bounds of LIM-5: a store that keeps them may refuse to remember a nonce (and
-    /// the request is then refused). Default: [`Store::remember_jti`].
-    async fn admit_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<Nonce, StoreError> {
-        Ok(if self.remember_jti(issuer, jti, until_ms).await? { Nonce::Fresh } else { Nonce::Replay })
-    }
-
-    /// Waits up to `timeout` for a signal that the execution reached a terminal state; returns whether one came. It
-    /// reads the record only when a signal may have been missed (a shared store's subscription was lost and made
-    /// again meanwhile). A signal that came shortly before the call counts too (the execution is already terminal):
-    /// CONFIRM starts waiting only after its accept, and a fast worker of another process may have finished the work
-    /// by then.
-    /// A worker uses it to stop a handler whose execution was canceled or timed out by another process; CONFIRM, to
-    /// hold its admission slot (CONF-5) until the execution it accepted is seen finishing, wherever it ran.
-    async fn terminal_signal(&self, id: &str, timeout: Duration) -> bool;
-
     /// How many independent queue partitions workers should read (one worker loop each). Default 1.
     fn queue_partitions(&self) -> usize {
         1
     }
-
     /// Prepares the queue for workers of these capabilities (e.g. creates consumer groups). Idempotent.
     async fn prepare_queue(&self, capabilities: &[String]) -> Result<(), StoreError>;
-
     /// Claims up to `max` items of work of `partition`, waiting up to `wait` for one; also takes over work whose
     /// worker stopped touching it for the visibility timeout.
     async fn claim_work(&self, partition: usize, max: usize, wait: Duration) -> Result<Vec<WorkItem>, StoreError>;
-
     /// Renews the claim on work in progress (a heartbeat; call it well within the visibility timeout).
     async fn touch_work(&self, items: &[WorkItem]) -> Result<(), StoreError>;
-
-    /// Atomically applies `t` (when given, as [`Store::transition`]) and releases the work, unless the transition
+    /// Atomically applies `t` (when given, as [`Executions::transition`]) and releases the work, unless the transition
     /// was refused while the execution is not terminal (the work then stays claimed). `None` when `t` is `None`.
     async fn complete_work(
         &self,
@@ -476,10 +457,26 @@ pub trait Store: Send + Sync + 'static {
         t: Option<Transition>,
         seen: Option<&ExecutionRecord>,
     ) -> Result<Option<TransitionOutcome>, StoreError>;
-
     /// The visibility timeout: how long claimed work may go untouched before another worker takes it over.
     fn visibility_timeout(&self) -> Duration;
+}
 
+/// The replay memory (LIM-5): the `jti`s of signed requests already seen, until they expire.
+#[async_trait::async_trait]
+pub trait ReplayMemory: Send + Sync + 'static {
+    /// Records the `jti` of a signed request from `issuer` until `until_ms`; returns false when it was already seen
+    /// (a replay).
+    async fn remember_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<bool, StoreError>;
+    /// [`ReplayMemory::remember_jti`] under the bounds of LIM-5: a store that keeps them may refuse to remember a nonce (and
+    /// the request is then refused). Default: [`ReplayMemory::remember_jti`].
+    async fn admit_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<Nonce, StoreError> {
+        Ok(if self.remember_jti(issuer, jti, until_ms).await? { Nonce::Fresh } else { Nonce::Replay })
+    }
+}
+
+/// The state of an agent: its [`Executions`], its [`WorkQueue`] and its [`ReplayMemory`], on one backend.
+#[async_trait::async_trait]
+pub trait Store: Executions + WorkQueue + ReplayMemory {
     /// Checks that the store answers.
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())

@@ -232,7 +232,7 @@ async fn every_error_code_an_agent_answers_is_triggered_with_its_status_and_json
 struct DownStore;
 
 #[async_trait::async_trait]
-impl a2a_server::store::Store for DownStore {
+impl a2a_server::store::Executions for DownStore {
     async fn put_negotiation(
         &self,
         _: a2a_server::store::NegotiationRecord,
@@ -274,13 +274,14 @@ impl a2a_server::store::Store for DownStore {
     ) -> Result<Option<a2a_server::store::ExecutionRecord>, a2a_server::store::StoreError> {
         Err(a2a_server::store::StoreError("connection refused".into()))
     }
-    async fn remember_jti(&self, _: &str, _: &str, _: u64) -> Result<bool, a2a_server::store::StoreError> {
-        Err(a2a_server::store::StoreError("connection refused".into()))
-    }
     async fn terminal_signal(&self, _: &str, timeout: Duration) -> bool {
         tokio::time::sleep(timeout).await;
         false
     }
+}
+
+#[async_trait::async_trait]
+impl a2a_server::store::WorkQueue for DownStore {
     async fn prepare_queue(&self, _: &[String]) -> Result<(), a2a_server::store::StoreError> {
         Err(a2a_server::store::StoreError("connection refused".into()))
     }
@@ -307,6 +308,16 @@ impl a2a_server::store::Store for DownStore {
         Duration::from_secs(30)
     }
 }
+
+#[async_trait::async_trait]
+impl a2a_server::store::ReplayMemory for DownStore {
+    async fn remember_jti(&self, _: &str, _: &str, _: u64) -> Result<bool, a2a_server::store::StoreError> {
+        Err(a2a_server::store::StoreError("connection refused".into()))
+    }
+}
+
+#[async_trait::async_trait]
+impl a2a_server::store::Store for DownStore {}
 
 #[tokio::test]
 async fn a_failing_store_is_503_store_unavailable_for_every_step_that_needs_it() {

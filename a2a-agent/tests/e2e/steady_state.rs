@@ -11,8 +11,8 @@ use a2a_core::wire::ExecutionStatus;
 use a2a_server::Limits;
 use a2a_server::store::memory::{EXPIRE_STEP, MemoryLimits};
 use a2a_server::store::{
-    Admitted, Created, IdempotencyClaim, MemoryStore, NegotiationRecord, Nonce, RedisStore, Store, Transition,
-    TransitionOutcome, now_ms,
+    Admitted, Created, Executions, IdempotencyClaim, MemoryStore, NegotiationRecord, Nonce, RedisStore, ReplayMemory,
+    Store, Transition, TransitionOutcome, now_ms,
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};

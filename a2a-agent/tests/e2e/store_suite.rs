@@ -13,8 +13,8 @@ use a2a_server::registry::{MemoryRegistry, RedisRegistry, Registry, RegistryEntr
 use a2a_server::store::memory::MemoryLimits;
 use a2a_server::store::redis::{AgentScope, RedisConfig};
 use a2a_server::store::{
-    Created, ExecutionRecord, IdempotencyClaim, MemoryStore, NegotiationRecord, RedisStore, Store, Transition,
-    TransitionOutcome, WorkItem, now_ms,
+    Created, ExecutionRecord, Executions, IdempotencyClaim, MemoryStore, NegotiationRecord, RedisStore, Store,
+    Transition, TransitionOutcome, WorkItem, WorkQueue, now_ms,
 };
 use serde_json::json;
 

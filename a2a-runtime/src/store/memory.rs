@@ -23,8 +23,8 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, watch};
 
 use super::{
-    Admitted, Created, ExecutionRecord, IdempotencyClaim, NegotiationRecord, Nonce, QuotaExceeded, Store, StoreError,
-    Transition, TransitionOutcome, WorkItem, now_ms,
+    Admitted, Created, ExecutionRecord, Executions, IdempotencyClaim, NegotiationRecord, Nonce, QuotaExceeded,
+    ReplayMemory, Store, StoreError, Transition, TransitionOutcome, WorkItem, WorkQueue, now_ms,
 };
 
 /// Limits of the in-memory store.
@@ -371,7 +371,7 @@ impl MemoryStore {
 }
 
 #[async_trait::async_trait]
-impl Store for MemoryStore {
+impl Executions for MemoryStore {
     async fn put_negotiation(&self, rec: NegotiationRecord) -> Result<(), StoreError> {
         match self.admit_negotiation(rec).await? {
             Admitted::Stored | Admitted::Replaced => Ok(()),
@@ -380,7 +380,6 @@ impl Store for MemoryStore {
             }
         }
     }
-
     async fn admit_negotiation(&self, rec: NegotiationRecord) -> Result<Admitted, StoreError> {
         let now = now_ms();
         let mut g = self.lock();
@@ -430,7 +429,6 @@ impl Store for MemoryStore {
         g.negotiations.insert(id, neg);
         Ok(admitted)
     }
-
     async fn get_negotiation(&self, id: &str) -> Result<Option<NegotiationRecord>, StoreError> {
         let now = now_ms();
         let g = self.lock();
@@ -446,7 +444,6 @@ impl Store for MemoryStore {
             expires_at_ms: n.expires_at_ms,
         }))
     }
-
     async fn create_execution(
         &self,
         rec: ExecutionRecord,
@@ -499,14 +496,12 @@ impl Store for MemoryStore {
         g.executions.insert(id, Entry { rec, tx });
         Ok(Created::New)
     }
-
     async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         let now = now_ms();
         let g = self.lock();
         // A record past its retention is gone, whether or not it was dropped yet.
         Ok(g.executions.get(id).filter(|e| e.rec.retain_until_ms > now).map(|e| e.rec.clone()))
     }
-
     async fn transition(
         &self,
         id: &str,
@@ -516,7 +511,6 @@ impl Store for MemoryStore {
         let mut g = self.lock();
         Ok(self.apply(&mut g, id, &t))
     }
-
     async fn wait_change(
         &self,
         id: &str,
@@ -536,49 +530,6 @@ impl Store for MemoryStore {
         let _ = tokio::time::timeout(timeout, rx.wait_for(|s| *s != seen)).await;
         self.get_execution(id).await
     }
-
-    async fn remember_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<bool, StoreError> {
-        match self.admit_jti(issuer, jti, until_ms).await? {
-            Nonce::Fresh => Ok(true),
-            Nonce::Replay => Ok(false),
-            Nonce::Refused(q) => {
-                Err(StoreError(format!("the replay memory holds its {} ({}) nonces", q.quota, q.limit)))
-            }
-        }
-    }
-
-    async fn admit_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<Nonce, StoreError> {
-        let now = now_ms();
-        let key = nonce_key(issuer, jti);
-        let mut g = self.lock();
-        g.expire(now, EXPIRE_STEP);
-        match g.nonces.get(&key) {
-            Some((until, _)) if *until > now => return Ok(Nonce::Replay),
-            Some(_) => g.remove_nonce(&key),
-            None => {}
-        }
-        // LIM-5: a nonce is never forgotten before it expires (that would let its request be replayed); past a bound
-        // the signed request is refused instead.
-        let held = g.senders.get(issuer).map_or(0, |u| u.nonces);
-        let refused = if held >= self.limits.max_nonces_per_sender.max(1) {
-            Some(("max_nonces_per_sender", self.limits.max_nonces_per_sender))
-        } else if g.nonces.len() >= self.limits.max_nonces.max(1) {
-            Some(("max_nonces", self.limits.max_nonces))
-        } else {
-            None
-        };
-        if let Some((quota, limit)) = refused {
-            return Ok(Nonce::Refused(QuotaExceeded { quota, limit: limit as u64, retry_after_ms: 1000 }));
-        }
-        let issuer = g.sender_name(issuer);
-        if let Some(u) = g.senders.get_mut(&*issuer) {
-            u.nonces += 1;
-        }
-        g.nonce_expiry.insert((until_ms, key));
-        g.nonces.insert(key, (until_ms, issuer));
-        Ok(Nonce::Fresh)
-    }
-
     async fn terminal_signal(&self, id: &str, timeout: Duration) -> bool {
         let mut rx = {
             let g = self.lock();
@@ -587,11 +538,13 @@ impl Store for MemoryStore {
         };
         matches!(tokio::time::timeout(timeout, rx.wait_for(|s| s.is_terminal())).await, Ok(Ok(_)))
     }
+}
 
+#[async_trait::async_trait]
+impl WorkQueue for MemoryStore {
     async fn prepare_queue(&self, _capabilities: &[String]) -> Result<(), StoreError> {
         Ok(())
     }
-
     async fn claim_work(&self, _partition: usize, max: usize, wait: Duration) -> Result<Vec<WorkItem>, StoreError> {
         let until = tokio::time::Instant::now() + wait;
         loop {
@@ -623,7 +576,6 @@ impl Store for MemoryStore {
             }
         }
     }
-
     async fn touch_work(&self, items: &[WorkItem]) -> Result<(), StoreError> {
         let lease_end = now_ms().saturating_add(self.limits.visibility_timeout.as_millis() as u64);
         let mut g = self.lock();
@@ -634,7 +586,6 @@ impl Store for MemoryStore {
         }
         Ok(())
     }
-
     async fn complete_work(
         &self,
         item: &WorkItem,
@@ -652,8 +603,54 @@ impl Store for MemoryStore {
         }
         Ok(outcome)
     }
-
     fn visibility_timeout(&self) -> Duration {
         self.limits.visibility_timeout
     }
 }
+
+#[async_trait::async_trait]
+impl ReplayMemory for MemoryStore {
+    async fn remember_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<bool, StoreError> {
+        match self.admit_jti(issuer, jti, until_ms).await? {
+            Nonce::Fresh => Ok(true),
+            Nonce::Replay => Ok(false),
+            Nonce::Refused(q) => {
+                Err(StoreError(format!("the replay memory holds its {} ({}) nonces", q.quota, q.limit)))
+            }
+        }
+    }
+    async fn admit_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<Nonce, StoreError> {
+        let now = now_ms();
+        let key = nonce_key(issuer, jti);
+        let mut g = self.lock();
+        g.expire(now, EXPIRE_STEP);
+        match g.nonces.get(&key) {
+            Some((until, _)) if *until > now => return Ok(Nonce::Replay),
+            Some(_) => g.remove_nonce(&key),
+            None => {}
+        }
+        // LIM-5: a nonce is never forgotten before it expires (that would let its request be replayed); past a bound
+        // the signed request is refused instead.
+        let held = g.senders.get(issuer).map_or(0, |u| u.nonces);
+        let refused = if held >= self.limits.max_nonces_per_sender.max(1) {
+            Some(("max_nonces_per_sender", self.limits.max_nonces_per_sender))
+        } else if g.nonces.len() >= self.limits.max_nonces.max(1) {
+            Some(("max_nonces", self.limits.max_nonces))
+        } else {
+            None
+        };
+        if let Some((quota, limit)) = refused {
+            return Ok(Nonce::Refused(QuotaExceeded { quota, limit: limit as u64, retry_after_ms: 1000 }));
+        }
+        let issuer = g.sender_name(issuer);
+        if let Some(u) = g.senders.get_mut(&*issuer) {
+            u.nonces += 1;
+        }
+        g.nonce_expiry.insert((until_ms, key));
+        g.nonces.insert(key, (until_ms, issuer));
+        Ok(Nonce::Fresh)
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for MemoryStore {}

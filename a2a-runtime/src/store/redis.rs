@@ -166,8 +166,8 @@ use tokio::sync::Notify;
 use self::layout::{Fields, Stored};
 use self::local::{Known, Local};
 use super::{
-    Admitted, Created, ExecutionRecord, IdempotencyClaim, NegotiationRecord, Nonce, QuotaExceeded, Store, StoreError,
-    Transition, TransitionOutcome, WorkItem, now_ms,
+    Admitted, Created, ExecutionRecord, Executions, IdempotencyClaim, NegotiationRecord, Nonce, QuotaExceeded,
+    ReplayMemory, Store, StoreError, Transition, TransitionOutcome, WorkItem, WorkQueue, now_ms,
 };
 
 /// How to reach Redis and how to lay out the state in it (`[store]` of the configuration).
@@ -1693,11 +1693,10 @@ fn is_busygroup(e: &redis::RedisError) -> bool {
 }
 
 #[async_trait::async_trait]
-impl Store for RedisStore {
+impl Executions for RedisStore {
     async fn put_negotiation(&self, rec: NegotiationRecord) -> Result<(), StoreError> {
         self.admit_negotiation(rec).await.map(|_| ())
     }
-
     async fn admit_negotiation(&self, rec: NegotiationRecord) -> Result<Admitted, StoreError> {
         let prefix = format!("{}:{}:n:", self.cfg.key_prefix, self.ns);
         let key = format!("{prefix}{}", rec.id);
@@ -1736,7 +1735,6 @@ impl Store for RedisStore {
             Ok(Admitted::Replaced)
         }
     }
-
     async fn get_negotiation(&self, id: &str) -> Result<Option<NegotiationRecord>, StoreError> {
         let now = now_ms();
         // A negotiation never changes: one read per process at most.
@@ -1753,11 +1751,9 @@ impl Store for RedisStore {
         self.negotiations.insert(rec.id.clone(), rec.clone());
         Ok((rec.expires_at_ms > now).then_some(rec))
     }
-
     fn id_fits(&self, id: &str, claim: Option<&IdempotencyClaim>) -> bool {
         claim.is_none_or(|c| self.shard_of(id) == self.claim_shard(c))
     }
-
     async fn create_execution(
         &self,
         rec: ExecutionRecord,
@@ -1803,7 +1799,6 @@ impl Store for RedisStore {
         self.local.put(Arc::new(rec), Known::Created, weight);
         Ok(Created::New)
     }
-
     async fn get_execution(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         if let Some(rec) = self.local.final_record(id) {
             return Ok((rec.retain_until_ms > now_ms()).then(|| (*rec).clone()));
@@ -1811,7 +1806,6 @@ impl Store for RedisStore {
         let Some(stored) = self.read(id).await? else { return Ok(None) };
         Ok((stored.rec.retain_until_ms > now_ms()).then_some(stored.rec))
     }
-
     async fn transition(
         &self,
         id: &str,
@@ -1820,30 +1814,18 @@ impl Store for RedisStore {
     ) -> Result<TransitionOutcome, StoreError> {
         Ok(self.apply(id, &t, seen, None, false).await?.0)
     }
-
     async fn get_execution_for_update(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         match self.local.get(id) {
             Some((rec, Known::Created)) if usable_unread(&rec, now_ms()) => Ok(Some((*rec).clone())),
             _ => self.get_execution(id).await,
         }
     }
-
     async fn get_execution_for_wait(&self, id: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         match self.local.get(id) {
             Some((rec, known)) if known != Known::Final && usable_unread(&rec, now_ms()) => Ok(Some((*rec).clone())),
             _ => self.get_execution(id).await,
         }
     }
-
-    async fn accept_and_claim(
-        &self,
-        id: &str,
-        t: Transition,
-        seen: Option<&ExecutionRecord>,
-    ) -> Result<(TransitionOutcome, Option<WorkItem>), StoreError> {
-        self.apply(id, &t, seen, None, true).await
-    }
-
     async fn wait_change(
         &self,
         id: &str,
@@ -1878,33 +1860,6 @@ impl Store for RedisStore {
         let _ = tokio::time::timeout((timeout - first).min(SAFETY_REREAD), notified).await;
         self.get_execution(id).await
     }
-
-    async fn remember_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<bool, StoreError> {
-        match self.admit_jti(issuer, jti, until_ms).await? {
-            Nonce::Fresh => Ok(true),
-            Nonce::Replay => Ok(false),
-            Nonce::Refused(q) => {
-                Err(StoreError(format!("the replay memory holds the signer's {} ({}) nonces", q.quota, q.limit)))
-            }
-        }
-    }
-
-    async fn admit_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<Nonce, StoreError> {
-        let quota = self.quota_nonces.load(Ordering::Relaxed);
-        let mut inv = self.share.prepare_invoke();
-        inv.key(self.sender_key(issuer, "j"))
-            .arg(sha_hex(&[issuer, jti]))
-            .arg(until_ms.max(1))
-            .arg(now_ms())
-            .arg(quota);
-        let r: i64 = self.run("remember nonce", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
-        Ok(match r {
-            1 => Nonce::Fresh,
-            0 => Nonce::Replay,
-            _ => Nonce::Refused(QuotaExceeded { quota: "max_nonces_per_sender", limit: quota, retry_after_ms: 1000 }),
-        })
-    }
-
     async fn terminal_signal(&self, id: &str, timeout: Duration) -> bool {
         let until = tokio::time::Instant::now() + timeout;
         let notify = self.waiters.register(id);
@@ -1949,11 +1904,21 @@ impl Store for RedisStore {
             }
         }
     }
+}
 
+#[async_trait::async_trait]
+impl WorkQueue for RedisStore {
+    async fn accept_and_claim(
+        &self,
+        id: &str,
+        t: Transition,
+        seen: Option<&ExecutionRecord>,
+    ) -> Result<(TransitionOutcome, Option<WorkItem>), StoreError> {
+        self.apply(id, &t, seen, None, true).await
+    }
     fn queue_partitions(&self) -> usize {
         self.partitions.len()
     }
-
     async fn prepare_queue(&self, capabilities: &[String]) -> Result<(), StoreError> {
         {
             let mut caps = self.capabilities.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -1988,7 +1953,6 @@ impl Store for RedisStore {
         }
         Ok(())
     }
-
     async fn claim_work(&self, partition: usize, max: usize, wait: Duration) -> Result<Vec<WorkItem>, StoreError> {
         let Some(part) = self.partitions.get(partition) else { return Ok(Vec::new()) };
         let max = max.max(1);
@@ -2030,7 +1994,6 @@ impl Store for RedisStore {
         }
         self.check_claimed(entries).await
     }
-
     async fn touch_work(&self, items: &[WorkItem]) -> Result<(), StoreError> {
         for item in items {
             let key = self.stream_key(self.shard_of(&item.execution_id), &item.capability);
@@ -2051,7 +2014,6 @@ impl Store for RedisStore {
         }
         Ok(())
     }
-
     async fn complete_work(
         &self,
         item: &WorkItem,
@@ -2066,11 +2028,41 @@ impl Store for RedisStore {
             }
         }
     }
-
     fn visibility_timeout(&self) -> Duration {
         Duration::from_millis(self.cfg.visibility_timeout_ms)
     }
+}
 
+#[async_trait::async_trait]
+impl ReplayMemory for RedisStore {
+    async fn remember_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<bool, StoreError> {
+        match self.admit_jti(issuer, jti, until_ms).await? {
+            Nonce::Fresh => Ok(true),
+            Nonce::Replay => Ok(false),
+            Nonce::Refused(q) => {
+                Err(StoreError(format!("the replay memory holds the signer's {} ({}) nonces", q.quota, q.limit)))
+            }
+        }
+    }
+    async fn admit_jti(&self, issuer: &str, jti: &str, until_ms: u64) -> Result<Nonce, StoreError> {
+        let quota = self.quota_nonces.load(Ordering::Relaxed);
+        let mut inv = self.share.prepare_invoke();
+        inv.key(self.sender_key(issuer, "j"))
+            .arg(sha_hex(&[issuer, jti]))
+            .arg(until_ms.max(1))
+            .arg(now_ms())
+            .arg(quota);
+        let r: i64 = self.run("remember nonce", move |mut c| async move { inv.invoke_async(&mut c).await }).await?;
+        Ok(match r {
+            1 => Nonce::Fresh,
+            0 => Nonce::Replay,
+            _ => Nonce::Refused(QuotaExceeded { quota: "max_nonces_per_sender", limit: quota, retry_after_ms: 1000 }),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for RedisStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.run("ping", move |mut c| async move { redis::cmd("PING").query_async::<()>(&mut c).await }).await
     }

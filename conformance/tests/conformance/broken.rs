@@ -15,7 +15,7 @@ use a2a_core::execution_id::ExecutionId;
 use a2a_core::integrity::{self, Coverage, MessageParts, SignatureClaims};
 use a2a_core::jws;
 use a2a_server::handler::ExecutionContext;
-use a2a_server::store::{ExecutionRecord, Store};
+use a2a_server::store::{ExecutionRecord, Executions};
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
