@@ -557,27 +557,7 @@ impl Gateway {
             ended.push(rx);
         }
         drop(listener);
-        let early = tokio::select! {
-            () = shutdown => None,
-            (r, i, _) = futures_util::future::select_all(ended.iter_mut()) => Some((i, r)),
-        };
-        stop.cancel();
-        let mut result = Ok(());
-        if let Some((i, r)) = early {
-            let e = match r {
-                Ok(Err(e)) => e,
-                _ => std::io::Error::other("the worker stopped"),
-            };
-            tracing::error!(worker = i, error = %e, "a gateway worker stopped before the shutdown; stopping the others");
-            result = Err(std::io::Error::other(format!("worker {i}: {e}")));
-            ended.remove(i);
-        }
-        for rx in ended {
-            if let Ok(Err(e)) = rx.await {
-                tracing::warn!(error = %e, "a gateway worker ended with an error");
-            }
-        }
-        result
+        a2a_runtime::serve::join_threads(ended, shutdown, &stop, "gateway worker").await
     }
 
     /// Waits until the gateway has read the capability registry once (whether or not the read succeeded), so that a

@@ -220,27 +220,45 @@ pub async fn serve_threads(
         ended.push(rx);
     }
     drop(listener);
-    let early = tokio::select! {
-        () = shutdown => None,
-        (r, i, _) = futures_util::future::select_all(ended.iter_mut()) => Some((i, r)),
+    join_threads(ended, shutdown, &stop, "serving thread").await.map(|()| ServingThreads { _release: release_all })
+}
+
+/// Waits for `shutdown`, or for one of the serving threads whose ends `ended` reports to stop before it, then
+/// cancels `stop` (every thread stops accepting) and waits for the threads. An error names the thread (`what` and
+/// its index) that stopped before the shutdown; the others' errors are logged. Shared by [`serve_threads`] and the
+/// gateway's workers.
+pub async fn join_threads(
+    mut ended: Vec<tokio::sync::oneshot::Receiver<io::Result<()>>>,
+    shutdown: impl Future<Output = ()> + Send,
+    stop: &tokio_util::sync::CancellationToken,
+    what: &str,
+) -> io::Result<()> {
+    let early = if ended.is_empty() {
+        shutdown.await;
+        None
+    } else {
+        tokio::select! {
+            () = shutdown => None,
+            (r, i, _) = futures_util::future::select_all(ended.iter_mut()) => Some((i, r)),
+        }
     };
     stop.cancel();
     let mut result = Ok(());
     if let Some((i, r)) = early {
         let e = match r {
             Ok(Err(e)) => e,
-            _ => std::io::Error::other("the thread stopped"),
+            _ => io::Error::other(format!("the {what} stopped")),
         };
-        tracing::error!(thread = i, error = %e, "a serving thread stopped before the shutdown; stopping the others");
-        result = Err(std::io::Error::other(format!("serving thread {i}: {e}")));
+        tracing::error!(thread = i, error = %e, "a {what} stopped before the shutdown; stopping the others");
+        result = Err(io::Error::other(format!("{what} {i}: {e}")));
         ended.remove(i);
     }
     for rx in ended {
         if let Ok(Err(e)) = rx.await {
-            tracing::warn!(error = %e, "a serving thread ended with an error");
+            tracing::warn!(error = %e, "a {what} ended with an error");
         }
     }
-    result.map(|()| ServingThreads { _release: release_all })
+    result
 }
 
 /// The next connection on `listener` (with `TCP_NODELAY` set), or `None` once `shutdown` completes. A failed accept
