@@ -59,6 +59,25 @@ pub fn sdk_python() -> String {
     )
 }
 
+/// The Python that runs the official MCP SDK (`mcp` on PyPI, pinned in `.ci/run`) for the MCP interop tests (§21):
+/// `MCP_SDK_PYTHON`, else the venv `.ci/run` creates. Panics with how to make one when there is none, so that an
+/// interop test never passes without its peer.
+pub fn mcp_python() -> String {
+    const PIN: &str = "2.3.0";
+    if let Some(p) = std::env::var("MCP_SDK_PYTHON").ok().filter(|p| !p.is_empty()) {
+        return p;
+    }
+    let default =
+        std::env::var("HOME").map(|h| format!("{h}/.cache/a2a-ci-venv/mcp-{PIN}/bin/python")).unwrap_or_default();
+    if !default.is_empty() && std::path::Path::new(&default).exists() {
+        return default;
+    }
+    panic!(
+        "the MCP interop tests need a Python with mcp {PIN}: set MCP_SDK_PYTHON, or create {default} \
+         (`bash .ci/run` does it; by hand: python3 -m venv DIR && DIR/bin/pip install 'mcp=={PIN}' uvicorn)"
+    )
+}
+
 /// A running process of one of the workspace's binaries; its stderr is echoed (prefixed with its name) and kept.
 /// Dropping it kills it.
 pub struct Process {
