@@ -75,6 +75,10 @@ pub struct Config {
     /// The operator surface, `/metrics` (OPS-1; `[admin]`): closed unless configured here.
     #[serde(default)]
     pub admin: AdminSection,
+    /// The Model Context Protocol endpoint `/mcp` (spec §21; `[mcp]`): the capabilities as MCP tools. Off unless
+    /// `enabled = true` (or `a2a-server --mcp`).
+    #[serde(default)]
+    pub mcp: a2a_mcp::inbound::McpSection,
 }
 
 /// `[admin]`: where `/metrics` is served (OPS-1). With neither key it is not served at all.
