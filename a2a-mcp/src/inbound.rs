@@ -211,6 +211,21 @@ impl Front {
 
     /// Serves one HTTP request of `/mcp` (for servers that route requests themselves, like the gateway's).
     pub async fn handle(self: &Arc<Self>, req: http::Request<axum::body::Body>) -> http::Response<axum::body::Body> {
+        // MCP-4: a body declared over the limit is refused before it is read (a server that read it already hands
+        // it on as its declared length).
+        let declared = req
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.cfg.max_body_bytes as u64) {
+            let mut r = http::Response::new(axum::body::Body::from(format!(
+                "the request body is larger than this MCP endpoint accepts ({} bytes, mcp.max_body_bytes)",
+                self.cfg.max_body_bytes
+            )));
+            *r.status_mut() = http::StatusCode::PAYLOAD_TOO_LARGE;
+            return r;
+        }
         match tower::ServiceExt::oneshot(self.service(), req).await {
             Ok(r) => r.map(axum::body::Body::new),
             Err(never) => match never {},

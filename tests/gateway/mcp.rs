@@ -28,6 +28,17 @@ struct Seen {
     reports: AtomicUsize,
 }
 
+/// Records that a handler stopped before it finished, however it was stopped.
+struct Stopped(Option<Arc<Seen>>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Some(s) = &self.0 {
+            s.canceled.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
 fn cap(name: &str, auth: AuthRequirement, schema: Value) -> CapabilityDeclaration {
     let mut d = decl(name, auth);
     d.description = format!("Test capability {name}.");
@@ -89,18 +100,20 @@ async fn agent(world: &World, issuer: &SigningKey, seen: Arc<Seen>) -> (String, 
             cap(
                 "run_slow_task",
                 AuthRequirement::None,
-                json!({"type": "object", "properties": {"ms": {"type": "integer"}}}),
+                json!({"type": "object", "properties": {"ms": {"type": "number", "multipleOf": 1}}}),
             ),
             move |ctx: ExecutionContext, p: Value| {
                 let s = s2.clone();
                 async move {
                     let ms = p["ms"].as_f64().unwrap_or(0.0) as u64;
+                    // The handler is stopped (its token fired, or its future dropped) before it finishes.
+                    let mut stopped = Stopped(Some(s));
                     tokio::select! {
-                        () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(json!({"slept_ms": ms})),
-                        () = ctx.cancel.cancelled() => {
-                            s.canceled.store(true, Ordering::SeqCst);
-                            Err(HandlerError::new("canceled"))
+                        () = tokio::time::sleep(Duration::from_millis(ms)) => {
+                            stopped.0 = None;
+                            Ok(json!({"slept_ms": ms}))
                         }
+                        () = ctx.cancel.cancelled() => Err(HandlerError::new("canceled")),
                     }
                 }
             },
@@ -260,12 +273,20 @@ async fn rpc(base: &str, method: &str, params: Value, headers: &[(&str, &str)]) 
 }
 
 async fn raw(base: &str, body: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+    // At 2026-07-28 the method (and a tool call's name) is repeated in headers (`Mcp-Method`, `Mcp-Name`).
+    let parsed: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let method = parsed["method"].as_str().unwrap_or("").to_owned();
+    let name = parsed["params"]["name"].as_str().map(str::to_owned);
     let mut rb = reqwest::Client::new()
         .post(format!("{base}/mcp"))
+        .header("mcp-method", method)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
         .body(body.to_owned());
+    if let Some(n) = name {
+        rb = rb.header("mcp-name", n);
+    }
     for (k, v) in headers {
         rb = rb.header(*k, *v);
     }

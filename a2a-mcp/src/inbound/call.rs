@@ -6,7 +6,11 @@ use a2a_core::negotiation::AgreedSchema;
 use a2a_core::wire::{ExecutionStatus, ResultResponse};
 use futures_util::StreamExt;
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ProgressNotificationParam, ProgressToken};
+#[allow(deprecated)]
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, LoggingLevel, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken,
+};
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
@@ -64,7 +68,22 @@ pub(crate) async fn run(
     } else {
         front.client.clone()
     };
-    let progress = ctx.meta.get_progress_token().map(|token| Progress { peer: ctx.peer.clone(), token, sent: 0 });
+    let mut progress = ctx.meta.get_progress_token().map(|token| Progress { peer: ctx.peer.clone(), token, sent: 0 });
+    // MCP-17: the call's response stream starts at once (a progress notification, or a debug log message without a
+    // progress token), so that its keep-alives flow and a caller that closes the stream is noticed (MCP-16): at
+    // 2026-07-28 `rmcp` sends the response head only with the first message. The log message is the one message a
+    // server may send unasked (deprecated by SEP-2577, still in every revision this front speaks).
+    #[allow(deprecated)]
+    match progress.as_mut() {
+        Some(p) => p.send(format!("negotiating {}", decl.name)).await,
+        None => {
+            let data = serde_json::json!({"capability": decl.name, "step": "negotiate"});
+            let log = LoggingMessageNotificationParam::new(LoggingLevel::Debug, data);
+            if let Err(e) = ctx.peer.notify_logging_message(log).await {
+                tracing::debug!(error = %e, "mcp: the call's first message could not be sent");
+            }
+        }
+    }
     let deadline = tokio::time::Instant::now() + front.cfg.call_timeout;
     let run = handshake(&client, &url, &decl.name, &decl.input_schema, args, progress, ctx.ct.clone(), deadline);
     match run.await {

@@ -52,8 +52,9 @@ impl Handler {
 }
 
 impl ServerHandler for Handler {
+    #[allow(deprecated)] // `logging`: the first message of a call without a progress token (MCP-17).
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_logging().build())
             .with_server_info(Implementation::new(self.front.cfg.name.clone(), env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Each tool is a capability of an A2A semantic-handshake agent: a call negotiates the tool's input \
