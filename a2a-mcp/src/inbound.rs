@@ -123,7 +123,12 @@ pub struct Front {
     client: Client,
     /// The A2A endpoint fronted, known once its listener is bound.
     endpoint: RwLock<Option<String>>,
+    /// The endpoint's capabilities, read at most [`CAPABILITIES_TTL`] ago (MCP-5).
+    capabilities: std::sync::Mutex<Option<(std::time::Instant, Arc<Vec<a2a_core::capability::CapabilityDeclaration>>)>>,
 }
+
+/// How long the endpoint's capabilities are reused for `tools/list` and `tools/call` (MCP-5: a few seconds at most).
+const CAPABILITIES_TTL: Duration = Duration::from_secs(2);
 
 impl std::fmt::Debug for Front {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -135,7 +140,7 @@ impl Front {
     /// A front with these settings; [`Front::set_endpoint`] names the A2A endpoint before it serves calls.
     pub fn new(cfg: FrontConfig) -> Result<Arc<Front>, String> {
         let client = Self::client(&cfg, None).map_err(|e| e.to_string())?;
-        Ok(Arc::new(Front { cfg, client, endpoint: RwLock::new(None) }))
+        Ok(Arc::new(Front { cfg, client, endpoint: RwLock::new(None), capabilities: std::sync::Mutex::new(None) }))
     }
 
     /// An A2A client as the front, with the caller's credentials when it sent some (MCP-19).
@@ -159,6 +164,21 @@ impl Front {
             }
         }
         b.build()
+    }
+
+    /// The endpoint's capability declarations, from a read at most [`CAPABILITIES_TTL`] old.
+    async fn declarations(
+        &self,
+        url: &str,
+    ) -> Result<Arc<Vec<a2a_core::capability::CapabilityDeclaration>>, a2a_client::ClientError> {
+        let held = self.capabilities.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        if let Some((_, decls)) = held.filter(|(at, _)| at.elapsed() < CAPABILITIES_TTL) {
+            return Ok(decls);
+        }
+        let decls = Arc::new(self.client.capabilities(url).await?.document.capabilities);
+        *self.capabilities.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((std::time::Instant::now(), decls.clone()));
+        Ok(decls)
     }
 
     /// Names the A2A endpoint the front calls (`http://127.0.0.1:<port>/a2a` for its own listener).

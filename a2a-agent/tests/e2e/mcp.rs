@@ -72,6 +72,7 @@ async fn tools(base: &str) -> (u16, Vec<String>) {
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/list")
         .body(body.to_string())
         .send()
         .await

@@ -52,7 +52,7 @@ pub(crate) async fn offered_declarations(
     creds: &Credentials,
 ) -> Result<Vec<CapabilityDeclaration>, McpError> {
     let url = endpoint(front)?;
-    let caps = front.client.capabilities(&url).await.map_err(|e| {
+    let decls = front.declarations(&url).await.map_err(|e| {
         McpError::internal_error(
             format!("the A2A endpoint's capabilities could not be read: {e}"),
             Some(super::errors::body_of(&e)),
@@ -60,7 +60,7 @@ pub(crate) async fn offered_declarations(
     })?;
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    for d in caps.document.capabilities {
+    for d in decls.iter().cloned() {
         if !offered(&d, creds, front.signs()) || !seen.insert(d.name.clone()) {
             continue;
         }

@@ -85,7 +85,14 @@ fn request(t: &Trial<'_>, method: &str, params: Value) -> Req {
                    "io.modelcontextprotocol/clientInfo": {"name": "a2a-conformance", "version": env!("CARGO_PKG_VERSION")}}),
         );
     }
-    raw(t, &json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string(), REVISION)
+    // At 2026-07-28 the method, and a tool call's name, are repeated in `Mcp-Method` and `Mcp-Name`.
+    let name = params["name"].as_str().map(str::to_owned);
+    let mut req = raw(t, &json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string(), REVISION)
+        .header("Mcp-Method", method);
+    if let Some(n) = name {
+        req = req.header("Mcp-Name", n);
+    }
+    req
 }
 
 /// A POST of `body` to `/mcp`.
