@@ -100,7 +100,7 @@ async fn the_agent_serves_mcp_when_its_configuration_says_so() {
         let names: Vec<&String> = out["tools"].as_object().expect("tools").keys().collect();
         assert_eq!(names, ["submit_report"], "{out}");
         assert_eq!(out["call"]["is_error"], false, "{out}");
-        assert_eq!(out["call"]["structured"], json!({"title": "Lift 3 out of service"}), "{out}");
+        assert_eq!(out["call"]["structured"], json!({"echo": {"title": "Lift 3 out of service"}}), "{out}");
         assert_eq!(out["unknown"]["code"], -32602, "{out}");
     }
 }
