@@ -13,7 +13,7 @@
 //! let identity = a2a_client::Identity::unsigned("did:web:agent.example.com:mcp").map_err(|e| e.to_string())?;
 //! let front = Front::new(FrontConfig::new(identity))?;
 //! front.set_endpoint("http://127.0.0.1:8080/a2a");
-//! let app = axum::Router::new().route_service("/mcp", front.service());
+//! let app: axum::Router = axum::Router::new().route_service("/mcp", front.service());
 //! # let _ = app; Ok(()) }
 //! ```
 
