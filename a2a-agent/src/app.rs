@@ -174,7 +174,13 @@ pub fn demo_app_trusting(port: u16, trusted_gateways: Vec<String>) -> Result<(Ag
         },
     )
     .map_err(|e| e.to_string())?;
-    let app = app_router(&agent, Some((document_path(&did), doc_json))).merge(bridge.router());
+    let mut app = app_router(&agent, Some((document_path(&did), doc_json))).merge(bridge.router());
+    // MCP-1: the demo serves `/mcp` (spec §21), its capabilities as MCP tools, calling its own `/a2a` over loopback.
+    let front = a2a_mcp::inbound::McpSection::default()
+        .front_config(&did.to_string(), Path::new("."))
+        .and_then(|c| a2a_mcp::inbound::Front::new(c.with_name("a2a demo agent")))?;
+    front.set_endpoint(&format!("http://127.0.0.1:{port}/a2a"));
+    app = app.route_service(a2a_mcp::inbound::PATH, front.service());
     Ok((agent, app))
 }
 
@@ -213,12 +219,6 @@ pub async fn run_demo(listen: Option<&str>, trusted_gateways: &[String]) -> Resu
         tracing::warn!("{}", demo::REDIS_URL_IGNORED);
     }
     app = app.merge(probe_router(agent.engine().store().clone()));
-    // MCP-1: the demo serves `/mcp` (spec §21), its capabilities as MCP tools, calling its own `/a2a` over loopback.
-    let front = a2a_mcp::inbound::McpSection::default()
-        .front_config(&did, Path::new("."))
-        .and_then(|c| a2a_mcp::inbound::Front::new(c.with_name("a2a demo agent")))?;
-    front.set_endpoint(&a2a_mcp::inbound::Front::loopback_endpoint(listener.local_addr().map_err(|e| e.to_string())?));
-    app = app.route_service(a2a_mcp::inbound::PATH, front.service());
     crate::reload::log_and_carry_on(signals, "the demo agent");
     tracing::info!(did = %did, endpoint = %format!("{base}/a2a"), "demo agent listening");
     run(agent, listener, app).await
