@@ -177,7 +177,7 @@ pub fn demo_app_trusting(port: u16, trusted_gateways: Vec<String>) -> Result<(Ag
     let mut app = app_router(&agent, Some((document_path(&did), doc_json))).merge(bridge.router());
     // MCP-1: the demo serves `/mcp` (spec §21), its capabilities as MCP tools, calling its own `/a2a` over loopback.
     let front = a2a_mcp::inbound::McpSection::default()
-        .front_config(&did.to_string(), Path::new("."))
+        .front_config(did.as_ref(), Path::new("."))
         .and_then(|c| a2a_mcp::inbound::Front::new(c.with_name("a2a demo agent")))?;
     front.set_endpoint(&format!("http://127.0.0.1:{port}/a2a"));
     app = app.route_service(a2a_mcp::inbound::PATH, front.service());
