@@ -68,7 +68,7 @@ pub(super) fn checks() -> Vec<Check> {
             ["BR-15", "BR-16"],
             Must,
             BRIDGE_SEND,
-            "SendStreamingMessage answers text/event-stream whose events are JSON-RPC responses with the request's id: first {task}, then statusUpdates, an artifactUpdate (lastChunk) before a completed final state; the stream ends after the terminal state, and GetTask answers that terminal state; SubscribeToTask of the task streams the task as it is first",
+            "SendStreamingMessage (to the slow capability when the suite has one, so that the task still runs at the first event) answers text/event-stream whose events are JSON-RPC responses with the request's id: first {task}, then statusUpdates, an artifactUpdate (lastChunk) before a completed final state; the stream ends after the terminal state, and GetTask answers that terminal state; SubscribeToTask of the task streams the task as it is first",
             streaming
         ),
         check!(
@@ -558,9 +558,24 @@ async fn http_json(t: &mut Trial<'_>) -> Outcome {
     Ok(())
 }
 
+/// The skill a stream drives (BR-15) and its payload: the slow capability when the suite has one with
+/// auth_requirement none, so that the task is still running at the stream's first event and the events before the
+/// terminal one (the statusUpdates, and the artifactUpdate before a completed final state) are there to be seen;
+/// else the skill the other bridge checks send to. A task already terminal at the first event makes a one-event
+/// stream, which shows none of them.
+fn stream_target(t: &Trial<'_>) -> Result<(String, Value), Stop> {
+    if let Ok(p) = &t.ctx.plan.slow
+        && p.decl.auth_requirement == AuthRequirement::None
+    {
+        t.uses(p);
+        return Ok((p.decl.name.clone(), p.payload.clone()));
+    }
+    send_target(t)
+}
+
 async fn streaming(t: &mut Trial<'_>) -> Outcome {
     card_ready(t).await?;
-    let (skill, payload) = send_target(t)?;
+    let (skill, payload) = stream_target(t)?;
     let req = rpc_req(t, &rpc("st1", "SendStreamingMessage", send_params(&skill, &payload)));
     let mut open = t.open_stream(format!("SendStreamingMessage to {skill}"), req).await?;
     if !open.stream.is_event_stream() {
@@ -596,6 +611,12 @@ async fn streaming(t: &mut Trial<'_>) -> Outcome {
         show(&results.first().cloned().unwrap_or(Value::Null)),
     )?;
     judge_task(t, &first, &skill);
+    if terminal_state(first["status"]["state"].as_str().unwrap_or("")) {
+        t.step(format!(
+            "the task was already terminal at the stream's first event: the statusUpdate and artifactUpdate events \
+             of BR-15 could not be seen ({skill} ran too fast; name a slower capability with --slow-capability)"
+        ));
+    }
     let last = results.last().map(|r| r["result"].clone()).unwrap_or(Value::Null);
     let last_status = if last["statusUpdate"].is_object() {
         last["statusUpdate"]["status"].clone()
