@@ -25,7 +25,15 @@ pub const FIXTURES: &[(&str, &[&str])] = &[
     ("ERR-1", &["HtmlNotFound"]),
     ("EXE-3", &["AcceptsInvalidPayloads"]),
     ("EXE-4", &["NoExecutionHeader", "LocationNotEncoded"]),
-    ("EXE-7", &["IgnoresIdempotencyKey"]),
+    (
+        "EXE-7",
+        &[
+            "IgnoresIdempotencyKey",
+            "IdempotencyIgnoresPayload",
+            "IdempotencyComparesBytes",
+            "IdempotencyKeyNotSenderScoped",
+        ],
+    ),
     ("HDR-2", &["ErrorsWithoutVersion"]),
     ("HDR-5", &["LenientVersion"]),
     ("HIS-4", &["NoRedaction"]),

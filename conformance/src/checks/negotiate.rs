@@ -326,27 +326,13 @@ async fn compare_with_reference(t: &mut Trial<'_>, plan: &CapPlan, what: &str, p
     compare_sent(t, plan, what, proposal, false).await
 }
 
-/// `v` as compact JSON with the members of every object in the reverse of the order serde_json writes them (NEG-10:
-/// the order of members in the received JSON changes neither G nor its changes and conflicts, nor their order).
-fn reversed_json(v: &Value) -> String {
-    match v {
-        Value::Object(o) => {
-            let members: Vec<String> =
-                o.iter().rev().map(|(k, x)| format!("{}:{}", Value::String(k.clone()), reversed_json(x))).collect();
-            format!("{{{}}}", members.join(","))
-        }
-        Value::Array(a) => format!("[{}]", a.iter().map(reversed_json).collect::<Vec<_>>().join(",")),
-        other => other.to_string(),
-    }
-}
-
 /// NEGOTIATE `proposal` (its members in reverse order when `reversed`) and compare the answer with the reference.
 async fn compare_sent(t: &mut Trial<'_>, plan: &CapPlan, what: &str, proposal: &Value, reversed: bool) -> Outcome {
     let c = &plan.decl.input_schema;
     let body = negotiate_body(&plan.decl.name, proposal);
     let req = t.ctx.for_cap(plan, "POST", "/negotiate");
     let req = if reversed {
-        req.set("content-type", "application/json").body(reversed_json(&body).into_bytes())
+        req.set("content-type", "application/json").body(super::reversed_json(&body, false).into_bytes())
     } else {
         req.json(&body)
     };

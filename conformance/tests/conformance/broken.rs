@@ -517,6 +517,15 @@ pub enum Fault {
     GatewayForwardsAmbiguousFraming,
     /// A gateway that passes on the `bridge_to` of the agent behind it, naming the agent's bridge (BR-26).
     GatewayPassesAgentBridgeTo,
+    /// A known `Idempotency-Key` with the same negotiation and another valid payload is answered with the original
+    /// execution, not `409 idempotency_conflict` (EXE-7).
+    IdempotencyIgnoresPayload,
+    /// A retry whose payload is equal but written differently (member order, spaces) is `409 idempotency_conflict`:
+    /// payloads are compared byte for byte, not as canonical forms (EXE-7).
+    IdempotencyComparesBytes,
+    /// `Idempotency-Key` is global, not the sender's: another sender's EXECUTE with a key already used is
+    /// `409 idempotency_conflict` (EXE-7).
+    IdempotencyKeyNotSenderScoped,
 }
 
 /// A broken agent, running.
@@ -744,6 +753,8 @@ struct State {
     card_kid: String,
     /// Set once the agent has fallen over (DiesAfterOversizeBody).
     dead: std::sync::atomic::AtomicBool,
+    /// The first EXECUTE of each `Idempotency-Key`: its sender, negotiation and body (the `Idempotency*` faults).
+    keys: Mutex<HashMap<String, (String, String, Vec<u8>)>>,
 }
 
 /// A response a broken agent keeps to answer again: status, headers, body.
@@ -1674,6 +1685,7 @@ pub async fn start(fault: Fault) -> Broken {
             .collect(),
         card_kid: format!("{}#key-1", parts.agent.did()),
         dead: std::sync::atomic::AtomicBool::new(false),
+        keys: Mutex::new(HashMap::new()),
     });
     let app = match fault {
         Fault::CardSignedWithAnotherKey => {
@@ -2022,6 +2034,9 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::GatewayTakesAnyVersion, &["gateway/unsupported-version"]),
     (Fault::GatewayForwardsAmbiguousFraming, &["gateway/ambiguous-framing"]),
     (Fault::GatewayPassesAgentBridgeTo, &["bridge/bridge-to"]),
+    (Fault::IdempotencyIgnoresPayload, &["execute/idempotency"]),
+    (Fault::IdempotencyComparesBytes, &["execute/idempotency"]),
+    (Fault::IdempotencyKeyNotSenderScoped, &["execute/idempotency"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -4511,6 +4526,46 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             }
             next.run(req).await
         }
+        Fault::IdempotencyIgnoresPayload | Fault::IdempotencyComparesBytes | Fault::IdempotencyKeyNotSenderScoped
+            if method == Method::POST && path == "/a2a/execute" && req.headers().contains_key("idempotency-key") =>
+        {
+            let (mut parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let field = |name: &str| header(&parts.headers, name).unwrap_or("").trim().to_owned();
+            let (key, sender, neg) = (field("idempotency-key"), field("a2a-sender-id"), field("a2a-negotiation-id"));
+            let seen = lock(&state.keys).get(&key).cloned();
+            let Some((first_sender, first_neg, first_body)) = seen else {
+                lock(&state.keys).insert(key, (sender, neg, bytes.clone()));
+                return next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            };
+            let conflict = |why: &str| error_response(&state, StatusCode::CONFLICT, "idempotency_conflict", why);
+            let same_use = first_sender == sender && first_neg == neg;
+            // The key is looked up once the payload is valid (EXE-9 is kept).
+            let agreed = state.store.get_negotiation(&neg).await.ok().flatten().map(|n| n.agreed_schema.clone());
+            let payload = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
+            let valid = agreed
+                .and_then(|g| a2a_core::negotiation::AgreedSchema::compile(&g).ok())
+                .is_some_and(|g| g.is_valid(&payload));
+            match fault {
+                Fault::IdempotencyKeyNotSenderScoped if first_sender != sender && valid => {
+                    return conflict("this Idempotency-Key was used with another negotiation");
+                }
+                Fault::IdempotencyComparesBytes if same_use && first_body != bytes && valid => {
+                    return conflict("this Idempotency-Key was used with another payload");
+                }
+                Fault::IdempotencyIgnoresPayload if same_use && first_body != bytes && valid => {
+                    // The record of (sender, key, negotiation) answers.
+                    parts.headers.remove("content-length");
+                    let mut req = Request::from_parts(parts, Body::from(first_body.clone()));
+                    if let Some(caller) = &state.caller {
+                        sign_anew(&mut req, &first_body, caller, &state.agent_did);
+                    }
+                    return next.run(req).await;
+                }
+                _ => {}
+            }
+            next.run(Request::from_parts(parts, Body::from(bytes))).await
+        }
         Fault::ChangesInReceivedOrder if method == Method::POST && path == "/a2a/negotiate" => {
             let (parts, body) = req.into_parts();
             let bytes = body_bytes(body).await;
@@ -5872,4 +5927,19 @@ async fn a_gateway_forwarding_ambiguous_framing_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_passing_the_agents_bridge_to_is_caught() {
     caught(Fault::GatewayPassesAgentBridgeTo).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_answering_another_payload_is_caught() {
+    caught(Fault::IdempotencyIgnoresPayload).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_payloads_compared_byte_for_byte_are_caught() {
+    caught(Fault::IdempotencyComparesBytes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_shared_by_every_sender_is_caught() {
+    caught(Fault::IdempotencyKeyNotSenderScoped).await;
 }
