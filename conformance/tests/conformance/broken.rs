@@ -753,9 +753,12 @@ struct State {
     card_kid: String,
     /// Set once the agent has fallen over (DiesAfterOversizeBody).
     dead: std::sync::atomic::AtomicBool,
-    /// The first EXECUTE of each `Idempotency-Key`: its sender, negotiation and body (the `Idempotency*` faults).
-    keys: Mutex<HashMap<String, (String, String, Vec<u8>)>>,
+    /// The first EXECUTE of each `Idempotency-Key` (the `Idempotency*` faults).
+    keys: Mutex<HashMap<String, FirstUse>>,
 }
+
+/// The first EXECUTE of an `Idempotency-Key`: its sender, negotiation and body.
+type FirstUse = (String, String, Vec<u8>);
 
 /// A response a broken agent keeps to answer again: status, headers, body.
 type Kept = (StatusCode, HeaderMap, Vec<u8>);
