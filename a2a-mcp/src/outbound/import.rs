@@ -161,15 +161,16 @@ pub fn import_tools<'a>(
         // MCP-33: the tool's inputSchema must follow the schema rules, as any capability's input_schema.
         let violations = check(schema);
         if let Some(first) = violations.first() {
-            let at = if first.path.is_empty() { "the root".to_owned() } else { format!("`{}`", first.path) };
-            let more = match violations.len() {
-                1 => String::new(),
-                n => format!(" (and {} more)", n - 1),
-            };
+            let all: Vec<String> = violations
+                .iter()
+                .map(|v| format!("{} at `{}`", v.rule, if v.path.is_empty() { "" } else { &v.path }))
+                .collect();
             out.skipped.push(skip(
                 format!(
-                    "its inputSchema breaks the schema rules (§6.2): {} at {at}: {}{more}",
-                    first.rule, first.message
+                    "its inputSchema breaks {} schema rule(s) (§6.2): {}; first: {}",
+                    violations.len(),
+                    all.join(", "),
+                    first.message
                 ),
                 violations,
             ));
@@ -225,7 +226,7 @@ mod tests {
 
     #[test]
     fn tool_whose_schema_breaks_a_rule_is_skipped_with_the_rule_and_pointer() {
-        let good = json!({"type": "object", "properties": {"a": {"type": "integer", "title": "A"}}, "required": ["a"]});
+        let good = json!({"type": "object", "properties": {"a": {"type": "number", "title": "A"}}, "required": ["a"]});
         let bad = json!({"type": "object", "properties": {"n": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}});
         let out = import_tools([("add_numbers", Some("Adds"), &good), ("maybe_count", None, &bad)], &opts());
         assert_eq!(out.tools.len(), 1);
@@ -234,8 +235,8 @@ mod tests {
         assert_eq!(out.skipped.len(), 1, "{:?}", out.skipped);
         let s = &out.skipped[0];
         assert_eq!(s.tool, "maybe_count");
-        assert!(s.reason.contains("schema rules"), "{}", s.reason);
-        assert!(!s.violations.is_empty());
+        assert!(s.reason.contains("unknown_keyword at `/properties/n/anyOf`"), "{}", s.reason);
+        assert!(s.violations.iter().any(|v| v.rule == "unknown_keyword"), "{:?}", s.violations);
     }
 
     #[test]
