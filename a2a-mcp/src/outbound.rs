@@ -14,6 +14,6 @@ mod client;
 pub mod import;
 pub mod result;
 
-pub use client::{McpServer, McpTransport, OutboundError, StdioCommand};
+pub use client::{KillGroup, McpServer, McpTransport, OutboundError, StdioCommand};
 pub use import::{ImportOptions, Imported, ImportedTool, SkippedTool, import_tools};
 pub use result::{ToolFailure, tool_result};

@@ -17,6 +17,9 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pause between two connection attempts during the wait at start.
 const RETRY_EVERY: Duration = Duration::from_millis(250);
 
+/// Kills the process group led by a child, given its process id.
+pub type KillGroup = Arc<dyn Fn(u32) + Send + Sync>;
+
 /// Starts the child process of a stdio MCP server.
 #[derive(Clone)]
 pub struct StdioCommand {
@@ -25,7 +28,7 @@ pub struct StdioCommand {
     pub command: Arc<dyn Fn() -> tokio::process::Command + Send + Sync>,
     /// Kills the process group led by the child of this process id (what the child started dies with it); called
     /// when the connection is dropped or lost.
-    pub kill_group: Option<Arc<dyn Fn(u32) + Send + Sync>>,
+    pub kill_group: Option<KillGroup>,
     /// The command line, for messages (`python3 server.py`).
     pub display: String,
 }
@@ -115,7 +118,7 @@ impl ClientHandler for Notices {
 /// One live connection; dropping it closes the connection and kills a child's process group.
 struct Connection {
     service: RunningService<RoleClient, Notices>,
-    child: Option<(u32, Arc<dyn Fn(u32) + Send + Sync>)>,
+    child: Option<(u32, KillGroup)>,
 }
 
 impl Drop for Connection {
