@@ -1,3 +1,8 @@
 //! # a2a-mcp
 //!
 //! The Model Context Protocol bridge of the A2A semantic-handshake protocol 0.3 (`spec/PROTOCOL.md` §21).
+//!
+//! - `outbound` (feature `outbound`): an MCP server's tools as capabilities, for the agent's `mcp` handler (§21.9).
+
+#[cfg(feature = "outbound")]
+pub mod outbound;

@@ -401,6 +401,30 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "STR-13",
         "a caller requirement (resume with backoff, de-duplicate); a2a-client's EventStream does it, tested in a2a-client/tests",
     ),
+    // MCP servers' tools as capabilities (§21.9): a caller sees ordinary capabilities, which the other checks cover;
+    // what happens between the agent and its MCP server is internal to the agent. a2a-agent/tests/e2e/mcp_outbound.rs
+    // runs an agent against a server written with the official MCP Python SDK, over Streamable HTTP and stdio.
+    ("MCP-30", "an imported tool is an ordinary capability to the suite; the other checks cover it as any capability"),
+    ("MCP-31", "which tools the agent imports is its configuration, which the suite does not know"),
+    ("MCP-32", "the MCP tool names behind an agent's capabilities are internal to the agent"),
+    (
+        "MCP-33",
+        "a tool that was not imported is reported to the operator (log, a2a-server check, console), not to callers",
+    ),
+    (
+        "MCP-34",
+        "the MCP server's inputSchema is visible only to the agent; the suite checks every declared schema anyway",
+    ),
+    ("MCP-35", "the tools/call result behind an execution's result is visible only to the agent"),
+    ("MCP-36", "needs an MCP tool that reports isError behind the agent; covered by mcp_outbound.rs"),
+    (
+        "MCP-37",
+        "notifications/cancelled reaches the MCP server, which the suite does not see; covered by mcp_outbound.rs",
+    ),
+    ("MCP-38", "start-up with an unreachable MCP server happens before the agent serves anything the suite can reach"),
+    ("MCP-39", "needs the MCP server behind the agent to go away and come back, which the suite cannot arrange"),
+    ("MCP-40", "a stdio MCP server's process and environment are internal to the agent (as HDL-5)"),
+    ("MCP-41", "tools/list_changed is sent by the MCP server to the agent, which the suite does not see"),
 ];
 
 /// The reason a requirement is not checked, if it is listed.
