@@ -227,7 +227,7 @@ pub const FIXTURES: &[(&str, &[&str])] = &[
     ("BR-1", &["HttpJsonNotServed"]),
     ("BR-17", &["BridgeToMissing"]),
     ("BR-12", &["CompletedTaskWithoutArtifact"]),
-    ("BR-15", &["StreamWithoutArtifactUpdate"]),
+    ("BR-15", &["StreamWithoutArtifactUpdate", "HttpJsonStreamEnveloped"]),
     ("BR-16", &["SubscribeWithoutTask"]),
     ("DID-1", &["SenderAnyMethod"]),
     ("DID-2", &["SenderLeadingZeroPort"]),

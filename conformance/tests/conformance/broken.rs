@@ -523,6 +523,9 @@ pub enum Fault {
     /// A retry whose payload is equal but written differently (member order, spaces) is `409 idempotency_conflict`:
     /// payloads are compared byte for byte, not as canonical forms (EXE-7).
     IdempotencyComparesBytes,
+    /// The HTTP+JSON `message:stream` events are JSON-RPC responses wrapping the `StreamResponse`, as on the JSON-RPC
+    /// binding, instead of the `StreamResponse` itself (BR-15).
+    HttpJsonStreamEnveloped,
     /// `Idempotency-Key` is global, not the sender's: another sender's EXECUTE with a key already used is
     /// `409 idempotency_conflict` (EXE-7).
     IdempotencyKeyNotSenderScoped,
@@ -2040,6 +2043,7 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::IdempotencyIgnoresPayload, &["execute/idempotency"]),
     (Fault::IdempotencyComparesBytes, &["execute/idempotency"]),
     (Fault::IdempotencyKeyNotSenderScoped, &["execute/idempotency"]),
+    (Fault::HttpJsonStreamEnveloped, &["bridge/http-json"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -2938,6 +2942,7 @@ fn bridge_fault(fault: Fault) -> bool {
             | Fault::CompletedTaskWithoutArtifact
             | Fault::StreamWithoutArtifactUpdate
             | Fault::SubscribeWithoutTask
+            | Fault::HttpJsonStreamEnveloped
     )
 }
 
@@ -4344,6 +4349,20 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             } else {
                 resp
             }
+        }
+        Fault::HttpJsonStreamEnveloped if method == Method::POST && path == "/a2a1x/message:stream" => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") != Some("text/event-stream") {
+                return resp;
+            }
+            map_stream(resp, |text| {
+                text.split_inclusive('\n')
+                    .map(|line| match line.strip_prefix("data:") {
+                        Some(d) => format!("data: {{\"jsonrpc\":\"2.0\",\"id\":null,\"result\":{}}}\n", d.trim()),
+                        None => line.to_owned(),
+                    })
+                    .collect()
+            })
         }
         Fault::TrailingContentIgnored if method == Method::POST && !req.headers().contains_key("a2a-signature") => {
             // A streaming parser that stops after the first value.
@@ -5945,4 +5964,9 @@ async fn idempotent_payloads_compared_byte_for_byte_are_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotency_key_shared_by_every_sender_is_caught() {
     caught(Fault::IdempotencyKeyNotSenderScoped).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_json_stream_in_json_rpc_envelopes_is_caught() {
+    caught(Fault::HttpJsonStreamEnveloped).await;
 }
