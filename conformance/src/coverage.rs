@@ -21,10 +21,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "whether a handler's processes outlive their agent is not visible over HTTP; a2a-server's handler_isolation.rs kills the agent with kill -9 and looks for the program (a capability's and a session's)",
     ),
     (
-        "INT-13",
-        "not yet checked here: a request signature carrying sts should be answered integrity_mismatch (a check to add)",
-    ),
-    (
         "ST-6",
         "what survives an agent's restart depends on its store's persistence, which a caller can neither set up nor see",
     ),

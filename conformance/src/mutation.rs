@@ -282,6 +282,7 @@ pub const FIXTURES: &[(&str, &[&str])] = &[
     ("GW-16", &["GatewayForwardsAmbiguousFraming"]),
     ("NEG-10", &["ChangesInReceivedOrder"]),
     ("SND-4", &["WaitsOnItself"]),
+    ("INT-13", &["StatusClaimAccepted"]),
 ];
 
 /// MUSTs the suite checks, observable from outside, that no broken agent exercises yet (see the module doc).

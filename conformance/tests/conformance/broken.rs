@@ -523,6 +523,8 @@ pub enum Fault {
     /// A retry whose payload is equal but written differently (member order, spaces) is `409 idempotency_conflict`:
     /// payloads are compared byte for byte, not as canonical forms (EXE-7).
     IdempotencyComparesBytes,
+    /// A request signature carrying `sts` (a response's claim) is accepted, not refused `integrity_mismatch` (INT-13).
+    StatusClaimAccepted,
     /// The HTTP+JSON `message:stream` events are JSON-RPC responses wrapping the `StreamResponse`, as on the JSON-RPC
     /// binding, instead of the `StreamResponse` itself (BR-15).
     HttpJsonStreamEnveloped,
@@ -2044,6 +2046,7 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::IdempotencyComparesBytes, &["execute/idempotency"]),
     (Fault::IdempotencyKeyNotSenderScoped, &["execute/idempotency"]),
     (Fault::HttpJsonStreamEnveloped, &["bridge/http-json"]),
+    (Fault::StatusClaimAccepted, &["signature/integrity"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -4672,6 +4675,7 @@ fn lenient_verifier(fault: Fault) -> bool {
             | Fault::AudienceArrayAccepted
             | Fault::KeyFromEmbeddedJwk
             | Fault::UnknownKeyFallsBack
+            | Fault::StatusClaimAccepted
     )
 }
 
@@ -4718,10 +4722,17 @@ fn leniently_verified(
             own_kid && aud.as_str().is_some_and(|a| a != agent_did && a.eq_ignore_ascii_case(agent_did))
         }
         Fault::AudienceArrayAccepted => own_kid && aud.as_array().is_some_and(|a| a.iter().any(|x| x == agent_did)),
+        Fault::StatusClaimAccepted => own_kid && c.get("sts").is_some_and(|s| !s.is_null()),
         _ => own_kid,
     };
     if !lets_pass {
         return None;
+    }
+    if fault == Fault::StatusClaimAccepted
+        && let Some(o) = c.as_object_mut()
+    {
+        // The claim a request signature must not carry is read past (INT-13).
+        o.remove("sts");
     }
     if fault == Fault::UnknownKeyFallsBack {
         c["message_integrity"]["key_id"] = json!(caller.key_id);
@@ -5969,4 +5980,9 @@ async fn an_idempotency_key_shared_by_every_sender_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_json_stream_in_json_rpc_envelopes_is_caught() {
     caught(Fault::HttpJsonStreamEnveloped).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_signature_with_a_status_accepted_is_caught() {
+    caught(Fault::StatusClaimAccepted).await;
 }
