@@ -62,10 +62,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "which member a text becomes depends on the skill's schema; checked with the official a2a-sdk client in a2a-server's tests (a2a1x_sdk.rs)",
     ),
     (
-        "DISC-12",
-        "not yet checked here: the CORS checks send Origin; a DISCOVER without Origin is not yet compared with the table",
-    ),
-    (
         "AUTH-8",
         "which services an agent contacts while it verifies a signature is not visible to its caller; did-auth/handshake shows verification succeed with only the DID documents the suite serves",
     ),

@@ -283,6 +283,7 @@ pub const FIXTURES: &[(&str, &[&str])] = &[
     ("NEG-10", &["ChangesInReceivedOrder"]),
     ("SND-4", &["WaitsOnItself"]),
     ("INT-13", &["StatusClaimAccepted"]),
+    ("DISC-12", &["CorsOriginHeadersAlways"]),
 ];
 
 /// MUSTs the suite checks, observable from outside, that no broken agent exercises yet (see the module doc).

@@ -523,6 +523,9 @@ pub enum Fault {
     /// A retry whose payload is equal but written differently (member order, spaces) is `409 idempotency_conflict`:
     /// payloads are compared byte for byte, not as canonical forms (EXE-7).
     IdempotencyComparesBytes,
+    /// DISCOVER carries `Access-Control-Allow-Origin` and `Access-Control-Expose-Headers` also without `Origin`
+    /// (DISC-12: absent then).
+    CorsOriginHeadersAlways,
     /// A request signature carrying `sts` (a response's claim) is accepted, not refused `integrity_mismatch` (INT-13).
     StatusClaimAccepted,
     /// The HTTP+JSON `message:stream` events are JSON-RPC responses wrapping the `StreamResponse`, as on the JSON-RPC
@@ -2047,6 +2050,7 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::IdempotencyKeyNotSenderScoped, &["execute/idempotency"]),
     (Fault::HttpJsonStreamEnveloped, &["bridge/http-json"]),
     (Fault::StatusClaimAccepted, &["signature/integrity"]),
+    (Fault::CorsOriginHeadersAlways, &["cors/discover-headers"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -4353,6 +4357,21 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 resp
             }
         }
+        Fault::CorsOriginHeadersAlways
+            if method == Method::OPTIONS && path == "/a2a" && !req.headers().contains_key("origin") =>
+        {
+            let mut resp = next.run(req).await;
+            let h = resp.headers_mut();
+            h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+            h.insert(
+                "access-control-expose-headers",
+                HeaderValue::from_static(
+                    "A2A-Version, A2A-Sender-ID, A2A-Capabilities, A2A-Region, A2A-Negotiation-ID, A2A-Execution-ID, \
+                     A2A-Signature, Location, Retry-After",
+                ),
+            );
+            resp
+        }
         Fault::HttpJsonStreamEnveloped if method == Method::POST && path == "/a2a1x/message:stream" => {
             let resp = next.run(req).await;
             if header(resp.headers(), "content-type") != Some("text/event-stream") {
@@ -5985,4 +6004,9 @@ async fn an_http_json_stream_in_json_rpc_envelopes_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_signature_with_a_status_accepted_is_caught() {
     caught(Fault::StatusClaimAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn origin_headers_without_an_origin_are_caught() {
+    caught(Fault::CorsOriginHeadersAlways).await;
 }
