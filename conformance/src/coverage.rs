@@ -388,7 +388,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "needs a quiet execution longer than the heartbeat interval (15 s by default); covered by a2a-agent/tests/e2e/streaming.rs",
     ),
     ("STR-10", "needs max_streams concurrent streams; covered by a2a-agent/tests/e2e/streaming.rs"),
-    ("STR-12", "covered by a2a-agent/tests/e2e/streaming.rs (a dropped stream does not cancel the work)"),
     (
         "STR-13",
         "a caller requirement (resume with backoff, de-duplicate); a2a-client's EventStream does it, tested in a2a-client/tests",

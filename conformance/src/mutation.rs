@@ -284,6 +284,7 @@ pub const FIXTURES: &[(&str, &[&str])] = &[
     ("SND-4", &["WaitsOnItself"]),
     ("INT-13", &["StatusClaimAccepted"]),
     ("DISC-12", &["CorsOriginHeadersAlways"]),
+    ("STR-12", &["DroppedStreamCancels"]),
 ];
 
 /// MUSTs the suite checks, observable from outside, that no broken agent exercises yet (see the module doc).

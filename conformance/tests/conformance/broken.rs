@@ -523,6 +523,8 @@ pub enum Fault {
     /// A retry whose payload is equal but written differently (member order, spaces) is `409 idempotency_conflict`:
     /// payloads are compared byte for byte, not as canonical forms (EXE-7).
     IdempotencyComparesBytes,
+    /// A streaming RESULT dropped before its `result` event cancels the execution (STR-12: it changes nothing).
+    DroppedStreamCancels,
     /// DISCOVER carries `Access-Control-Allow-Origin` and `Access-Control-Expose-Headers` also without `Origin`
     /// (DISC-12: absent then).
     CorsOriginHeadersAlways,
@@ -761,6 +763,8 @@ struct State {
     card_kid: String,
     /// Set once the agent has fallen over (DiesAfterOversizeBody).
     dead: std::sync::atomic::AtomicBool,
+    /// The agent's base URL (DroppedStreamCancels sends it a CANCEL).
+    base: String,
     /// The first EXECUTE of each `Idempotency-Key` (the `Idempotency*` faults).
     keys: Mutex<HashMap<String, FirstUse>>,
 }
@@ -1697,6 +1701,7 @@ pub async fn start(fault: Fault) -> Broken {
         card_kid: format!("{}#key-1", parts.agent.did()),
         dead: std::sync::atomic::AtomicBool::new(false),
         keys: Mutex::new(HashMap::new()),
+        base: format!("http://127.0.0.1:{port}"),
     });
     let app = match fault {
         Fault::CardSignedWithAnotherKey => {
@@ -2051,6 +2056,7 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::HttpJsonStreamEnveloped, &["bridge/http-json"]),
     (Fault::StatusClaimAccepted, &["signature/integrity"]),
     (Fault::CorsOriginHeadersAlways, &["cors/discover-headers"]),
+    (Fault::DroppedStreamCancels, &["streaming/drop-keeps-running"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -2112,6 +2118,8 @@ const SCOPE: &[(Fault, &str)] = &[
     (Fault::GatewayRoutesNotShared, "gateway/routes-follow"),
     // Every signed request is refused: the one check of a signed handshake through the gateway.
     (Fault::GatewayVerifiesAsAgent, "did-auth/handshake"),
+    // The one check that drops a stream while its execution runs.
+    (Fault::DroppedStreamCancels, "streaming/drop-keeps-running"),
 ];
 
 /// The `--only` of `fault`'s run: its entry of [`SCOPE`], else the areas (`negotiate/`) of the checks that catch it.
@@ -3242,6 +3250,37 @@ impl a2a_core::resolver::DidResolver for NoWellKnown {
     }
 }
 
+/// A streaming RESULT's watch (DroppedStreamCancels): dropped before the stream's `result` event went out, it
+/// CANCELs the execution, as an agent that ties the work to the caller's connection does (STR-12).
+struct CancelOnDrop {
+    ended: bool,
+    base: String,
+    id: String,
+    sender: String,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        let (url, sender) = (format!("{}/a2a/cancel", self.base), self.sender.clone());
+        let body = json!({"execution_id": self.id}).to_string();
+        rt.spawn(async move {
+            let Ok(client) = reqwest::Client::builder().no_proxy().build() else { return };
+            let _ = client
+                .post(url)
+                .header("A2A-Version", "0.3")
+                .header("A2A-Sender-ID", sender)
+                .header("Content-Type", "application/json")
+                .body(body)
+                .send()
+                .await;
+        });
+    }
+}
+
 /// The issuer the oauth2 agent of OAuth2TokenUnverified is configured with (AUTH-3).
 const OAUTH2_ISSUER: &str = "https://issuer.broken.example";
 
@@ -4356,6 +4395,47 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             } else {
                 resp
             }
+        }
+        Fault::DroppedStreamCancels if result_path && header(req.headers(), "a2a-stream") == Some("true") => {
+            let id = percent_decode(path.trim_start_matches("/a2a/result/"));
+            let sender = header(req.headers(), "a2a-sender-id").unwrap_or("").to_owned();
+            let resp = next.run(req).await;
+            if !header(resp.headers(), "content-type").is_some_and(|c| c.starts_with("text/event-stream")) {
+                return resp;
+            }
+            let guard = CancelOnDrop { ended: false, base: state.base.clone(), id, sender };
+            let (parts, body) = resp.into_parts();
+            // The stream owns the watch, and writes a comment every 100 ms so that a caller gone is noticed (as an
+            // agent with a short heartbeat notices it): the watch is dropped when the stream ends or the caller goes.
+            let frames = futures_util::stream::unfold(
+                (http_body_util::BodyStream::new(body), guard),
+                |(mut body, mut guard)| async move {
+                    use futures_util::StreamExt as _;
+                    tokio::select! {
+                        f = body.next() => match f {
+                            Some(Ok(frame)) => {
+                                let d = frame.into_data().unwrap_or_default();
+                                if d.windows(13).any(|w| w == b"event: result")
+                                    || d.windows(12).any(|w| w == b"event:result")
+                                {
+                                    guard.ended = true;
+                                }
+                                Some((Ok(d), (body, guard)))
+                            }
+                            Some(Err(e)) => Some((Err(e), (body, guard))),
+                            None => {
+                                guard.ended = true;
+                                drop(guard);
+                                None
+                            }
+                        },
+                        () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
+                            Some((Ok(bytes::Bytes::from_static(b": ping\n\n")), (body, guard)))
+                        }
+                    }
+                },
+            );
+            Response::from_parts(parts, Body::from_stream(frames))
         }
         Fault::CorsOriginHeadersAlways
             if method == Method::OPTIONS && path == "/a2a" && !req.headers().contains_key("origin") =>
@@ -6009,4 +6089,9 @@ async fn a_request_signature_with_a_status_accepted_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origin_headers_without_an_origin_are_caught() {
     caught(Fault::CorsOriginHeadersAlways).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_stream_that_cancels_the_work_is_caught() {
+    caught(Fault::DroppedStreamCancels).await;
 }
