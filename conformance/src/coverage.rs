@@ -21,10 +21,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "whether a handler's processes outlive their agent is not visible over HTTP; a2a-server's handler_isolation.rs kills the agent with kill -9 and looks for the program (a capability's and a session's)",
     ),
     (
-        "INT-13",
-        "not yet checked here: a request signature carrying sts should be answered integrity_mismatch (a check to add)",
-    ),
-    (
         "ST-6",
         "what survives an agent's restart depends on its store's persistence, which a caller can neither set up nor see",
     ),
@@ -64,10 +60,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     (
         "BR-28",
         "which member a text becomes depends on the skill's schema; checked with the official a2a-sdk client in a2a-server's tests (a2a1x_sdk.rs)",
-    ),
-    (
-        "DISC-12",
-        "not yet checked here: the CORS checks send Origin; a DISCOVER without Origin is not yet compared with the table",
     ),
     (
         "AUTH-8",
@@ -396,7 +388,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "needs a quiet execution longer than the heartbeat interval (15 s by default); covered by a2a-agent/tests/e2e/streaming.rs",
     ),
     ("STR-10", "needs max_streams concurrent streams; covered by a2a-agent/tests/e2e/streaming.rs"),
-    ("STR-12", "covered by a2a-agent/tests/e2e/streaming.rs (a dropped stream does not cancel the work)"),
     (
         "STR-13",
         "a caller requirement (resume with backoff, de-duplicate); a2a-client's EventStream does it, tested in a2a-client/tests",

@@ -227,7 +227,7 @@ pub const FIXTURES: &[(&str, &[&str])] = &[
     ("BR-1", &["HttpJsonNotServed"]),
     ("BR-17", &["BridgeToMissing"]),
     ("BR-12", &["CompletedTaskWithoutArtifact"]),
-    ("BR-15", &["StreamWithoutArtifactUpdate"]),
+    ("BR-15", &["StreamWithoutArtifactUpdate", "HttpJsonStreamEnveloped"]),
     ("BR-16", &["SubscribeWithoutTask"]),
     ("DID-1", &["SenderAnyMethod"]),
     ("DID-2", &["SenderLeadingZeroPort"]),
@@ -282,6 +282,9 @@ pub const FIXTURES: &[(&str, &[&str])] = &[
     ("GW-16", &["GatewayForwardsAmbiguousFraming"]),
     ("NEG-10", &["ChangesInReceivedOrder"]),
     ("SND-4", &["WaitsOnItself"]),
+    ("INT-13", &["StatusClaimAccepted"]),
+    ("DISC-12", &["CorsOriginHeadersAlways"]),
+    ("STR-12", &["DroppedStreamCancels"]),
 ];
 
 /// MUSTs the suite checks, observable from outside, that no broken agent exercises yet (see the module doc).

@@ -57,10 +57,10 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         check!(
             "bridge/http-json",
-            ["BR-1", "BR-13", "BR-14"],
+            ["BR-1", "BR-13", "BR-14", "BR-15"],
             Must,
             BRIDGE_SEND,
-            "on the HTTP+JSON binding, POST /a2a1x/message:send answers {task}, GET /a2a1x/tasks/{id} the same task, an unknown task 404 {error: {code: 404, status, message, details: [ErrorInfo TASK_NOT_FOUND]}}",
+            "on the HTTP+JSON binding, POST /a2a1x/message:send answers {task}, GET /a2a1x/tasks/{id} the same task, an unknown task 404 {error: {code: 404, status, message, details: [ErrorInfo TASK_NOT_FOUND]}}; POST /a2a1x/message:stream answers text/event-stream whose events are the StreamResponses themselves (no JSON-RPC envelope), first {task}, the last a terminal state",
             http_json
         ),
         check!(
@@ -554,6 +554,30 @@ async fn http_json(t: &mut Trial<'_>) -> Outcome {
             && e["details"][0]["reason"] == "TASK_NOT_FOUND",
         "404 {error: {code: 404, status, message, details: [ErrorInfo TASK_NOT_FOUND]}}",
         r.summary(),
+    );
+    // BR-15 on the HTTP+JSON binding: message:stream streams the StreamResponse events themselves.
+    let req = Req::new("POST", format!("{base}/message:stream"))
+        .header("A2A-Sender-ID", SENDER_A)
+        .json(&send_params(&skill, &payload));
+    let mut open = t.open_stream(format!("HTTP+JSON: POST /a2a1x/message:stream to {skill}"), req).await?;
+    let res = if open.stream.is_event_stream() {
+        open.stream.events_to_end(MAX_EVENTS, t.ctx.opts.result_timeout).await.map_err(|(_, e)| e)
+    } else {
+        Err("not text/event-stream".to_owned())
+    };
+    let resp = t.close_stream(open);
+    let events: Vec<Value> =
+        res.as_ref().map(|e| e.iter().map(|x| x.json().unwrap_or(Value::Null)).collect()).unwrap_or_default();
+    let last = events.last().cloned().unwrap_or(Value::Null);
+    let last_state =
+        last["statusUpdate"]["status"]["state"].as_str().or_else(|| last["task"]["status"]["state"].as_str());
+    t.check(
+        res.is_ok()
+            && events.first().is_some_and(|e| e["task"].is_object())
+            && events.iter().all(|e| e.is_object() && e.get("jsonrpc").is_none())
+            && last_state.is_some_and(terminal_state),
+        "text/event-stream whose events are StreamResponses themselves (no JSON-RPC envelope): first {task}, the last a terminal state",
+        format!("{} {:?}", resp.summary(), events.iter().map(show).collect::<Vec<_>>()),
     );
     Ok(())
 }

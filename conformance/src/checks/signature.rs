@@ -132,10 +132,10 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         check!(
             "signature/integrity",
-            ["INT-3", "INT-4", "INT-7"],
+            ["INT-3", "INT-4", "INT-7", "INT-13"],
             Must,
             SIGNED,
-            "a request that differs from what was signed (body, an unsigned or a missing A2A header, the target, the method) is 401 integrity_mismatch naming the part in details.mismatch",
+            "a request that differs from what was signed (body, an unsigned or a missing A2A header, the target, the method, a response's sts in its claims) is 401 integrity_mismatch naming the part in details.mismatch",
             integrity
         ),
         check!(

@@ -523,6 +523,16 @@ pub enum Fault {
     /// A retry whose payload is equal but written differently (member order, spaces) is `409 idempotency_conflict`:
     /// payloads are compared byte for byte, not as canonical forms (EXE-7).
     IdempotencyComparesBytes,
+    /// A streaming RESULT dropped before its `result` event cancels the execution (STR-12: it changes nothing).
+    DroppedStreamCancels,
+    /// DISCOVER carries `Access-Control-Allow-Origin` and `Access-Control-Expose-Headers` also without `Origin`
+    /// (DISC-12: absent then).
+    CorsOriginHeadersAlways,
+    /// A request signature carrying `sts` (a response's claim) is accepted, not refused `integrity_mismatch` (INT-13).
+    StatusClaimAccepted,
+    /// The HTTP+JSON `message:stream` events are JSON-RPC responses wrapping the `StreamResponse`, as on the JSON-RPC
+    /// binding, instead of the `StreamResponse` itself (BR-15).
+    HttpJsonStreamEnveloped,
     /// `Idempotency-Key` is global, not the sender's: another sender's EXECUTE with a key already used is
     /// `409 idempotency_conflict` (EXE-7).
     IdempotencyKeyNotSenderScoped,
@@ -753,6 +763,8 @@ struct State {
     card_kid: String,
     /// Set once the agent has fallen over (DiesAfterOversizeBody).
     dead: std::sync::atomic::AtomicBool,
+    /// The agent's base URL (DroppedStreamCancels sends it a CANCEL).
+    base: String,
     /// The first EXECUTE of each `Idempotency-Key` (the `Idempotency*` faults).
     keys: Mutex<HashMap<String, FirstUse>>,
 }
@@ -1689,6 +1701,7 @@ pub async fn start(fault: Fault) -> Broken {
         card_kid: format!("{}#key-1", parts.agent.did()),
         dead: std::sync::atomic::AtomicBool::new(false),
         keys: Mutex::new(HashMap::new()),
+        base: format!("http://127.0.0.1:{port}"),
     });
     let app = match fault {
         Fault::CardSignedWithAnotherKey => {
@@ -2040,6 +2053,10 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::IdempotencyIgnoresPayload, &["execute/idempotency"]),
     (Fault::IdempotencyComparesBytes, &["execute/idempotency"]),
     (Fault::IdempotencyKeyNotSenderScoped, &["execute/idempotency"]),
+    (Fault::HttpJsonStreamEnveloped, &["bridge/http-json"]),
+    (Fault::StatusClaimAccepted, &["signature/integrity"]),
+    (Fault::CorsOriginHeadersAlways, &["cors/discover-headers"]),
+    (Fault::DroppedStreamCancels, &["streaming/drop-keeps-running"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -2101,6 +2118,8 @@ const SCOPE: &[(Fault, &str)] = &[
     (Fault::GatewayRoutesNotShared, "gateway/routes-follow"),
     // Every signed request is refused: the one check of a signed handshake through the gateway.
     (Fault::GatewayVerifiesAsAgent, "did-auth/handshake"),
+    // The one check that drops a stream while its execution runs.
+    (Fault::DroppedStreamCancels, "streaming/drop-keeps-running"),
 ];
 
 /// The `--only` of `fault`'s run: its entry of [`SCOPE`], else the areas (`negotiate/`) of the checks that catch it.
@@ -2938,6 +2957,7 @@ fn bridge_fault(fault: Fault) -> bool {
             | Fault::CompletedTaskWithoutArtifact
             | Fault::StreamWithoutArtifactUpdate
             | Fault::SubscribeWithoutTask
+            | Fault::HttpJsonStreamEnveloped
     )
 }
 
@@ -3227,6 +3247,37 @@ impl a2a_core::resolver::DidResolver for NoWellKnown {
             .map_err(|e| a2a_core::error::A2aError::with_message(e.code(), e.to_string()))?;
         a2a_core::keys::VerifyingKey::from_jwk(jwk)
             .map_err(|e| a2a_core::error::A2aError::with_message(e.code(), e.to_string()))
+    }
+}
+
+/// A streaming RESULT's watch (DroppedStreamCancels): dropped before the stream's `result` event went out, it
+/// CANCELs the execution, as an agent that ties the work to the caller's connection does (STR-12).
+struct CancelOnDrop {
+    ended: bool,
+    base: String,
+    id: String,
+    sender: String,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        let (url, sender) = (format!("{}/a2a/cancel", self.base), self.sender.clone());
+        let body = json!({"execution_id": self.id}).to_string();
+        rt.spawn(async move {
+            let Ok(client) = reqwest::Client::builder().no_proxy().build() else { return };
+            let _ = client
+                .post(url)
+                .header("A2A-Version", "0.3")
+                .header("A2A-Sender-ID", sender)
+                .header("Content-Type", "application/json")
+                .body(body)
+                .send()
+                .await;
+        });
     }
 }
 
@@ -4345,6 +4396,76 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 resp
             }
         }
+        Fault::DroppedStreamCancels if result_path && header(req.headers(), "a2a-stream") == Some("true") => {
+            let id = percent_decode(path.trim_start_matches("/a2a/result/"));
+            let sender = header(req.headers(), "a2a-sender-id").unwrap_or("").to_owned();
+            let resp = next.run(req).await;
+            if !header(resp.headers(), "content-type").is_some_and(|c| c.starts_with("text/event-stream")) {
+                return resp;
+            }
+            let guard = CancelOnDrop { ended: false, base: state.base.clone(), id, sender };
+            let (parts, body) = resp.into_parts();
+            // The stream owns the watch, and writes a comment every 100 ms so that a caller gone is noticed (as an
+            // agent with a short heartbeat notices it): the watch is dropped when the stream ends or the caller goes.
+            let frames = futures_util::stream::unfold(
+                (http_body_util::BodyStream::new(body), guard),
+                |(mut body, mut guard)| async move {
+                    use futures_util::StreamExt as _;
+                    tokio::select! {
+                        f = body.next() => match f {
+                            Some(Ok(frame)) => {
+                                let d = frame.into_data().unwrap_or_default();
+                                if d.windows(13).any(|w| w == b"event: result")
+                                    || d.windows(12).any(|w| w == b"event:result")
+                                {
+                                    guard.ended = true;
+                                }
+                                Some((Ok(d), (body, guard)))
+                            }
+                            Some(Err(e)) => Some((Err(e), (body, guard))),
+                            None => {
+                                guard.ended = true;
+                                drop(guard);
+                                None
+                            }
+                        },
+                        () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
+                            Some((Ok(bytes::Bytes::from_static(b": ping\n\n")), (body, guard)))
+                        }
+                    }
+                },
+            );
+            Response::from_parts(parts, Body::from_stream(frames))
+        }
+        Fault::CorsOriginHeadersAlways
+            if method == Method::OPTIONS && path == "/a2a" && !req.headers().contains_key("origin") =>
+        {
+            let mut resp = next.run(req).await;
+            let h = resp.headers_mut();
+            h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+            h.insert(
+                "access-control-expose-headers",
+                HeaderValue::from_static(
+                    "A2A-Version, A2A-Sender-ID, A2A-Capabilities, A2A-Region, A2A-Negotiation-ID, A2A-Execution-ID, \
+                     A2A-Signature, Location, Retry-After",
+                ),
+            );
+            resp
+        }
+        Fault::HttpJsonStreamEnveloped if method == Method::POST && path == "/a2a1x/message:stream" => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") != Some("text/event-stream") {
+                return resp;
+            }
+            map_stream(resp, |text| {
+                text.split_inclusive('\n')
+                    .map(|line| match line.strip_prefix("data:") {
+                        Some(d) => format!("data: {{\"jsonrpc\":\"2.0\",\"id\":null,\"result\":{}}}\n", d.trim()),
+                        None => line.to_owned(),
+                    })
+                    .collect()
+            })
+        }
         Fault::TrailingContentIgnored if method == Method::POST && !req.headers().contains_key("a2a-signature") => {
             // A streaming parser that stops after the first value.
             let (mut parts, body) = req.into_parts();
@@ -4653,6 +4774,7 @@ fn lenient_verifier(fault: Fault) -> bool {
             | Fault::AudienceArrayAccepted
             | Fault::KeyFromEmbeddedJwk
             | Fault::UnknownKeyFallsBack
+            | Fault::StatusClaimAccepted
     )
 }
 
@@ -4699,10 +4821,17 @@ fn leniently_verified(
             own_kid && aud.as_str().is_some_and(|a| a != agent_did && a.eq_ignore_ascii_case(agent_did))
         }
         Fault::AudienceArrayAccepted => own_kid && aud.as_array().is_some_and(|a| a.iter().any(|x| x == agent_did)),
+        Fault::StatusClaimAccepted => own_kid && c.get("sts").is_some_and(|s| !s.is_null()),
         _ => own_kid,
     };
     if !lets_pass {
         return None;
+    }
+    if fault == Fault::StatusClaimAccepted
+        && let Some(o) = c.as_object_mut()
+    {
+        // The claim a request signature must not carry is read past (INT-13).
+        o.remove("sts");
     }
     if fault == Fault::UnknownKeyFallsBack {
         c["message_integrity"]["key_id"] = json!(caller.key_id);
@@ -5945,4 +6074,24 @@ async fn idempotent_payloads_compared_byte_for_byte_are_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotency_key_shared_by_every_sender_is_caught() {
     caught(Fault::IdempotencyKeyNotSenderScoped).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_json_stream_in_json_rpc_envelopes_is_caught() {
+    caught(Fault::HttpJsonStreamEnveloped).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_signature_with_a_status_accepted_is_caught() {
+    caught(Fault::StatusClaimAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn origin_headers_without_an_origin_are_caught() {
+    caught(Fault::CorsOriginHeadersAlways).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_stream_that_cancels_the_work_is_caught() {
+    caught(Fault::DroppedStreamCancels).await;
 }
