@@ -523,6 +523,9 @@ pub enum Fault {
     /// A retry whose payload is equal but written differently (member order, spaces) is `409 idempotency_conflict`:
     /// payloads are compared byte for byte, not as canonical forms (EXE-7).
     IdempotencyComparesBytes,
+    /// An unsigned step naming a real id of a did_auth capability is refused `401 signature_required`, one naming a
+    /// made-up id `404`: the refusal tells a caller without the key which ids exist (AUTH-10).
+    RefusalRevealsIds,
     /// A streaming RESULT dropped before its `result` event cancels the execution (STR-12: it changes nothing).
     DroppedStreamCancels,
     /// DISCOVER carries `Access-Control-Allow-Origin` and `Access-Control-Expose-Headers` also without `Origin`
@@ -1733,7 +1736,10 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::ConfirmRunsTwice, &["confirm/again", "confirm/concurrent"]),
     (Fault::AcceptsExpiredSignatures, &["signature/expired"]),
     (Fault::NoReplayProtection, &["signature/replay"]),
-    (Fault::AcceptsUnsigned, &["did-auth/unsigned-refused", "sessions/auth-requirement"]),
+    (
+        Fault::AcceptsUnsigned,
+        &["did-auth/no-existence-oracle", "did-auth/unsigned-refused", "sessions/auth-requirement"],
+    ),
     (
         Fault::AcceptsInvalidPayloads,
         &[
@@ -2057,6 +2063,7 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::StatusClaimAccepted, &["signature/integrity"]),
     (Fault::CorsOriginHeadersAlways, &["cors/discover-headers"]),
     (Fault::DroppedStreamCancels, &["streaming/drop-keeps-running"]),
+    (Fault::RefusalRevealsIds, &["did-auth/no-existence-oracle"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -4396,6 +4403,27 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 resp
             }
         }
+        Fault::RefusalRevealsIds if !req.headers().contains_key("a2a-signature") => {
+            // The id is looked up before the credentials are checked.
+            let known = if result_path {
+                let id = percent_decode(path.trim_start_matches("/a2a/result/"));
+                state.store.get_execution(&id).await.ok().flatten().is_some()
+            } else if method == Method::POST && path == "/a2a/execute" {
+                let id = header(req.headers(), "a2a-negotiation-id").unwrap_or("").trim().to_owned();
+                state.store.get_negotiation(&id).await.ok().flatten().is_some()
+            } else {
+                false
+            };
+            if known {
+                return error_response(
+                    &state,
+                    StatusCode::UNAUTHORIZED,
+                    "signature_required",
+                    "this step needs an A2A-Signature",
+                );
+            }
+            next.run(req).await
+        }
         Fault::DroppedStreamCancels if result_path && header(req.headers(), "a2a-stream") == Some("true") => {
             let id = percent_decode(path.trim_start_matches("/a2a/result/"));
             let sender = header(req.headers(), "a2a-sender-id").unwrap_or("").to_owned();
@@ -6094,4 +6122,9 @@ async fn origin_headers_without_an_origin_are_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_stream_that_cancels_the_work_is_caught() {
     caught(Fault::DroppedStreamCancels).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_that_tells_real_ids_from_made_up_ones_is_caught() {
+    caught(Fault::RefusalRevealsIds).await;
 }
