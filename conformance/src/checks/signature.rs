@@ -969,21 +969,6 @@ async fn optional_verification(t: &mut Trial<'_>) -> Outcome {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::python_dumps;
-
-    #[test]
-    fn python_recipe_matches_pythons_output() {
-        let v: serde_json::Value =
-            serde_json::from_str(r#"{"weight":1e-7,"title":"Zoë 😀","ratio":100.0,"n":3,"big":1e16,"s":0.5}"#)
-                .unwrap_or_default();
-        let mut s = String::new();
-        python_dumps(&v, &mut s);
-        assert_eq!(s, r#"{"big":1e+16,"n":3,"ratio":100.0,"s":0.5,"title":"Zo\u00eb \ud83d\ude00","weight":1e-07}"#);
-    }
-}
-
 /// An id of the same shape as `id`: its last six characters moved on by one within the base32 alphabet of
 /// execution and negotiation ids (a-z, 2-7; EID-1), other characters kept.
 fn made_up(id: &str) -> String {
@@ -1032,4 +1017,19 @@ async fn no_existence_oracle(t: &mut Trial<'_>) -> Outcome {
     let fake = t.send("EXECUTE under a made-up negotiation id, unsigned", execute(&fake_neg)).await?;
     same_refusal(t, (&real, &neg.id), (&fake, &fake_neg), "unknown_negotiation");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::python_dumps;
+
+    #[test]
+    fn python_recipe_matches_pythons_output() {
+        let v: serde_json::Value =
+            serde_json::from_str(r#"{"weight":1e-7,"title":"Zoë 😀","ratio":100.0,"n":3,"big":1e16,"s":0.5}"#)
+                .unwrap_or_default();
+        let mut s = String::new();
+        python_dumps(&v, &mut s);
+        assert_eq!(s, r#"{"big":1e+16,"n":3,"ratio":100.0,"s":0.5,"title":"Zo\u00eb \ud83d\ude00","weight":1e-07}"#);
+    }
 }
