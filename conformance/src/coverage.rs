@@ -107,10 +107,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "strict HTTP/1.1 framing needs raw malformed bytes on a socket, which the suite's HTTP client cannot send; checked by a2a-gateway's integration tests (h1, h1_diff against hyper, h1_fuzz)",
     ),
     (
-        "GW-21",
-        "needs two callers' real ids at one gateway and a comparison with made-up ones; checked by a2a-gateway's integration tests (security)",
-    ),
-    (
         "GW-22",
         "the operator surface is configuration the suite cannot learn (a token, a listener); checked by a2a-gateway's integration tests (security)",
     ),

@@ -36,10 +36,10 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         check!(
             "did-auth/no-existence-oracle",
-            ["AUTH-10"],
+            ["AUTH-10", "GW-21"],
             Must,
             SIGNED,
-            "an unsigned step naming a real negotiation or execution of a did_auth capability (its owner's DID claimed without its key) is answered exactly as one naming a made-up id of the same shape: 404 unknown_negotiation / unknown_execution with the same message, the id aside",
+            "an unsigned step naming a real negotiation or execution of a did_auth capability (its owner's DID claimed without its key) is answered exactly as one naming a made-up id of the same shape: 404 unknown_negotiation / unknown_execution with the same message, the id aside (at an agent, and at a gateway)",
             no_existence_oracle
         ),
         check!(
