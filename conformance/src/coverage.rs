@@ -13,10 +13,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "a forwarded sender is honoured only from a gateway the agent trusts (GW-9): needs a gateway the agent is configured to trust; checked in a2a-gateway's tests (demo.rs)",
     ),
     (
-        "AUTH-10",
-        "comparing a refused step on a real id with one on a made-up id byte for byte needs a second caller's real ids (or the owner's DID claimed without its key); checked by a2a-server's e2e tests (auth: refused_steps_on_real_ids_are_answered_exactly_as_made_up_ids)",
-    ),
-    (
         "HDL-4",
         "whether a handler's processes outlive their agent is not visible over HTTP; a2a-server's handler_isolation.rs kills the agent with kill -9 and looks for the program (a capability's and a session's)",
     ),
@@ -109,10 +105,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     (
         "GW-20",
         "strict HTTP/1.1 framing needs raw malformed bytes on a socket, which the suite's HTTP client cannot send; checked by a2a-gateway's integration tests (h1, h1_diff against hyper, h1_fuzz)",
-    ),
-    (
-        "GW-21",
-        "needs two callers' real ids at one gateway and a comparison with made-up ones; checked by a2a-gateway's integration tests (security)",
     ),
     (
         "GW-22",

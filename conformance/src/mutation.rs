@@ -285,6 +285,8 @@ pub const FIXTURES: &[(&str, &[&str])] = &[
     ("INT-13", &["StatusClaimAccepted"]),
     ("DISC-12", &["CorsOriginHeadersAlways"]),
     ("STR-12", &["DroppedStreamCancels"]),
+    ("AUTH-10", &["RefusalRevealsIds"]),
+    ("GW-21", &["GatewayRevealsIds"]),
 ];
 
 /// MUSTs the suite checks, observable from outside, that no broken agent exercises yet (see the module doc).

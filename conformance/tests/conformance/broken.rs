@@ -523,6 +523,12 @@ pub enum Fault {
     /// A retry whose payload is equal but written differently (member order, spaces) is `409 idempotency_conflict`:
     /// payloads are compared byte for byte, not as canonical forms (EXE-7).
     IdempotencyComparesBytes,
+    /// An unsigned step naming a real id of a did_auth capability is refused `401 signature_required`, one naming a
+    /// made-up id `404`: the refusal tells a caller without the key which ids exist (AUTH-10).
+    RefusalRevealsIds,
+    /// A gateway that refuses an unsigned step naming an id it routes `401 signature_required`, and one naming a
+    /// made-up id `404`: its refusals tell which ids exist (GW-21).
+    GatewayRevealsIds,
     /// A streaming RESULT dropped before its `result` event cancels the execution (STR-12: it changes nothing).
     DroppedStreamCancels,
     /// DISCOVER carries `Access-Control-Allow-Origin` and `Access-Control-Expose-Headers` also without `Origin`
@@ -1733,7 +1739,10 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::ConfirmRunsTwice, &["confirm/again", "confirm/concurrent"]),
     (Fault::AcceptsExpiredSignatures, &["signature/expired"]),
     (Fault::NoReplayProtection, &["signature/replay"]),
-    (Fault::AcceptsUnsigned, &["did-auth/unsigned-refused", "sessions/auth-requirement"]),
+    (
+        Fault::AcceptsUnsigned,
+        &["did-auth/no-existence-oracle", "did-auth/unsigned-refused", "sessions/auth-requirement"],
+    ),
     (
         Fault::AcceptsInvalidPayloads,
         &[
@@ -2057,6 +2066,8 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::StatusClaimAccepted, &["signature/integrity"]),
     (Fault::CorsOriginHeadersAlways, &["cors/discover-headers"]),
     (Fault::DroppedStreamCancels, &["streaming/drop-keeps-running"]),
+    (Fault::RefusalRevealsIds, &["did-auth/no-existence-oracle"]),
+    (Fault::GatewayRevealsIds, &["did-auth/no-existence-oracle"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -2118,6 +2129,7 @@ const SCOPE: &[(Fault, &str)] = &[
     (Fault::GatewayRoutesNotShared, "gateway/routes-follow"),
     // Every signed request is refused: the one check of a signed handshake through the gateway.
     (Fault::GatewayVerifiesAsAgent, "did-auth/handshake"),
+    (Fault::GatewayRevealsIds, "did-auth/no-existence-oracle"),
     // The one check that drops a stream while its execution runs.
     (Fault::DroppedStreamCancels, "streaming/drop-keeps-running"),
 ];
@@ -4396,6 +4408,27 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 resp
             }
         }
+        Fault::RefusalRevealsIds if !req.headers().contains_key("a2a-signature") => {
+            // The id is looked up before the credentials are checked.
+            let known = if result_path {
+                let id = percent_decode(path.trim_start_matches("/a2a/result/"));
+                state.store.get_execution(&id).await.ok().flatten().is_some()
+            } else if method == Method::POST && path == "/a2a/execute" {
+                let id = header(req.headers(), "a2a-negotiation-id").unwrap_or("").trim().to_owned();
+                state.store.get_negotiation(&id).await.ok().flatten().is_some()
+            } else {
+                false
+            };
+            if known {
+                return error_response(
+                    &state,
+                    StatusCode::UNAUTHORIZED,
+                    "signature_required",
+                    "this step needs an A2A-Signature",
+                );
+            }
+            next.run(req).await
+        }
         Fault::DroppedStreamCancels if result_path && header(req.headers(), "a2a-stream") == Some("true") => {
             let id = percent_decode(path.trim_start_matches("/a2a/result/"));
             let sender = header(req.headers(), "a2a-sender-id").unwrap_or("").to_owned();
@@ -5797,6 +5830,7 @@ fn gateway_fault(fault: Fault) -> bool {
             | Fault::GatewayTakesAnyVersion
             | Fault::GatewayForwardsAmbiguousFraming
             | Fault::GatewayPassesAgentBridgeTo
+            | Fault::GatewayRevealsIds
     )
 }
 
@@ -5878,7 +5912,8 @@ async fn start_gateway(fault: Fault) -> Broken {
     }
     let client =
         reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).build().expect("client");
-    let front = Arc::new(Front { fault, did: gw_did, upstreams, agent: agents[0].clone(), client });
+    let front =
+        Arc::new(Front { fault, did: gw_did, upstreams, agent: agents[0].clone(), client, ids: Mutex::default() });
     let app = axum::Router::new().fallback(move |req: Request<Body>| {
         let front = front.clone();
         async move { front.forward(req).await }
@@ -5898,6 +5933,8 @@ struct Front {
     /// The base URL of the first agent behind the gateway (GatewayPassesAgentBridgeTo names its bridge).
     agent: String,
     client: reqwest::Client,
+    /// The negotiation and execution ids the gateway has answered (GatewayRevealsIds).
+    ids: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Front {
@@ -5939,6 +5976,20 @@ impl Front {
             }
             _ => {}
         }
+        if self.fault == Fault::GatewayRevealsIds && !parts.headers.contains_key("a2a-signature") {
+            let named = if path.starts_with("/a2a/result/") {
+                percent_decode(path.trim_start_matches("/a2a/result/"))
+            } else {
+                header(&parts.headers, "a2a-negotiation-id").unwrap_or("").trim().to_owned()
+            };
+            if lock(&self.ids).contains(&named) {
+                return self.refusal(
+                    StatusCode::UNAUTHORIZED,
+                    "signature_required",
+                    "this step needs an A2A-Signature".into(),
+                );
+            }
+        }
         let upstream =
             if self.fault == Fault::GatewayRoutesNotShared && step { &self.upstreams[1] } else { &self.upstreams[0] };
         let bytes = body_bytes(body).await;
@@ -5962,6 +6013,22 @@ impl Front {
             if !HOP_BY_HOP.contains(&k.as_str()) || k == "content-length" {
                 headers.append(k, v.clone());
             }
+        }
+        if self.fault == Fault::GatewayRevealsIds
+            && parts.method == Method::POST
+            && matches!(path.as_str(), "/a2a/negotiate" | "/a2a/execute")
+        {
+            let bytes = resp.bytes().await.unwrap_or_default();
+            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            for k in ["negotiation_id", "execution_id"] {
+                if let Some(id) = v[k].as_str() {
+                    lock(&self.ids).insert(id.to_owned());
+                }
+            }
+            let mut out = Response::new(Body::from(bytes));
+            *out.status_mut() = status;
+            *out.headers_mut() = headers;
+            return out;
         }
         if self.fault == Fault::GatewayPassesAgentBridgeTo && parts.method == Method::POST && path == "/a2a/negotiate" {
             let bytes = resp.bytes().await.unwrap_or_default();
@@ -6094,4 +6161,14 @@ async fn origin_headers_without_an_origin_are_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_stream_that_cancels_the_work_is_caught() {
     caught(Fault::DroppedStreamCancels).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_that_tells_real_ids_from_made_up_ones_is_caught() {
+    caught(Fault::RefusalRevealsIds).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_whose_refusals_tell_real_ids_is_caught() {
+    caught(Fault::GatewayRevealsIds).await;
 }
