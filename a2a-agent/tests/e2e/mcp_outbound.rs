@@ -2,7 +2,8 @@
 //! `mcp` 2.3.0, spec §21.9): its tools become capabilities an A2A caller (the `a2a-client` SDK) negotiates and runs,
 //! over Streamable HTTP and over stdio; the tool whose schema breaks a rule is listed with the reason (MCP-33); a
 //! tool error fails the execution cleanly (MCP-36); CANCEL and timeouts cancel the MCP request, as the server itself
-//! records (MCP-37); the stdio server ends with the agent (MCP-40); an unreachable server stops the agent (MCP-38).
+//! records (MCP-37); a stdio server that dies is started again (MCP-39) and ends with the agent (MCP-40); an
+//! unreachable server stops the agent (MCP-38).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -193,8 +194,27 @@ async fn mcp_server_over_stdio_has_its_tools_run_and_ends_with_the_agent() {
     let mut agent = ServerProcess::start(&cfg);
     the_tools_work_as_capabilities(&format!("{}/a2a", agent.base), &markers).await;
     console_lists_the_skipped_tool(admin_port).await;
+    // MCP-39: a stdio server that dies is started again for the next execution (one in flight would fail; none is).
+    let first = pid_from(&markers.join("pid-stdio")).await;
+    std::fs::remove_file(markers.join("pid-stdio")).expect("remove the pid file");
+    let killed = Command::new("kill").args(["-KILL", &first.to_string()]).status().expect("run kill");
+    assert!(killed.success());
+    assert_ends(first, "the killed stdio MCP server").await;
+    let base = format!("{}/a2a", agent.base);
+    let mut answered = None;
+    for _ in 0..2 {
+        match client().call(&base, "calc_add", json!({"a": 1, "b": 1})).await {
+            Ok(out) => {
+                answered = Some(out.result);
+                break;
+            }
+            Err(e) => eprintln!("call after the server died: {e}"),
+        }
+    }
+    assert_eq!(answered, Some(json!({"sum": 2.0})), "the agent never reconnected");
     // MCP-40: the stdio server is the agent's child; it ends when the agent shuts down.
     let pid = pid_from(&markers.join("pid-stdio")).await;
+    assert_ne!(pid, first);
     agent.terminate();
     assert!(agent.wait_exit(Duration::from_secs(30)).is_some(), "the agent did not exit on SIGTERM");
     assert_ends(pid, "the stdio MCP server after the agent's shutdown").await;
