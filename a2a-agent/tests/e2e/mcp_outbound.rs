@@ -2,7 +2,8 @@
 //! `mcp` 2.3.0, spec §21.9): its tools become capabilities an A2A caller (the `a2a-client` SDK) negotiates and runs,
 //! over Streamable HTTP and over stdio; the tool whose schema breaks a rule is listed with the reason (MCP-33); a
 //! tool error fails the execution cleanly (MCP-36); CANCEL and timeouts cancel the MCP request, as the server itself
-//! records (MCP-37); the stdio server ends with the agent (MCP-40); an unreachable server stops the agent (MCP-38).
+//! records (MCP-37); a stdio server that dies is started again (MCP-39) and ends with the agent (MCP-40); an
+//! unreachable server stops the agent (MCP-38).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -101,8 +102,12 @@ async fn the_tools_work_as_capabilities(base: &str, markers: &Path) {
     let caps = c.capabilities(base).await.expect("capabilities");
     let mut names: Vec<&str> = caps.document.capabilities.iter().map(|d| d.name.as_str()).collect();
     names.sort_unstable();
-    // MCP-31, MCP-32, MCP-33: `maybe_count`'s schema (`anyOf`) breaks a rule: not a capability.
-    assert_eq!(names, ["calc_add", "calc_always_fail", "calc_shout", "calc_slow_echo"]);
+    // MCP-31, MCP-32, MCP-33: `either_value`'s schema (`anyOf` of a string and a number) breaks a rule: not a
+    // capability. MCP-34: `maybe_count`'s (`int | None`: `anyOf` with null, `integer`) is rewritten and imported.
+    assert_eq!(names, ["calc_add", "calc_always_fail", "calc_maybe_count", "calc_shout", "calc_slow_echo"]);
+    let count = caps.document.capabilities.iter().find(|d| d.name == "calc_maybe_count").expect("calc_maybe_count");
+    assert_eq!(count.input_schema["properties"]["n"]["type"], json!(["number", "null"]));
+    assert_eq!(count.input_schema["properties"]["n"]["multipleOf"], json!(1));
     let add = caps.document.capabilities.iter().find(|d| d.name == "calc_add").expect("calc_add");
     // MCP-34: the tool's inputSchema is the capability's input schema; the entry's fields apply to every tool.
     assert_eq!(add.input_schema["required"], json!(["a", "b"]));
@@ -115,6 +120,13 @@ async fn the_tools_work_as_capabilities(base: &str, markers: &Path) {
     // Text that is not JSON comes back as {"text": ...}.
     let out = c.call(base, "calc_shout", json!({"text": "hi"})).await.expect("calc_shout runs");
     assert_eq!(out.result, json!({"text": "HI!"}));
+    // MCP-34: the rewritten schema accepts what the tool's accepts, and refuses what it refuses.
+    let out = c.call(base, "calc_maybe_count", json!({"n": 2})).await.expect("calc_maybe_count runs");
+    assert_eq!(out.result, json!({"count": [0, 1]}));
+    let out = c.call(base, "calc_maybe_count", json!({"n": null})).await.expect("calc_maybe_count with null");
+    assert_eq!(out.result, json!({"count": [0, 1, 2]}));
+    let refused = c.call(base, "calc_maybe_count", json!({"n": 1.5})).await.expect_err("1.5 is not an integer");
+    assert!(!matches!(refused, ClientError::ExecutionFailed { .. }), "{refused:?}");
     // The negotiated schema is the tool's: a payload it refuses never reaches the server.
     let refused = c.call(base, "calc_add", json!({"a": "two", "b": 3})).await.expect_err("refused");
     assert!(!matches!(refused, ClientError::ExecutionFailed { .. }), "{refused:?}");
@@ -160,13 +172,13 @@ async fn console_lists_the_skipped_tool(admin_port: u16) {
         .expect("json");
     let skipped = &agent["mcp"][0]["skipped"];
     assert_eq!(skipped.as_array().map(Vec::len), Some(1), "{agent}");
-    assert_eq!(skipped[0]["tool"], "maybe_count");
-    assert_eq!(skipped[0]["capability"], "calc_maybe_count");
+    assert_eq!(skipped[0]["tool"], "either_value");
+    assert_eq!(skipped[0]["capability"], "calc_either_value");
     let rules: Vec<&str> =
         skipped[0]["violations"].as_array().into_iter().flatten().filter_map(|v| v["rule"].as_str()).collect();
     assert!(rules.contains(&"unknown_keyword"), "{skipped}");
     assert!(
-        skipped[0]["reason"].as_str().is_some_and(|r| r.contains("unknown_keyword at `/properties/n/anyOf`")),
+        skipped[0]["reason"].as_str().is_some_and(|r| r.contains("unknown_keyword at `/properties/value/anyOf`")),
         "{skipped}"
     );
 }
@@ -193,8 +205,27 @@ async fn mcp_server_over_stdio_has_its_tools_run_and_ends_with_the_agent() {
     let mut agent = ServerProcess::start(&cfg);
     the_tools_work_as_capabilities(&format!("{}/a2a", agent.base), &markers).await;
     console_lists_the_skipped_tool(admin_port).await;
+    // MCP-39: a stdio server that dies is started again for the next execution (one in flight would fail; none is).
+    let first = pid_from(&markers.join("pid-stdio")).await;
+    std::fs::remove_file(markers.join("pid-stdio")).expect("remove the pid file");
+    let killed = Command::new("kill").args(["-KILL", &first.to_string()]).status().expect("run kill");
+    assert!(killed.success());
+    assert_ends(first, "the killed stdio MCP server").await;
+    let base = format!("{}/a2a", agent.base);
+    let mut answered = None;
+    for _ in 0..2 {
+        match client().call(&base, "calc_add", json!({"a": 1, "b": 1})).await {
+            Ok(out) => {
+                answered = Some(out.result);
+                break;
+            }
+            Err(e) => eprintln!("call after the server died: {e}"),
+        }
+    }
+    assert_eq!(answered, Some(json!({"sum": 2.0})), "the agent never reconnected");
     // MCP-40: the stdio server is the agent's child; it ends when the agent shuts down.
     let pid = pid_from(&markers.join("pid-stdio")).await;
+    assert_ne!(pid, first);
     agent.terminate();
     assert!(agent.wait_exit(Duration::from_secs(30)).is_some(), "the agent did not exit on SIGTERM");
     assert_ends(pid, "the stdio MCP server after the agent's shutdown").await;
@@ -218,10 +249,10 @@ fn check_lists_the_tool_whose_schema_breaks_a_rule_with_the_rule_and_exits_2() {
     let out = check(&cfg);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    let warning = stderr.lines().find(|l| l.contains("maybe_count")).unwrap_or_else(|| panic!("{stderr}"));
+    let warning = stderr.lines().find(|l| l.contains("either_value")).unwrap_or_else(|| panic!("{stderr}"));
     // `file:line:column:` of the entry's handler, the tool, its capability name and the rule broken.
     assert!(warning.contains("agent.toml:12:"), "{warning}");
-    assert!(warning.contains("calc_maybe_count") && warning.contains("unknown_keyword"), "{warning}");
+    assert!(warning.contains("calc_either_value") && warning.contains("unknown_keyword"), "{warning}");
     assert_eq!(stderr.matches("is not imported").count(), 1, "{stderr}");
 }
 

@@ -158,7 +158,9 @@ pub fn import_tools<'a>(
             out.skipped.push(skip(format!("the capability name {name:?} is already another tool's"), Vec::new()));
             continue;
         }
-        // MCP-33: the tool's inputSchema must follow the schema rules, as any capability's input_schema.
+        // MCP-34: only rewrites that accept exactly the same values; MCP-33: the result must follow the schema
+        // rules, as any capability's input_schema.
+        let schema = &equivalent_schema(schema);
         let violations = check(schema);
         if let Some(first) = violations.first() {
             let all: Vec<String> = violations
@@ -205,6 +207,104 @@ pub fn import_tools<'a>(
     out
 }
 
+/// The limit on nesting of [`equivalent_schema`] (the schema rules allow 32; deeper input is left as it is, for the
+/// rules to report).
+const MAX_REWRITE_DEPTH: usize = 40;
+
+/// `schema` with the rewrites of MCP-34 applied, each of which accepts exactly the same values, so that the schemas
+/// MCP servers commonly write follow the schema rules (§6.2). In every schema object (the root, `properties/*`,
+/// `items`, an object `additionalProperties`):
+///
+/// - `"type": "integer"` becomes `"type": "number"` with `"multipleOf": 1` (SCH-8), and `["integer", "null"]` becomes
+///   `["number", "null"]` with it; an existing `multipleOf` that is a positive whole number is kept (every multiple of
+///   it is whole); any other `multipleOf` leaves `integer` as it is;
+/// - `anyOf` (or `oneOf`) of exactly two schemas, one of them `{"type": "null"}` and the other with a single type
+///   and no `enum` or `const` (the null schema is then disjoint from it, and no keyword of it constrains null), is
+///   replaced by that schema's keywords with the type made nullable (`Optional[...]` of pydantic), when the schema
+///   holding it has no `type` and no keyword of the same name.
+///
+/// Anything else is left as it is, for [`check`] to report.
+pub fn equivalent_schema(schema: &Value) -> Value {
+    let mut out = schema.clone();
+    rewrite(&mut out, 0);
+    out
+}
+
+fn rewrite(schema: &mut Value, depth: usize) {
+    let Some(obj) = schema.as_object_mut() else { return };
+    if depth > MAX_REWRITE_DEPTH {
+        return;
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(merged) = nullable_union(obj, key) {
+            obj.remove(key);
+            obj.extend(merged);
+        }
+    }
+    integer_as_number(obj);
+    if let Some(Value::Object(props)) = obj.get_mut("properties") {
+        for sub in props.values_mut() {
+            rewrite(sub, depth + 1);
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(sub) = obj.get_mut(key) {
+            rewrite(sub, depth + 1);
+        }
+    }
+}
+
+/// `"integer"` → `"number"` with `"multipleOf": 1`, in a single type or a nullable pair.
+fn integer_as_number(obj: &mut Map<String, Value>) {
+    let nullable = match obj.get("type") {
+        Some(Value::String(t)) if t == "integer" => false,
+        Some(Value::Array(ts))
+            if ts.len() == 2 && ts.iter().any(|t| t == "integer") && ts.iter().any(|t| t == "null") =>
+        {
+            true
+        }
+        _ => return,
+    };
+    match obj.get("multipleOf") {
+        None => {
+            obj.insert("multipleOf".into(), Value::from(1));
+        }
+        // A positive whole step keeps only whole numbers: the same values as `integer` with it.
+        Some(Value::Number(n)) if n.as_f64().is_some_and(|f| f >= 1.0 && f.fract() == 0.0) => {}
+        Some(_) => return,
+    }
+    let number = Value::String("number".into());
+    let ty = if nullable { Value::Array(vec![number, Value::String("null".into())]) } else { number };
+    obj.insert("type".into(), ty);
+}
+
+/// The keywords that replace `obj[key]` when it is `[S, {"type": "null"}]` (either order) as [`equivalent_schema`]
+/// says; `None` when it is not.
+fn nullable_union(obj: &Map<String, Value>, key: &str) -> Option<Map<String, Value>> {
+    let Some(Value::Array(members)) = obj.get(key) else { return None };
+    if members.len() != 2 || obj.contains_key("type") {
+        return None;
+    }
+    let is_null =
+        |v: &Value| v.as_object().is_some_and(|o| o.len() == 1 && o.get("type") == Some(&Value::from("null")));
+    let other = match (is_null(&members[0]), is_null(&members[1])) {
+        (true, false) => &members[1],
+        (false, true) => &members[0],
+        _ => return None,
+    };
+    let other = other.as_object()?;
+    let Some(Value::String(ty)) = other.get("type") else { return None };
+    if ty == "null" || other.contains_key("enum") || other.contains_key("const") {
+        return None;
+    }
+    if other.keys().any(|k| k != "type" && obj.contains_key(k)) {
+        return None;
+    }
+    let mut merged = other.clone();
+    merged.insert("type".into(), Value::Array(vec![Value::String(ty.clone()), Value::String("null".into())]));
+    Some(merged)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,16 +327,104 @@ mod tests {
     #[test]
     fn tool_whose_schema_breaks_a_rule_is_skipped_with_the_rule_and_pointer() {
         let good = json!({"type": "object", "properties": {"a": {"type": "number", "title": "A"}}, "required": ["a"]});
-        let bad = json!({"type": "object", "properties": {"n": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}});
-        let out = import_tools([("add_numbers", Some("Adds"), &good), ("maybe_count", None, &bad)], &opts());
+        let bad = json!({"type": "object", "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "number"}]}}});
+        let out = import_tools([("add_numbers", Some("Adds"), &good), ("either_value", None, &bad)], &opts());
         assert_eq!(out.tools.len(), 1);
         assert_eq!(out.tools[0].declaration.name, "add_numbers");
         assert_eq!(out.tools[0].declaration.input_schema, good);
         assert_eq!(out.skipped.len(), 1, "{:?}", out.skipped);
         let s = &out.skipped[0];
-        assert_eq!(s.tool, "maybe_count");
-        assert!(s.reason.contains("unknown_keyword at `/properties/n/anyOf`"), "{}", s.reason);
+        assert_eq!(s.tool, "either_value");
+        assert!(s.reason.contains("unknown_keyword at `/properties/v/anyOf`"), "{}", s.reason);
         assert!(s.violations.iter().any(|v| v.rule == "unknown_keyword"), "{:?}", s.violations);
+    }
+
+    #[test]
+    fn integers_and_optional_values_are_rewritten_to_schemas_that_accept_the_same_values() {
+        // What pydantic writes for `count: int` and `n: int | None = None` (MCP-34).
+        let pydantic = json!({"type": "object", "title": "maybe_countArguments",
+            "properties": {"count": {"type": "integer", "title": "Count"},
+                           "n": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}], "default": null, "title": "N"},
+                           "tags": {"type": "array", "items": {"type": ["null", "integer"]}}},
+            "required": ["count"]});
+        let out = equivalent_schema(&pydantic);
+        assert_eq!(out["properties"]["count"], json!({"type": "number", "multipleOf": 1, "title": "Count"}));
+        assert_eq!(
+            out["properties"]["n"],
+            json!({"type": ["number", "null"], "minimum": 0, "multipleOf": 1, "default": null, "title": "N"})
+        );
+        assert_eq!(out["properties"]["tags"]["items"], json!({"type": ["number", "null"], "multipleOf": 1}));
+        assert!(check(&out).is_empty(), "{:?}", check(&out));
+        let imported = import_tools([("maybe_count", None, &pydantic)], &opts());
+        assert_eq!(imported.tools[0].declaration.input_schema, out);
+    }
+
+    /// MCP-34, differentially: a JSON Schema validator (draft 2020-12) accepts exactly the same values under the
+    /// rewritten schema as under the original, for every schema and value of a grid of edge cases.
+    #[test]
+    fn rewritten_schemas_accept_exactly_what_the_originals_accept() {
+        let schemas = [
+            json!({"type": "integer"}),
+            json!({"type": "integer", "minimum": 2, "maximum": 10}),
+            json!({"type": "integer", "multipleOf": 3}),
+            json!({"type": ["integer", "null"]}),
+            json!({"type": ["null", "integer"], "exclusiveMaximum": 4}),
+            json!({"anyOf": [{"type": "integer"}, {"type": "null"}], "default": null}),
+            json!({"oneOf": [{"type": "null"}, {"type": "string", "maxLength": 2}]}),
+            json!({"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "null"}]}),
+            json!({"anyOf": [{"type": "number", "minimum": 0.5}, {"type": "null"}], "title": "T"}),
+        ];
+        let values = [
+            json!(0),
+            json!(1),
+            json!(-7),
+            json!(2.0),
+            json!(1.5),
+            json!(3),
+            json!(9),
+            json!(12),
+            json!(1e300),
+            json!(0.25),
+            json!(null),
+            json!("a"),
+            json!("abc"),
+            json!(true),
+            json!([]),
+            json!([1, 2]),
+            json!([1.5]),
+            json!([null]),
+            json!({}),
+        ];
+        for schema in schemas {
+            let before = json!({"type": "object", "properties": {"p": schema}, "required": ["p"]});
+            let after = equivalent_schema(&before);
+            assert!(check(&after).is_empty(), "{after}: {:?}", check(&after));
+            let compile = |s: &Value| {
+                jsonschema::options().with_draft(jsonschema::Draft::Draft202012).build(s).expect("compiles")
+            };
+            let (old, new) = (compile(&before), compile(&after));
+            for v in &values {
+                let payload = json!({"p": v});
+                assert_eq!(old.is_valid(&payload), new.is_valid(&payload), "{before} vs {after} on {payload}");
+            }
+        }
+    }
+
+    #[test]
+    fn rewrites_that_would_change_the_accepted_values_are_not_made() {
+        for (schema, why) in [
+            (json!({"type": "integer", "multipleOf": 0.5}), "a step that is not whole"),
+            (json!({"anyOf": [{"type": "string", "enum": ["a"]}, {"type": "null"}]}), "an enum would refuse null"),
+            (json!({"anyOf": [{"type": "string"}, {"type": "number"}]}), "no null member"),
+            (json!({"type": "string", "anyOf": [{"type": "string"}, {"type": "null"}]}), "a type beside the union"),
+            (
+                json!({"anyOf": [{"type": "string", "title": "x"}, {"type": "null"}], "title": "y"}),
+                "a clashing keyword",
+            ),
+        ] {
+            let root = json!({"type": "object", "properties": {"p": schema}});
+            assert_eq!(equivalent_schema(&root), root, "{why}");
+        }
     }
 
     #[test]
