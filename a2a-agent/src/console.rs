@@ -37,6 +37,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/console"),
     ("POST", "/console/login"),
     ("POST", "/console/logout"),
+    ("GET", "/console/assets/dom.js"),
     ("GET", "/console/assets/agent.js"),
     ("GET", "/console/assets/agent.css"),
     ("GET", "/console/api/agent"),
@@ -228,6 +229,9 @@ async fn handle(shared: &Shared, key: Option<[u8; 32]>, req: Request) -> Respons
             }
         }
         "/console/api/metrics" => json_response(StatusCode::OK, &summary(&agent.engine().metrics().encode())),
+        "/console/assets/dom.js" => {
+            respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_auth::DOM_JS)
+        }
         "/console/assets/try.js" => {
             respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_try::TRY_JS)
         }
