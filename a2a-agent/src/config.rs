@@ -79,7 +79,11 @@ pub struct Config {
     /// The MCP servers of `mcp` handlers once connected ([`Config::connect_mcp`]), by `[[capabilities]]` index.
     #[serde(skip)]
     #[schemars(skip)]
-    pub mcp: BTreeMap<usize, crate::mcp::McpImport>,
+    pub mcp_imports: BTreeMap<usize, crate::mcp::McpImport>,
+    /// The Model Context Protocol endpoint `/mcp` (spec §21; `[mcp]`): the capabilities as MCP tools. Off unless
+    /// `enabled = true` (or `a2a-server --mcp`).
+    #[serde(default)]
+    pub mcp: a2a_mcp::inbound::McpSection,
 }
 
 /// `[admin]`: where `/metrics` is served (OPS-1). With neither key it is not served at all.
@@ -676,7 +680,7 @@ impl Config {
             let at = |msg: String| at_field(None, msg);
             if let CapabilityHandler::Mcp { timeout_ms, .. } = &section.handler.handler {
                 // §21.9: one capability per imported tool.
-                let Some(import) = self.mcp.get(&i) else {
+                let Some(import) = self.mcp_imports.get(&i) else {
                     return Err(at("the MCP server of this mcp handler is not connected (Config::connect_mcp)".into()));
                 };
                 out.extend(import.capabilities(timeout_ms.map(Duration::from_millis)));

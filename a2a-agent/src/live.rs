@@ -46,6 +46,7 @@ pub(crate) const RESTART_ONLY: &[&str] = &[
     "limits.max_nonces",
     "limits.max_nonces_per_sender",
     "limits.result_retention_ms",
+    "mcp",
 ];
 
 /// The configuration in force.
@@ -60,7 +61,7 @@ struct Current {
     registry_ttl: Duration,
     registers: bool,
     /// The MCP servers of its `mcp` handlers (§21.9), closed when the agent stops (MCP-40).
-    mcp: Vec<Arc<a2a_server::handler::mcp::McpServer>>,
+    mcp_servers: Vec<Arc<a2a_server::handler::mcp::McpServer>>,
 }
 
 /// The heartbeat announcing the capabilities in force in the shared registry.
@@ -81,18 +82,23 @@ struct Live {
     heartbeat: tokio::sync::Mutex<Option<Heartbeat>>,
     /// One reload at a time.
     reloading: tokio::sync::Mutex<()>,
+    /// The MCP front at `/mcp` (spec §21), when served; kept across reloads (`mcp` needs a restart).
+    mcp: Option<Arc<a2a_mcp::inbound::Front>>,
 }
 
 impl Live {
     /// The callers' listener's router: the probes (OPS-2), then whatever the configuration in force serves.
     fn router(self: &Arc<Self>) -> Router {
         let live = self.clone();
-        crate::app::probe_router(self.kept.store.clone()).fallback_service(tower::service_fn(
-            move |req: axum::extract::Request| {
-                let app = live.current.load().app.clone();
-                async move { app.oneshot(req).await }
-            },
-        ))
+        let mut probes = crate::app::probe_router(self.kept.store.clone());
+        if let Some(front) = &self.mcp {
+            // MCP-1: `/mcp`, before whatever the configuration in force serves.
+            probes = probes.route_service(a2a_mcp::inbound::PATH, front.service());
+        }
+        probes.fallback_service(tower::service_fn(move |req: axum::extract::Request| {
+            let app = live.current.load().app.clone();
+            async move { app.oneshot(req).await }
+        }))
     }
 
     /// The admin listener's router (OPS-1), following the configuration in force.
@@ -164,8 +170,8 @@ impl Live {
         let (agent, did_doc, _) = build_agent(&cfg, &text, &self.path, Some(&self.kept))?;
         let (app, admin) = config_routers(&agent, did_doc, &cfg, &text, &self.path)?;
         let registers = self.current.load().registers;
-        let mcp = cfg.mcp_servers();
-        let next = Current { agent, app, admin, text, registry_ttl: cfg.store.registry_ttl(), registers, mcp };
+        let mcp_servers = cfg.mcp_servers();
+        let next = Current { agent, app, admin, text, registry_ttl: cfg.store.registry_ttl(), registers, mcp_servers };
         let old = self.current.swap(Arc::new(next));
         self.restart_heartbeat().await;
         // The replaced agent confirms no new work and finishes what it runs (within its longest execution timeout).
@@ -198,10 +204,22 @@ pub(crate) async fn run(path: &Path, listen: Option<&str>, trusted_gateways: &[S
     let (base, _) = crate::app::listener_base(&listener)?;
     let (app, admin) = config_routers(&agent, did_doc, &cfg, &text, path)?;
     let endpoint = cfg.agent.endpoint.clone().unwrap_or_else(|| format!("{base}/a2a"));
+    let mcp = crate::app::mcp_front(&cfg, path)?;
+    if let (Some(front), Ok(addr)) = (&mcp, listener.local_addr()) {
+        // MCP-1: the front calls this agent's own `/a2a` over loopback.
+        front.set_endpoint(&a2a_mcp::inbound::Front::loopback_endpoint(addr));
+    }
     let registers = cfg.store.redis(|k| std::env::var(k).ok()).is_some();
-    let mcp = cfg.mcp_servers();
-    let current =
-        Current { agent: agent.clone(), app, admin, text, registry_ttl: cfg.store.registry_ttl(), registers, mcp };
+    let mcp_servers = cfg.mcp_servers();
+    let current = Current {
+        agent: agent.clone(),
+        app,
+        admin,
+        text,
+        registry_ttl: cfg.store.registry_ttl(),
+        registers,
+        mcp_servers,
+    };
     let live = Arc::new(Live {
         path: path.to_owned(),
         trusted_gateways: trusted_gateways.to_vec(),
@@ -211,6 +229,7 @@ pub(crate) async fn run(path: &Path, listen: Option<&str>, trusted_gateways: &[S
         retired: Mutex::new(Vec::new()),
         heartbeat: tokio::sync::Mutex::new(None),
         reloading: tokio::sync::Mutex::new(()),
+        mcp: mcp.clone(),
     });
     let admin_stop = CancellationToken::new();
     if let Some(admin_listen) = &cfg.admin.listen {
@@ -253,6 +272,9 @@ pub(crate) async fn run(path: &Path, listen: Option<&str>, trusted_gateways: &[S
         }
     });
     println!("a2a-server: {} serving {base}/a2a", agent.did());
+    if mcp.is_some() {
+        println!("a2a-server: MCP (Streamable HTTP) at {base}/mcp");
+    }
     drop(agent);
     let limits = live.current.load().agent.engine().limits().clone();
     let grace = Duration::from_millis(limits.shutdown_grace_ms);
@@ -275,7 +297,7 @@ pub(crate) async fn run(path: &Path, listen: Option<&str>, trusted_gateways: &[S
         s.shutdown().await;
     }
     // MCP-40: the MCP servers' connections end with the agent (a stdio server's process group is killed).
-    for server in &live.current.load().mcp {
+    for server in &live.current.load().mcp_servers {
         server.close().await;
     }
     if let Some(h) = live.heartbeat.lock().await.take() {

@@ -165,7 +165,7 @@ impl Config {
             for w in mcp_warnings_of(i, &import, text, path) {
                 tracing::warn!("{w}");
             }
-            self.mcp.insert(i, import);
+            self.mcp_imports.insert(i, import);
         }
         Ok(())
     }
@@ -174,18 +174,18 @@ impl Config {
     /// `file:line:column:` warnings at their `[[capabilities]]` entry: what `a2a-server check` adds to
     /// [`Config::warnings`].
     pub fn mcp_warnings(&self, text: &str, path: &Path) -> Vec<String> {
-        self.mcp.iter().flat_map(|(i, m)| mcp_warnings_of(*i, m, text, path)).collect()
+        self.mcp_imports.iter().flat_map(|(i, m)| mcp_warnings_of(*i, m, text, path)).collect()
     }
 
     /// What the console shows of the MCP servers (`mcp` of `/console/api/agent`): per `mcp` entry its server, the
     /// tools imported and those skipped with the reason.
     pub fn mcp_report(&self) -> Value {
-        Value::Array(self.mcp.iter().map(|(i, m)| m.report(*i)).collect())
+        Value::Array(self.mcp_imports.iter().map(|(i, m)| m.report(*i)).collect())
     }
 
     /// The connected MCP servers.
     pub fn mcp_servers(&self) -> Vec<Arc<McpServer>> {
-        self.mcp.values().map(|m| m.server.clone()).collect()
+        self.mcp_imports.values().map(|m| m.server.clone()).collect()
     }
 }
 

@@ -21,6 +21,7 @@ mod gateway;
 mod headers;
 mod ids;
 mod invariants;
+mod mcp;
 mod negotiate;
 mod producer;
 mod quotas;
@@ -53,6 +54,7 @@ pub fn all() -> Vec<Check> {
     v.extend(sessions::checks());
     v.extend(streaming::checks());
     v.extend(bridge::checks());
+    v.extend(mcp::checks());
     v.extend(ids::checks());
     v.extend(slow::checks());
     v.extend(producer::checks());

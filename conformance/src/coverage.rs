@@ -384,6 +384,51 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "STR-13",
         "a caller requirement (resume with backoff, de-duplicate); a2a-client's EventStream does it, tested in a2a-client/tests",
     ),
+    // The MCP front (§21, optional): the mcp/* checks cover the revisions, the tools, a call, a refusal and the
+    // JSON-RPC errors; these need set-ups the suite does not make, and tests/gateway/mcp.rs (the official MCP Python
+    // SDK through a gateway) and a2a-agent's e2e mcp.rs cover them.
+    (
+        "MCP-1",
+        "which A2A endpoint a front calls, and that it never bypasses it, is not visible from outside; the gateway's and the agent's MCP tests drive /mcp in front of real agents",
+    ),
+    (
+        "MCP-3",
+        "Host validation needs a request with a Host the target does not answer, which depends on its configured allowed_hosts; rmcp enforces it, checked by the gateway's MCP tests' defaults (loopback)",
+    ),
+    (
+        "MCP-4",
+        "the front's body limit is configuration the suite cannot learn; tests/gateway/mcp.rs (malformed_calls_are_json_rpc_errors) sends a body over it",
+    ),
+    ("MCP-7", "needs more capabilities than mcp.max_tools, which a caller cannot add"),
+    (
+        "MCP-8",
+        "a capabilities document that names a capability twice is itself invalid (CAP-7); versions are names, checked with the tools' names in mcp/tools-list",
+    ),
+    (
+        "MCP-14",
+        "needs a capability that emits progress events and a caller's progressToken over a stream; tests/gateway/mcp.rs checks it with the official MCP Python SDK",
+    ),
+    ("MCP-15", "needs a call longer than the front's configured call_timeout_ms, which the suite cannot learn"),
+    (
+        "MCP-16",
+        "needs a slow capability and the agent's view of its execution after the MCP stream is closed; tests/gateway/mcp.rs cancels with the official MCP Python SDK and checks the agent saw CANCEL",
+    ),
+    (
+        "MCP-17",
+        "the keep-alive interval is configuration the suite cannot learn; tests/gateway/mcp.rs relies on it for cancellation",
+    ),
+    (
+        "MCP-18",
+        "the DID the front calls as is seen only by the agent behind it; tests/gateway/mcp.rs checks the handler's sender",
+    ),
+    (
+        "MCP-19",
+        "needs an oauth2 issuer or api key the agent trusts; tests/gateway/mcp.rs passes a bearer token and an A2A-Api-Key through",
+    ),
+    (
+        "MCP-20",
+        "needs a front configured with an identity the agent can resolve; tests/gateway/mcp.rs checks did_auth tools with a signing front",
+    ),
     // MCP servers' tools as capabilities (§21.9): a caller sees ordinary capabilities, which the other checks cover;
     // what happens between the agent and its MCP server is internal to the agent. a2a-agent/tests/e2e/mcp_outbound.rs
     // runs an agent against a server written with the official MCP Python SDK, over Streamable HTTP and stdio.
