@@ -19,6 +19,8 @@ mod h1_diff;
 mod h1_fuzz;
 #[path = "gateway/h1_props.rs"]
 mod h1_props;
+#[path = "gateway/mcp.rs"]
+mod mcp;
 #[path = "gateway/operations.rs"]
 mod operations;
 // The redis-server harness of a2a-server's tests, used as is.

@@ -213,6 +213,12 @@ pub async fn run_demo(listen: Option<&str>, trusted_gateways: &[String]) -> Resu
         tracing::warn!("{}", demo::REDIS_URL_IGNORED);
     }
     app = app.merge(probe_router(agent.engine().store().clone()));
+    // MCP-1: the demo serves `/mcp` (spec §21), its capabilities as MCP tools, calling its own `/a2a` over loopback.
+    let front = a2a_mcp::inbound::McpSection::default()
+        .front_config(&did, Path::new("."))
+        .and_then(|c| a2a_mcp::inbound::Front::new(c.with_name("a2a demo agent")))?;
+    front.set_endpoint(&a2a_mcp::inbound::Front::loopback_endpoint(listener.local_addr().map_err(|e| e.to_string())?));
+    app = app.route_service(a2a_mcp::inbound::PATH, front.service());
     crate::reload::log_and_carry_on(signals, "the demo agent");
     tracing::info!(did = %did, endpoint = %format!("{base}/a2a"), "demo agent listening");
     run(agent, listener, app).await
@@ -277,7 +283,7 @@ pub(crate) fn config_routers(
     let mut admin = admin_router(agent, token.clone());
     // The operator console, where /metrics is (OPS-1).
     if cfg.admin.console || crate::console::enabled_by_command_line() {
-        let console = crate::console::router(agent, token.clone());
+        let console = crate::console::router_with_mcp(agent, token.clone(), cfg.mcp_report());
         if token.is_some() {
             app = app.merge(console.clone());
         }
@@ -285,6 +291,27 @@ pub(crate) fn config_routers(
     }
     let admin = admin.fallback(not_found);
     Ok((app, admin))
+}
+
+/// Whether `a2a-server --mcp` was given: `/mcp` is served whatever `[mcp] enabled` says.
+static MCP_FLAG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `a2a-server --mcp`: serve `/mcp` (spec §21) even when the configuration does not turn it on.
+pub fn enable_mcp_from_command_line() {
+    MCP_FLAG.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The MCP front of a configuration (MCP-1): `[mcp] enabled = true` or `--mcp`; `None` when `/mcp` is not served.
+pub(crate) fn mcp_front(cfg: &Config, path: &Path) -> Result<Option<Arc<a2a_mcp::inbound::Front>>, String> {
+    let on = cfg.mcp.serves(false) || MCP_FLAG.load(std::sync::atomic::Ordering::Relaxed);
+    if !on {
+        return Ok(None);
+    }
+    let base = path.parent().unwrap_or(Path::new("."));
+    let at = |e: String| format!("{}: {e}", path.display());
+    let fc = cfg.mcp.front_config(&cfg.agent.did, base).map_err(at)?;
+    let name = cfg.agent.name.clone().unwrap_or_else(|| cfg.agent.did.clone());
+    Ok(Some(a2a_mcp::inbound::Front::new(fc.with_name(name)).map_err(at)?))
 }
 
 /// Binds the listener of `listen` (the error says how to choose another address).
@@ -379,11 +406,20 @@ fn sessions_from_config(
 /// `a2a-server check --config F`: reads and builds the agent `path` describes as `run_config` would, without
 /// listening or connecting to anything, and returns the configuration's warnings ([`Config::warnings`]); an error
 /// is the one `run_config` would stop with.
+///
+/// An `mcp` handler's server is the exception (§21.9): `check` connects to it to list its tools, and the tools that
+/// cannot be imported are among the warnings, each with the reason (MCP-33).
 pub async fn check_config(path: &Path) -> Result<Vec<String>, String> {
-    let (cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
+    let (mut cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
+    cfg.connect_mcp(&text, path).await.map_err(|e| e.to_string())?;
     let (agent, _) = build_from_config(&cfg, &text, path)?;
     bridge_from_config(&cfg, &text, path, &agent)?;
-    Ok(cfg.warnings(&text, path))
+    let mut warnings = cfg.warnings(&text, path);
+    warnings.extend(cfg.mcp_warnings(&text, path));
+    for s in cfg.mcp_servers() {
+        s.close().await;
+    }
+    Ok(warnings)
 }
 
 /// The agent's key (`agent.key_file`, relative to the configuration file), if one is configured.

@@ -189,6 +189,7 @@ pub fn banner(did: &str, base: &str) -> String {
   DID doc    {base}/.well-known/did.json
   metrics    {base}/metrics
   A2A 1.x    {base}/.well-known/agent-card.json (the bridge, spec §20)
+  MCP        {base}/mcp (Streamable HTTP: the capabilities as MCP tools, spec §21)
   API key    {DEMO_API_KEY}   (for process_payment)
 
 Try the handshake (paste into a shell; each line is one step):
@@ -221,6 +222,9 @@ NEG=$(curl -s -X POST {base}/a2a/negotiate {h} -d '{{"target_capability":"file_b
 # A2A 1.x (spec §20): the Agent Card an a2a-sdk client reads, then SendMessage over JSON-RPC to the echo skill
 curl -s {base}/.well-known/agent-card.json | head -c 1200; echo
 curl -s -X POST {base}/a2a1x/jsonrpc -H 'Content-Type: application/json' -d '{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{{"messageId":"demo-1x-1","role":"ROLE_USER","parts":[{{"data":{{"message":"hello from A2A 1.x"}}}}],"metadata":{{"skill":"echo_message"}}}}}}}}'; echo
+
+# MCP (spec §21): call a capability as an MCP tool (an MCP client sends the same JSON-RPC)
+curl -s -X POST {base}/mcp -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2025-11-25' -d '{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"add_numbers","arguments":{{"a":2,"b":3}}}}}}'; echo
 
 # FALLBACK: ask for a capability this agent does not offer
 curl -s -X POST {base}/a2a/fallback {h} -d '{{"target_capability":"generate_summary"}}'; echo

@@ -46,6 +46,7 @@ pub(crate) const RESTART_ONLY: &[&str] = &[
     "limits.max_nonces",
     "limits.max_nonces_per_sender",
     "limits.result_retention_ms",
+    "mcp",
 ];
 
 /// The configuration in force.
@@ -59,6 +60,8 @@ struct Current {
     text: String,
     registry_ttl: Duration,
     registers: bool,
+    /// The MCP servers of its `mcp` handlers (§21.9), closed when the agent stops (MCP-40).
+    mcp_servers: Vec<Arc<a2a_server::handler::mcp::McpServer>>,
 }
 
 /// The heartbeat announcing the capabilities in force in the shared registry.
@@ -79,18 +82,23 @@ struct Live {
     heartbeat: tokio::sync::Mutex<Option<Heartbeat>>,
     /// One reload at a time.
     reloading: tokio::sync::Mutex<()>,
+    /// The MCP front at `/mcp` (spec §21), when served; kept across reloads (`mcp` needs a restart).
+    mcp: Option<Arc<a2a_mcp::inbound::Front>>,
 }
 
 impl Live {
     /// The callers' listener's router: the probes (OPS-2), then whatever the configuration in force serves.
     fn router(self: &Arc<Self>) -> Router {
         let live = self.clone();
-        crate::app::probe_router(self.kept.store.clone()).fallback_service(tower::service_fn(
-            move |req: axum::extract::Request| {
-                let app = live.current.load().app.clone();
-                async move { app.oneshot(req).await }
-            },
-        ))
+        let mut probes = crate::app::probe_router(self.kept.store.clone());
+        if let Some(front) = &self.mcp {
+            // MCP-1: `/mcp`, before whatever the configuration in force serves.
+            probes = probes.route_service(a2a_mcp::inbound::PATH, front.service());
+        }
+        probes.fallback_service(tower::service_fn(move |req: axum::extract::Request| {
+            let app = live.current.load().app.clone();
+            async move { app.oneshot(req).await }
+        }))
     }
 
     /// The admin listener's router (OPS-1), following the configuration in force.
@@ -147,7 +155,7 @@ impl Live {
         let (cfg, text) = load_config(&self.path, &self.trusted_gateways)?;
         let running = self.current.load().text.clone();
         let changed = changed_keys(&running, &text, RESTART_ONLY);
-        let (cfg, text) = if changed.is_empty() {
+        let (mut cfg, text) = if changed.is_empty() {
             (cfg, text)
         } else {
             for k in &changed {
@@ -157,10 +165,13 @@ impl Live {
             let cfg = Config::parse(&kept, &self.path).map_err(|e| e.to_string())?;
             prepare_config(cfg, kept, &self.path, &self.trusted_gateways)?
         };
+        // §21.9: the MCP servers are connected anew and their tools imported again (MCP-41).
+        cfg.connect_mcp(&text, &self.path).await.map_err(|e| e.to_string())?;
         let (agent, did_doc, _) = build_agent(&cfg, &text, &self.path, Some(&self.kept))?;
         let (app, admin) = config_routers(&agent, did_doc, &cfg, &text, &self.path)?;
         let registers = self.current.load().registers;
-        let next = Current { agent, app, admin, text, registry_ttl: cfg.store.registry_ttl(), registers };
+        let mcp_servers = cfg.mcp_servers();
+        let next = Current { agent, app, admin, text, registry_ttl: cfg.store.registry_ttl(), registers, mcp_servers };
         let old = self.current.swap(Arc::new(next));
         self.restart_heartbeat().await;
         // The replaced agent confirms no new work and finishes what it runs (within its longest execution timeout).
@@ -184,15 +195,31 @@ impl Live {
 /// `a2a-server --config FILE`: serves the agent the file describes until `SIGTERM` or Ctrl-C; `SIGHUP` reloads the
 /// file (OPS-4), `SIGUSR1` is the log reopening signal (OPS-5; the agent has no log file of its own).
 pub(crate) async fn run(path: &Path, listen: Option<&str>, trusted_gateways: &[String]) -> Result<(), String> {
-    let (cfg, text) = load_config(path, trusted_gateways)?;
+    let (mut cfg, text) = load_config(path, trusted_gateways)?;
+    // §21.9: connect to the MCP servers of `mcp` handlers and import their tools, or do not start (MCP-38).
+    cfg.connect_mcp(&text, path).await.map_err(|e| e.to_string())?;
     let (agent, did_doc, kept) = build_agent(&cfg, &text, path, None)?;
     let listen = listen.or(cfg.agent.listen.as_deref()).unwrap_or("127.0.0.1:8080");
     let listener: TcpListener = crate::app::bind_listener(listen).await?;
     let (base, _) = crate::app::listener_base(&listener)?;
     let (app, admin) = config_routers(&agent, did_doc, &cfg, &text, path)?;
     let endpoint = cfg.agent.endpoint.clone().unwrap_or_else(|| format!("{base}/a2a"));
+    let mcp = crate::app::mcp_front(&cfg, path)?;
+    if let (Some(front), Ok(addr)) = (&mcp, listener.local_addr()) {
+        // MCP-1: the front calls this agent's own `/a2a` over loopback.
+        front.set_endpoint(&a2a_mcp::inbound::Front::loopback_endpoint(addr));
+    }
     let registers = cfg.store.redis(|k| std::env::var(k).ok()).is_some();
-    let current = Current { agent: agent.clone(), app, admin, text, registry_ttl: cfg.store.registry_ttl(), registers };
+    let mcp_servers = cfg.mcp_servers();
+    let current = Current {
+        agent: agent.clone(),
+        app,
+        admin,
+        text,
+        registry_ttl: cfg.store.registry_ttl(),
+        registers,
+        mcp_servers,
+    };
     let live = Arc::new(Live {
         path: path.to_owned(),
         trusted_gateways: trusted_gateways.to_vec(),
@@ -202,6 +229,7 @@ pub(crate) async fn run(path: &Path, listen: Option<&str>, trusted_gateways: &[S
         retired: Mutex::new(Vec::new()),
         heartbeat: tokio::sync::Mutex::new(None),
         reloading: tokio::sync::Mutex::new(()),
+        mcp: mcp.clone(),
     });
     let admin_stop = CancellationToken::new();
     if let Some(admin_listen) = &cfg.admin.listen {
@@ -244,6 +272,9 @@ pub(crate) async fn run(path: &Path, listen: Option<&str>, trusted_gateways: &[S
         }
     });
     println!("a2a-server: {} serving {base}/a2a", agent.did());
+    if mcp.is_some() {
+        println!("a2a-server: MCP (Streamable HTTP) at {base}/mcp");
+    }
     drop(agent);
     let limits = live.current.load().agent.engine().limits().clone();
     let grace = Duration::from_millis(limits.shutdown_grace_ms);
@@ -264,6 +295,10 @@ pub(crate) async fn run(path: &Path, listen: Option<&str>, trusted_gateways: &[S
     }
     if let Some(s) = sessions {
         s.shutdown().await;
+    }
+    // MCP-40: the MCP servers' connections end with the agent (a stdio server's process group is killed).
+    for server in &live.current.load().mcp_servers {
+        server.close().await;
     }
     if let Some(h) = live.heartbeat.lock().await.take() {
         h.stop.cancel();

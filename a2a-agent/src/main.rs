@@ -48,6 +48,9 @@ struct Cli {
     /// configuration; with --demo and --sessions-demo, on their loopback listeners).
     #[arg(long)]
     console: bool,
+    /// Serve the Model Context Protocol at `/mcp` (spec §21), as `[mcp] enabled = true` does (with --config).
+    #[arg(long, requires = "config")]
+    mcp: bool,
     /// Log format.
     #[arg(long, value_enum, default_value = "text", env = "A2A_LOG_FORMAT")]
     log_format: a2a_agent::app::LogFormat,
@@ -78,6 +81,9 @@ fn main() -> ExitCode {
     };
     if cli.console {
         a2a_agent::console::enable_from_command_line();
+    }
+    if cli.mcp {
+        a2a_agent::app::enable_mcp_from_command_line();
     }
     if let Some(Command::Check { config }) = cli.command {
         return match runtime.block_on(a2a_agent::app::check_config(&config)) {

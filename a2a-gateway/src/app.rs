@@ -58,6 +58,7 @@ pub const RESTART_ONLY: &[&str] = &[
     "limits.pool_idle_timeout_ms",
     "limits.result_retention_ms",
     "limits.shutdown_grace_ms",
+    "mcp",
 ];
 
 /// The configuration file in force and the text it was built from (with the running values of [`RESTART_ONLY`]).
@@ -128,6 +129,9 @@ pub async fn run(path: &Path, listen: Option<&str>) -> Result<(), String> {
         gateway.did(),
         cfg.agents.len()
     );
+    if gateway.mcp().is_some() {
+        println!("a2a-gateway: MCP (Streamable HTTP) at http://{addr}/mcp");
+    }
     // OPS-4, OPS-5: from here on SIGHUP and SIGUSR1 no longer end the process.
     let mut signals = a2a_runtime::reload::Signals::new();
     let mut running = Running { path: path.to_owned(), text };

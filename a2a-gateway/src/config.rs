@@ -65,6 +65,10 @@ pub struct Config {
     /// The A2A 1.x bridge the gateway serves unless `gateway.bridge = false` (§20.10).
     #[serde(default)]
     pub bridge: BridgeSection,
+    /// The Model Context Protocol endpoint `/mcp` (spec §21): every capability the caller may use, as an MCP tool.
+    /// Served unless `enabled = false`.
+    #[serde(default)]
+    pub mcp: a2a_mcp::inbound::McpSection,
 }
 
 /// `[bridge]`: the gateway's A2A 1.x bridge (served unless `gateway.bridge = false`).
@@ -446,6 +450,7 @@ impl Config {
             );
         }
         self.admin.validate()?;
+        self.mcp.validate()?;
         if self.gateway.workers > MAX_WORKERS {
             return Err(format!("gateway.workers: at most {MAX_WORKERS} (0 is one per CPU)"));
         }

@@ -166,6 +166,8 @@ struct Kept {
     audit_file: Option<std::path::PathBuf>,
     /// The operator console's metric samples and traffic tap.
     console: Arc<console::Console>,
+    /// The MCP front at `/mcp` (spec §21), unless `mcp.enabled = false`.
+    mcp: Option<Arc<a2a_mcp::inbound::Front>>,
 }
 
 /// The A2A 1.x bridge's router of one configuration in force.
@@ -279,6 +281,16 @@ impl Gateway {
         let reads_registry = cfg.registry.enabled && registry.is_some();
         let (registry_read_tx, registry_read) = tokio::sync::watch::channel(!reads_registry);
         let console_keeps_records = audit.is_none();
+        // MCP-1: `/mcp` is served unless the configuration turns it off; it calls this gateway's own `/a2a` over
+        // loopback once a listener is bound (`serve`).
+        let mcp = match cfg.mcp.serves(true) {
+            false => None,
+            true => {
+                let fc = cfg.mcp.front_config(&did.to_string(), base)?;
+                let name = cfg.gateway.name.clone().unwrap_or_else(|| "a2a-gateway".to_owned());
+                Some(a2a_mcp::inbound::Front::new(fc.with_name(name))?)
+            }
+        };
         let kept = Kept {
             did: did.to_string(),
             did_document,
@@ -302,6 +314,7 @@ impl Gateway {
                 cfg.admin.console_records,
                 console_keeps_records,
             )),
+            mcp,
         };
         let inner = Arc::new(assemble(cfg, base, kept.clone())?);
         let stop = tokio_util::sync::CancellationToken::new();
@@ -465,6 +478,8 @@ impl Gateway {
         let bridge_cache: Arc<std::sync::Mutex<Option<BridgeOf>>> = Arc::default();
         h1::server::boxed(tower::service_fn(move |req: Request<Body>| {
             let inner = current.load_full();
+            // MCP-1: the MCP front at `/mcp`.
+            let mcp = inner.kept.mcp.clone().filter(|_| req.uri().path() == a2a_mcp::inbound::PATH);
             let bridge = (inner.bridge && crate::bridge::serves(req.uri().path())).then(|| {
                 let mut cache = bridge_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 match cache.as_ref() {
@@ -483,6 +498,9 @@ impl Gateway {
                 }
             });
             async move {
+                if let Some(front) = mcp {
+                    return Ok(front.handle(req).await);
+                }
                 Ok::<_, Infallible>(match bridge {
                     Some(b) => tower::ServiceExt::oneshot(b, req).await?,
                     None => proxy::handle_http(inner, req).await,
@@ -511,6 +529,9 @@ impl Gateway {
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> std::io::Result<()> {
         let grace = Duration::from_millis(self.inner().limits.shutdown_grace_ms);
+        if let (Some(front), Ok(addr)) = (&self.kept.mcp, listener.local_addr()) {
+            front.set_endpoint(&a2a_mcp::inbound::Front::loopback_endpoint(addr));
+        }
         let served = h1::server::Served { current: self.current.clone(), http: self.http_service() };
         h1::server::serve(listener, served, shutdown, grace).await
     }
@@ -587,6 +608,11 @@ impl Gateway {
     /// The agents.
     pub fn agents(&self) -> &Arc<Agents> {
         &self.kept.agents
+    }
+
+    /// The MCP front at `/mcp` (spec §21), when served.
+    pub fn mcp(&self) -> Option<&Arc<a2a_mcp::inbound::Front>> {
+        self.kept.mcp.as_ref()
     }
 
     /// The audit log, when one is configured.

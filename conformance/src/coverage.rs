@@ -13,16 +13,8 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "a forwarded sender is honoured only from a gateway the agent trusts (GW-9): needs a gateway the agent is configured to trust; checked in a2a-gateway's tests (demo.rs)",
     ),
     (
-        "AUTH-10",
-        "comparing a refused step on a real id with one on a made-up id byte for byte needs a second caller's real ids (or the owner's DID claimed without its key); checked by a2a-server's e2e tests (auth: refused_steps_on_real_ids_are_answered_exactly_as_made_up_ids)",
-    ),
-    (
         "HDL-4",
         "whether a handler's processes outlive their agent is not visible over HTTP; a2a-server's handler_isolation.rs kills the agent with kill -9 and looks for the program (a capability's and a session's)",
-    ),
-    (
-        "INT-13",
-        "not yet checked here: a request signature carrying sts should be answered integrity_mismatch (a check to add)",
     ),
     (
         "ST-6",
@@ -64,10 +56,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     (
         "BR-28",
         "which member a text becomes depends on the skill's schema; checked with the official a2a-sdk client in a2a-server's tests (a2a1x_sdk.rs)",
-    ),
-    (
-        "DISC-12",
-        "not yet checked here: the CORS checks send Origin; a DISCOVER without Origin is not yet compared with the table",
     ),
     (
         "AUTH-8",
@@ -117,10 +105,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     (
         "GW-20",
         "strict HTTP/1.1 framing needs raw malformed bytes on a socket, which the suite's HTTP client cannot send; checked by a2a-gateway's integration tests (h1, h1_diff against hyper, h1_fuzz)",
-    ),
-    (
-        "GW-21",
-        "needs two callers' real ids at one gateway and a comparison with made-up ones; checked by a2a-gateway's integration tests (security)",
     ),
     (
         "GW-22",
@@ -396,11 +380,79 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "needs a quiet execution longer than the heartbeat interval (15 s by default); covered by a2a-agent/tests/e2e/streaming.rs",
     ),
     ("STR-10", "needs max_streams concurrent streams; covered by a2a-agent/tests/e2e/streaming.rs"),
-    ("STR-12", "covered by a2a-agent/tests/e2e/streaming.rs (a dropped stream does not cancel the work)"),
     (
         "STR-13",
         "a caller requirement (resume with backoff, de-duplicate); a2a-client's EventStream does it, tested in a2a-client/tests",
     ),
+    // The MCP front (§21, optional): the mcp/* checks cover the revisions, the tools, a call, a refusal and the
+    // JSON-RPC errors; these need set-ups the suite does not make, and tests/gateway/mcp.rs (the official MCP Python
+    // SDK through a gateway) and a2a-agent's e2e mcp.rs cover them.
+    (
+        "MCP-1",
+        "which A2A endpoint a front calls, and that it never bypasses it, is not visible from outside; the gateway's and the agent's MCP tests drive /mcp in front of real agents",
+    ),
+    (
+        "MCP-3",
+        "Host validation needs a request with a Host the target does not answer, which depends on its configured allowed_hosts; rmcp enforces it, checked by the gateway's MCP tests' defaults (loopback)",
+    ),
+    (
+        "MCP-4",
+        "the front's body limit is configuration the suite cannot learn; tests/gateway/mcp.rs (malformed_calls_are_json_rpc_errors) sends a body over it",
+    ),
+    ("MCP-7", "needs more capabilities than mcp.max_tools, which a caller cannot add"),
+    (
+        "MCP-8",
+        "a capabilities document that names a capability twice is itself invalid (CAP-7); versions are names, checked with the tools' names in mcp/tools-list",
+    ),
+    (
+        "MCP-14",
+        "needs a capability that emits progress events and a caller's progressToken over a stream; tests/gateway/mcp.rs checks it with the official MCP Python SDK",
+    ),
+    ("MCP-15", "needs a call longer than the front's configured call_timeout_ms, which the suite cannot learn"),
+    (
+        "MCP-16",
+        "needs a slow capability and the agent's view of its execution after the MCP stream is closed; tests/gateway/mcp.rs cancels with the official MCP Python SDK and checks the agent saw CANCEL",
+    ),
+    (
+        "MCP-17",
+        "the keep-alive interval is configuration the suite cannot learn; tests/gateway/mcp.rs relies on it for cancellation",
+    ),
+    (
+        "MCP-18",
+        "the DID the front calls as is seen only by the agent behind it; tests/gateway/mcp.rs checks the handler's sender",
+    ),
+    (
+        "MCP-19",
+        "needs an oauth2 issuer or api key the agent trusts; tests/gateway/mcp.rs passes a bearer token and an A2A-Api-Key through",
+    ),
+    (
+        "MCP-20",
+        "needs a front configured with an identity the agent can resolve; tests/gateway/mcp.rs checks did_auth tools with a signing front",
+    ),
+    // MCP servers' tools as capabilities (§21.9): a caller sees ordinary capabilities, which the other checks cover;
+    // what happens between the agent and its MCP server is internal to the agent. a2a-agent/tests/e2e/mcp_outbound.rs
+    // runs an agent against a server written with the official MCP Python SDK, over Streamable HTTP and stdio.
+    ("MCP-30", "an imported tool is an ordinary capability to the suite; the other checks cover it as any capability"),
+    ("MCP-31", "which tools the agent imports is its configuration, which the suite does not know"),
+    ("MCP-32", "the MCP tool names behind an agent's capabilities are internal to the agent"),
+    (
+        "MCP-33",
+        "a tool that was not imported is reported to the operator (log, a2a-server check, console), not to callers",
+    ),
+    (
+        "MCP-34",
+        "the MCP server's inputSchema is visible only to the agent; the suite checks every declared schema anyway",
+    ),
+    ("MCP-35", "the tools/call result behind an execution's result is visible only to the agent"),
+    ("MCP-36", "needs an MCP tool that reports isError behind the agent; covered by mcp_outbound.rs"),
+    (
+        "MCP-37",
+        "notifications/cancelled reaches the MCP server, which the suite does not see; covered by mcp_outbound.rs",
+    ),
+    ("MCP-38", "start-up with an unreachable MCP server happens before the agent serves anything the suite can reach"),
+    ("MCP-39", "needs the MCP server behind the agent to go away and come back, which the suite cannot arrange"),
+    ("MCP-40", "a stdio MCP server's process and environment are internal to the agent (as HDL-5)"),
+    ("MCP-41", "tools/list_changed is sent by the MCP server to the agent, which the suite does not see"),
 ];
 
 /// The reason a requirement is not checked, if it is listed.

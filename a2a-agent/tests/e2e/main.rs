@@ -22,6 +22,8 @@ mod lifecycle;
 mod limits;
 mod log_format;
 mod malformed_json;
+mod mcp;
+mod mcp_outbound;
 mod multiprocess;
 mod operations;
 mod packaging;
