@@ -297,8 +297,7 @@ async fn raw(base: &str, body: &str, headers: &[(&str, &str)]) -> (u16, Value) {
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
         .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .filter(|v| v.get("id").is_some())
-        .last()
+        .rfind(|v| v.get("id").is_some())
         .or_else(|| serde_json::from_str(&text).ok())
         .unwrap_or(Value::String(text));
     (status, json)

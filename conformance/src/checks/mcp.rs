@@ -113,8 +113,7 @@ fn answer(r: &Resp) -> Value {
     text.lines()
         .filter_map(|l| l.strip_prefix("data:"))
         .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .filter(|v| v.get("id").is_some())
-        .last()
+        .rfind(|v| v.get("id").is_some())
         .unwrap_or(Value::Null)
 }
 
