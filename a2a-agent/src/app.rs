@@ -283,7 +283,7 @@ pub(crate) fn config_routers(
     let mut admin = admin_router(agent, token.clone());
     // The operator console, where /metrics is (OPS-1).
     if cfg.admin.console || crate::console::enabled_by_command_line() {
-        let console = crate::console::router(agent, token.clone());
+        let console = crate::console::router_with_mcp(agent, token.clone(), cfg.mcp_report());
         if token.is_some() {
             app = app.merge(console.clone());
         }
@@ -406,11 +406,20 @@ fn sessions_from_config(
 /// `a2a-server check --config F`: reads and builds the agent `path` describes as `run_config` would, without
 /// listening or connecting to anything, and returns the configuration's warnings ([`Config::warnings`]); an error
 /// is the one `run_config` would stop with.
+///
+/// An `mcp` handler's server is the exception (§21.9): `check` connects to it to list its tools, and the tools that
+/// cannot be imported are among the warnings, each with the reason (MCP-33).
 pub async fn check_config(path: &Path) -> Result<Vec<String>, String> {
-    let (cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
+    let (mut cfg, text) = Config::load(path).map_err(|e| e.to_string())?;
+    cfg.connect_mcp(&text, path).await.map_err(|e| e.to_string())?;
     let (agent, _) = build_from_config(&cfg, &text, path)?;
     bridge_from_config(&cfg, &text, path, &agent)?;
-    Ok(cfg.warnings(&text, path))
+    let mut warnings = cfg.warnings(&text, path);
+    warnings.extend(cfg.mcp_warnings(&text, path));
+    for s in cfg.mcp_servers() {
+        s.close().await;
+    }
+    Ok(warnings)
 }
 
 /// The agent's key (`agent.key_file`, relative to the configuration file), if one is configured.

@@ -1,5 +1,6 @@
 //! The agent's TOML configuration (`a2a-server --config agent.toml`): identity, limits, authentication, CORS, static
-//! registry entries, and capabilities whose handlers are a program (`command`), an HTTP service (`http`) or `echo` —
+//! registry entries, and capabilities whose handlers are a program (`command`), an HTTP service (`http`), `echo`, or
+//! every tool of an MCP server (`mcp`, see [`crate::mcp`]) —
 //! no Rust needed. Errors name the file, the line and the field.
 //!
 //! ```toml
@@ -75,6 +76,10 @@ pub struct Config {
     /// The operator surface, `/metrics` (OPS-1; `[admin]`): closed unless configured here.
     #[serde(default)]
     pub admin: AdminSection,
+    /// The MCP servers of `mcp` handlers once connected ([`Config::connect_mcp`]), by `[[capabilities]]` index.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub mcp_imports: BTreeMap<usize, crate::mcp::McpImport>,
     /// The Model Context Protocol endpoint `/mcp` (spec §21; `[mcp]`): the capabilities as MCP tools. Off unless
     /// `enabled = true` (or `a2a-server --mcp`).
     #[serde(default)]
@@ -326,6 +331,51 @@ pub enum CapabilityHandler {
         /// Its own time limit, in milliseconds (default: the execution's).
         #[serde(default)]
         timeout_ms: Option<u64>,
+    },
+    /// Every tool of an MCP server, each imported as a capability (`spec/PROTOCOL.md` §21.9, MCP-30..MCP-41): give
+    /// `url` (Streamable HTTP) or `argv` (a child process speaking MCP on stdio). The entry's other fields
+    /// (`auth_requirement`, `region_restriction`, `estimated_cost`, ...) apply to every imported tool; it has no
+    /// `name` nor `input_schema`: each capability is named after its tool and takes the tool's `inputSchema`. A
+    /// tool whose schema breaks a schema rule is not imported and is listed with the reason (the log at start,
+    /// `a2a-server check`, the console's `/console/api/agent`).
+    Mcp {
+        /// The server's Streamable HTTP endpoint (`http://127.0.0.1:8000/mcp`).
+        #[serde(default)]
+        url: Option<String>,
+        /// Or the program and arguments of a stdio server (no shell; a program with a `/` is relative to the
+        /// configuration file's folder, as for `command`).
+        #[serde(default)]
+        argv: Option<Vec<String>>,
+        /// Extra headers on every HTTP request (with `url`).
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        /// Extra environment variables of the stdio server (with `argv`).
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+        /// The agent's environment variables the stdio server gets (HDL-5; default as for `command`).
+        #[serde(default)]
+        env_allow: Option<Vec<String>>,
+        /// Working directory of the stdio server (relative to the configuration file's folder).
+        #[serde(default)]
+        cwd: Option<PathBuf>,
+        /// Import only these tools (MCP names); default: every tool the server lists. A name the server does not
+        /// list is reported like a tool that cannot be imported.
+        #[serde(default)]
+        tools: Option<Vec<String>>,
+        /// Prepended with `_` to every capability name (`prefix = "calc"`: tool `add` is `calc_add`). Names are the
+        /// tools' in snake case (`getWeather` is `get_weather`) and must match `^[a-z]+(_[a-z]+)+$`.
+        #[serde(default)]
+        prefix: Option<String>,
+        /// Capability names chosen for some tools: `rename = { add = "add_numbers" }` (the prefix is not added).
+        #[serde(default)]
+        rename: BTreeMap<String, String>,
+        /// A time limit of each call's own, in milliseconds (default: the execution's); the call is then canceled.
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+        /// How long the agent tries to reach the server at start before it gives up and does not start, in
+        /// milliseconds (default 10000; MCP-38).
+        #[serde(default)]
+        connect_timeout_ms: Option<u64>,
     },
 }
 
@@ -628,6 +678,14 @@ impl Config {
                 ConfigError(format!("{}:{}:{}: capabilities[{i}]: {msg}", path.display(), pos.0, pos.1))
             };
             let at = |msg: String| at_field(None, msg);
+            if let CapabilityHandler::Mcp { timeout_ms, .. } = &section.handler.handler {
+                // §21.9: one capability per imported tool.
+                let Some(import) = self.mcp_imports.get(&i) else {
+                    return Err(at("the MCP server of this mcp handler is not connected (Config::connect_mcp)".into()));
+                };
+                out.extend(import.capabilities(timeout_ms.map(Duration::from_millis)));
+                continue;
+            }
             let mut decl: serde_json::Map<String, Value> = section.declaration.clone().into_iter().collect();
             if let Some(file) = &section.input_schema_file {
                 let file = base.join(file);
@@ -671,6 +729,8 @@ impl Config {
                     h.timeout = timeout_ms.map(Duration::from_millis);
                     Arc::new(h)
                 }
+                // Handled above, one capability per tool.
+                CapabilityHandler::Mcp { .. } => continue,
                 CapabilityHandler::Http { url, headers, timeout_ms } => {
                     let at_url = |msg: String| {
                         let pos = locate(

@@ -37,6 +37,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/console"),
     ("POST", "/console/login"),
     ("POST", "/console/logout"),
+    ("GET", "/console/assets/dom.js"),
     ("GET", "/console/assets/agent.js"),
     ("GET", "/console/assets/agent.css"),
     ("GET", "/console/api/agent"),
@@ -99,14 +100,23 @@ struct Shared {
     agent: Agent,
     app: Router,
     signers: std::sync::Arc<a2a_runtime::console_try::Signers>,
+    /// The MCP servers of `mcp` handlers: what was imported and what was not, with the reason (MCP-33).
+    mcp: std::sync::Arc<Value>,
 }
 
 /// The console's router for `agent`; with `token`, every request needs it (or a login made with it).
 pub fn router(agent: &Agent, token: Option<String>) -> Router {
+    router_with_mcp(agent, token, Value::Array(Vec::new()))
+}
+
+/// [`router`] of an agent with `mcp` handlers: `/console/api/agent` has `mcp`, the report of
+/// `Config::mcp_report` (per `mcp` entry, its server, the tools imported and those skipped with the reason, MCP-33).
+pub fn router_with_mcp(agent: &Agent, token: Option<String>, mcp: Value) -> Router {
     let shared = Shared {
         agent: agent.clone(),
         app: agent.router(),
         signers: std::sync::Arc::new(a2a_runtime::console_try::Signers::new()),
+        mcp: std::sync::Arc::new(mcp),
     };
     let key = token.map(|t| auth::key_of(&t));
     let handler = move |req: Request| {
@@ -202,6 +212,7 @@ async fn handle(shared: &Shared, key: Option<[u8; 32]>, req: Request) -> Respons
                     "streaming": engine.streaming().is_some(),
                     "sessions": agent.sessions().is_some(),
                     "limits": {"max_body_bytes": engine.limits().max_body_bytes},
+                    "mcp": *shared.mcp,
                 }),
             )
         }
@@ -218,6 +229,9 @@ async fn handle(shared: &Shared, key: Option<[u8; 32]>, req: Request) -> Respons
             }
         }
         "/console/api/metrics" => json_response(StatusCode::OK, &summary(&agent.engine().metrics().encode())),
+        "/console/assets/dom.js" => {
+            respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_auth::DOM_JS)
+        }
         "/console/assets/try.js" => {
             respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_try::TRY_JS)
         }

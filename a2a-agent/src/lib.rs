@@ -11,6 +11,7 @@ pub mod config_reference;
 pub mod console;
 pub mod demo;
 mod live;
+pub mod mcp;
 pub mod sessions_demo;
 
 // The agent library, under the paths these modules were written with.

@@ -60,6 +60,8 @@ struct Current {
     text: String,
     registry_ttl: Duration,
     registers: bool,
+    /// The MCP servers of its `mcp` handlers (§21.9), closed when the agent stops (MCP-40).
+    mcp_servers: Vec<Arc<a2a_server::handler::mcp::McpServer>>,
 }
 
 /// The heartbeat announcing the capabilities in force in the shared registry.
@@ -153,7 +155,7 @@ impl Live {
         let (cfg, text) = load_config(&self.path, &self.trusted_gateways)?;
         let running = self.current.load().text.clone();
         let changed = changed_keys(&running, &text, RESTART_ONLY);
-        let (cfg, text) = if changed.is_empty() {
+        let (mut cfg, text) = if changed.is_empty() {
             (cfg, text)
         } else {
             for k in &changed {
@@ -163,10 +165,13 @@ impl Live {
             let cfg = Config::parse(&kept, &self.path).map_err(|e| e.to_string())?;
             prepare_config(cfg, kept, &self.path, &self.trusted_gateways)?
         };
+        // §21.9: the MCP servers are connected anew and their tools imported again (MCP-41).
+        cfg.connect_mcp(&text, &self.path).await.map_err(|e| e.to_string())?;
         let (agent, did_doc, _) = build_agent(&cfg, &text, &self.path, Some(&self.kept))?;
         let (app, admin) = config_routers(&agent, did_doc, &cfg, &text, &self.path)?;
         let registers = self.current.load().registers;
-        let next = Current { agent, app, admin, text, registry_ttl: cfg.store.registry_ttl(), registers };
+        let mcp_servers = cfg.mcp_servers();
+        let next = Current { agent, app, admin, text, registry_ttl: cfg.store.registry_ttl(), registers, mcp_servers };
         let old = self.current.swap(Arc::new(next));
         self.restart_heartbeat().await;
         // The replaced agent confirms no new work and finishes what it runs (within its longest execution timeout).
@@ -190,7 +195,9 @@ impl Live {
 /// `a2a-server --config FILE`: serves the agent the file describes until `SIGTERM` or Ctrl-C; `SIGHUP` reloads the
 /// file (OPS-4), `SIGUSR1` is the log reopening signal (OPS-5; the agent has no log file of its own).
 pub(crate) async fn run(path: &Path, listen: Option<&str>, trusted_gateways: &[String]) -> Result<(), String> {
-    let (cfg, text) = load_config(path, trusted_gateways)?;
+    let (mut cfg, text) = load_config(path, trusted_gateways)?;
+    // §21.9: connect to the MCP servers of `mcp` handlers and import their tools, or do not start (MCP-38).
+    cfg.connect_mcp(&text, path).await.map_err(|e| e.to_string())?;
     let (agent, did_doc, kept) = build_agent(&cfg, &text, path, None)?;
     let listen = listen.or(cfg.agent.listen.as_deref()).unwrap_or("127.0.0.1:8080");
     let listener: TcpListener = crate::app::bind_listener(listen).await?;
@@ -203,7 +210,16 @@ pub(crate) async fn run(path: &Path, listen: Option<&str>, trusted_gateways: &[S
         front.set_endpoint(&a2a_mcp::inbound::Front::loopback_endpoint(addr));
     }
     let registers = cfg.store.redis(|k| std::env::var(k).ok()).is_some();
-    let current = Current { agent: agent.clone(), app, admin, text, registry_ttl: cfg.store.registry_ttl(), registers };
+    let mcp_servers = cfg.mcp_servers();
+    let current = Current {
+        agent: agent.clone(),
+        app,
+        admin,
+        text,
+        registry_ttl: cfg.store.registry_ttl(),
+        registers,
+        mcp_servers,
+    };
     let live = Arc::new(Live {
         path: path.to_owned(),
         trusted_gateways: trusted_gateways.to_vec(),
@@ -279,6 +295,10 @@ pub(crate) async fn run(path: &Path, listen: Option<&str>, trusted_gateways: &[S
     }
     if let Some(s) = sessions {
         s.shutdown().await;
+    }
+    // MCP-40: the MCP servers' connections end with the agent (a stdio server's process group is killed).
+    for server in &live.current.load().mcp_servers {
+        server.close().await;
     }
     if let Some(h) = live.heartbeat.lock().await.take() {
         h.stop.cancel();

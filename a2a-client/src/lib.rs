@@ -44,7 +44,8 @@
 //!   resolved over HTTPS (did:web) with a cache and SSRF protection.
 //!
 //! Sessions and agent-to-agent conversations (§17) — register, list, send and ask, await a run, history, spawn,
-//! inbox and reply, and the event channel as a stream — are in [`sessions`], through [`Client::sessions`].
+//! inbox and reply, and the event channel as a stream — are in `sessions`, through `Client::sessions` (feature
+//! `sessions`, on by default; without it the client has the handshake alone).
 //!
 //! Every failure is a [`ClientError`] that names the step, what happened ([`ClientError::code`]) and what to try
 //! ([`ClientError::hint`]); nothing panics on input from the network.
@@ -61,6 +62,7 @@ mod error;
 pub mod fallback;
 mod identity;
 mod remote;
+#[cfg(feature = "sessions")]
 pub mod sessions;
 pub mod stream;
 mod transport;

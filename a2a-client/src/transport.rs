@@ -339,7 +339,8 @@ impl Inner {
     /// Opens a streaming response (Server-Sent Events): the headers are checked (`A2A-Version`, a success status,
     /// else the error body), and the body is left to the caller to read as it arrives. The request's timeout
     /// bounds the wait for the response headers only. A stream's body cannot be covered by a response signature,
-    /// so none is verified.
+    /// so none is verified. (The sessions' event channel, §17.6.)
+    #[cfg(feature = "sessions")]
     pub(crate) async fn open_stream(&self, req: &Request<'_>) -> Result<(reqwest::Response, String), ClientError> {
         let step = req.step;
         let Prepared { rb, url, timeout, .. } = self.prepare(req, None, false)?;

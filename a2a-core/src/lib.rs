@@ -13,11 +13,20 @@
 //! - [`execution_id`]: generation and parsing of `execution_id`;
 //! - [`request`]: reading a request's sender and JSON message, and [`step`]: the protocol steps as metrics and spans
 //!   label them (the agent and the gateway share both);
-//! - [`sessions`]: sessions and conversations (§17): wire types, skip tokens, addresses, globs, wait chains, redaction;
+//! - `sessions` (feature `sessions`, on by default): sessions and conversations (§17): wire types, skip tokens,
+//!   addresses, globs, wait chains, redaction;
 //! - [`sse`]: the one Server-Sent Events codec (a sans-I/O decoder and the writer) of every stream in the workspace;
 //! - [`a2a1x`]: the Agent2Agent 1.0 messages, tasks and card signatures of the bridge (§20);
 //! - [`remote`]: how an agent's composite steps reach other agents (a trait a client implements);
 //! - [`resolver`]: resolving a sender's DID to its key (with the `http-resolver` feature, over HTTPS).
+//!
+//! ## Features
+//!
+//! - `sessions` (default): the `sessions` module of §17. Without it the crate has the handshake
+//!   alone; the capabilities document still reads an agent's `sessions` member ([`wire::SessionsInfo`]) and the error
+//!   table keeps its §17 codes, so a build without sessions talks to agents that serve them.
+//! - `http-resolver`: [`resolver::HttpResolver`], resolving did:web over HTTPS (reqwest) with a cache.
+//! - `yaml`: capability declarations written in YAML (`capability::yaml`).
 //!
 //! Nothing in this crate performs network I/O except the optional [`resolver::HttpResolver`], and nothing panics on
 //! any input.
@@ -37,6 +46,7 @@ pub mod remote;
 pub mod request;
 pub mod resolver;
 pub mod schema_rules;
+#[cfg(feature = "sessions")]
 pub mod sessions;
 pub mod sse;
 pub mod step;

@@ -145,7 +145,16 @@ pub struct CapabilitiesDocument {
     pub limits: Option<AgentLimits>,
     /// How the session endpoints authenticate, when the agent lists `sessions` in `features` (SES-2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sessions: Option<crate::sessions::SessionsInfo>,
+    pub sessions: Option<SessionsInfo>,
+}
+
+// Here rather than behind the `sessions` feature: every build reads the capabilities document of an agent that serves
+// sessions. (Its doc comment is the schema's description.)
+/// `sessions` in the `CapabilitiesDocument` of an agent that serves §17 (SES-2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SessionsInfo {
+    /// The one authentication requirement of every session endpoint (§4.3).
+    pub auth_requirement: AuthRequirement,
 }
 
 /// `POST /a2a/negotiate` request (`spec/PROTOCOL.md` §6).

@@ -27,7 +27,8 @@ fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         serde_json::to_value(schema).expect("a schema serialises")
     }
     use a2a_core::{capability, error, wire};
-    vec![
+    #[allow(unused_mut)] // without the `sessions` feature nothing is added
+    let mut v = vec![
         ("capability_declaration", schema_of::<capability::CapabilityDeclaration>()),
         ("capabilities_document", schema_of::<wire::CapabilitiesDocument>()),
         ("negotiate_request", schema_of::<wire::NegotiateRequest>()),
@@ -40,6 +41,10 @@ fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("fallback_response", schema_of::<wire::FallbackResponse>()),
         ("error_body", schema_of::<error::ErrorBody>()),
         ("signature_claims", schema_of::<a2a_core::integrity::SignatureClaims>()),
+    ];
+    // The §17 messages (feature `sessions`).
+    #[cfg(feature = "sessions")]
+    v.extend([
         ("session", schema_of::<a2a_core::sessions::Session>()),
         ("session_registration", schema_of::<a2a_core::sessions::SessionRegistration>()),
         ("session_list", schema_of::<a2a_core::sessions::SessionList>()),
@@ -53,7 +58,8 @@ fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ("inbox", schema_of::<a2a_core::sessions::Inbox>()),
         ("run_reply", schema_of::<a2a_core::sessions::RunReply>()),
         ("webhook_event", schema_of::<a2a_core::sessions::WebhookEvent>()),
-    ]
+    ]);
+    v
 }
 
 #[test]

@@ -45,6 +45,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/console/"),
     ("POST", "/console/login"),
     ("POST", "/console/logout"),
+    ("GET", "/console/assets/dom.js"),
     ("GET", "/console/assets/console.js"),
     ("GET", "/console/assets/console.css"),
     ("GET", "/console/assets/try.js"),
@@ -201,6 +202,9 @@ pub(crate) async fn handle(gw: Arc<Inner>, parts: http::request::Parts, body: Bo
         "/console" | "/console/" => respond(StatusCode::OK, "text/html; charset=utf-8", INDEX_HTML),
         "/console/assets/console.js" => respond(StatusCode::OK, "text/javascript; charset=utf-8", CONSOLE_JS),
         "/console/assets/console.css" => respond(StatusCode::OK, "text/css; charset=utf-8", CONSOLE_CSS),
+        "/console/assets/dom.js" => {
+            respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_auth::DOM_JS)
+        }
         "/console/assets/try.js" => {
             respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_try::TRY_JS)
         }

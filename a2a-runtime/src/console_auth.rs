@@ -207,6 +207,10 @@ pub fn refuse(key: &[u8; 32], headers: &HeaderMap, page: bool, product: &str) ->
 /// The stylesheet both consoles serve (one file: the agent's console and the gateway's look the same).
 pub const STYLE: &str = include_str!("console.css");
 
+/// The DOM helpers every console script uses (`A2ADom`: `$`, `el`, `fmt`, the tabs pattern), served by both consoles
+/// as `/console/assets/dom.js` and loaded before the other scripts.
+pub const DOM_JS: &str = include_str!("console_dom.js");
+
 /// The policy of the console's page: its own script and style only.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                        connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";

@@ -6,18 +6,7 @@
 "use strict";
 
 const A2ATry = (() => {
-  const $ = (sel) => document.querySelector(sel);
-  const el = (tag, attrs = {}, ...children) => {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs)) {
-      if (v === undefined || v === null || v === false) continue;
-      if (k === "class") e.className = v;
-      else if (k === "text") e.textContent = v;
-      else e.setAttribute(k, v === true ? "" : v);
-    }
-    for (const c of children) if (c !== null && c !== undefined) e.append(c instanceof Node ? c : String(c));
-    return e;
-  };
+  const { $, el } = A2ADom;
   const entries = {};
   const run = { negotiation: null, execution: null };
   let signer = null;

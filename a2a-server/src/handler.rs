@@ -20,6 +20,8 @@
 
 /// Ready-made handlers: a program per execution, an HTTP service, an echo.
 pub mod builtin;
+/// The `mcp` handler: a tool of an MCP server as a capability (§21.9).
+pub mod mcp;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -33,6 +33,14 @@
 //! axum::serve(listener, app).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! ## Features
+//!
+//! - `sessions` (default): sessions and agent-to-agent conversations (§17) — the `sessions` module, its routes
+//!   below `/a2a/sessions`, `/a2a/runs` and `/a2a/events`, `AgentBuilder::sessions` and `Agent::sessions`. Without it
+//!   an agent serves the handshake alone, as one built without `AgentBuilder::sessions` does (no `sessions` in
+//!   `features`; `404 not_found` below `/a2a/sessions`).
+//! - `mimalloc` (default): `ShippedAllocator`, the allocator of the `a2a-server` binary and of the benches.
 
 /// The global allocator the `a2a-server` binary installs, and the benches with it so that they measure what ships
 /// (feature `mimalloc`, on by default). A library user chooses their own: nothing here installs it.
@@ -52,6 +60,7 @@ pub mod engine;
 pub mod handler;
 pub mod metrics;
 mod router;
+#[cfg(feature = "sessions")]
 pub mod sessions;
 mod shares;
 pub mod streaming;
@@ -131,6 +140,7 @@ pub struct AgentBuilder {
     cors: CorsPolicy,
     response_signer: Option<response_signing::ResponseSigner>,
     streaming: Option<(streaming::StreamConfig, Option<Arc<dyn streaming::EventLog>>)>,
+    #[cfg(feature = "sessions")]
     sessions: Option<SessionsSource>,
 }
 
@@ -149,6 +159,7 @@ enum RemoteAgentsSource {
 }
 
 /// Where an agent's sessions come from: built with the agent, or already running (kept across a reload, OPS-4).
+#[cfg(feature = "sessions")]
 enum SessionsSource {
     Build(Box<sessions::SessionsBuilder>),
     Running(Arc<sessions::Sessions>),
@@ -174,6 +185,7 @@ impl AgentBuilder {
             cors: CorsPolicy::default(),
             response_signer: None,
             streaming: None,
+            #[cfg(feature = "sessions")]
             sessions: None,
         }
     }
@@ -196,6 +208,7 @@ impl AgentBuilder {
 
     /// Serves sessions and agent-to-agent conversations (§17) with these sessions and settings; `sessions` is then
     /// listed in `features`.
+    #[cfg(feature = "sessions")]
     pub fn sessions(mut self, sessions: sessions::SessionsBuilder) -> Self {
         self.sessions = Some(SessionsSource::Build(Box::new(sessions)));
         self
@@ -203,6 +216,7 @@ impl AgentBuilder {
 
     /// Serves these sessions, already running (another agent's, [`Agent::sessions`]): a configuration reloaded in
     /// place keeps its sessions and their conversations (OPS-4); `sessions` is then listed in `features`.
+    #[cfg(feature = "sessions")]
     pub fn running_sessions(mut self, sessions: Arc<sessions::Sessions>) -> Self {
         self.sessions = Some(SessionsSource::Running(sessions));
         self
@@ -379,6 +393,7 @@ impl AgentBuilder {
         if has_composites {
             features.push("composite");
         }
+        #[cfg(feature = "sessions")]
         let sessions = match self.sessions {
             None => None,
             Some(SessionsSource::Build(b)) => {
@@ -387,14 +402,17 @@ impl AgentBuilder {
             }
             Some(SessionsSource::Running(s)) => Some(s),
         };
+        #[cfg(feature = "sessions")]
         if sessions.is_some() {
             features.push("sessions");
         }
         let agent_name = self.name.clone();
         // SES-2: the one auth_requirement of the session endpoints is shown in the capabilities document.
-        let sessions_info = sessions
-            .as_ref()
-            .map(|s| a2a_core::sessions::SessionsInfo { auth_requirement: s.settings().auth_requirement });
+        #[cfg(feature = "sessions")]
+        let sessions_info =
+            sessions.as_ref().map(|s| a2a_core::wire::SessionsInfo { auth_requirement: s.settings().auth_requirement });
+        #[cfg(not(feature = "sessions"))]
+        let sessions_info = None;
         let (discover_headers, capabilities_json) =
             router::discover_parts(&engine, self.name, &features, sessions_info);
         let sender_header = HeaderValue::from_str(&self.did)
@@ -415,6 +433,7 @@ impl AgentBuilder {
             response_signer: self.response_signer,
             agent_name,
             bridge: std::sync::OnceLock::new(),
+            #[cfg(feature = "sessions")]
             sessions,
             shares,
         });
@@ -503,11 +522,13 @@ impl Agent {
     /// `GET /metrics` in the Prometheus text format.
     pub fn metrics_router(&self) -> axum::Router {
         let engine = self.state.engine.clone();
+        #[cfg(feature = "sessions")]
         let sessions = self.state.sessions.clone();
         axum::Router::new().route(
             "/metrics",
             axum::routing::get(move || {
                 let engine = engine.clone();
+                #[cfg(feature = "sessions")]
                 if let Some(s) = &sessions {
                     engine.metrics.set_webhook_stats(&s.webhook_stats());
                 }
@@ -535,6 +556,7 @@ impl Agent {
     }
 
     /// The sessions runtime, when sessions are enabled (§17).
+    #[cfg(feature = "sessions")]
     pub fn sessions(&self) -> Option<&Arc<sessions::Sessions>> {
         self.state.sessions.as_ref()
     }

@@ -51,6 +51,7 @@ struct Finished {
     status: &'static str,
 }
 
+#[cfg(feature = "sessions")]
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WebhookOutcome {
     /// The webhook's index in `[sessions.webhooks] urls` (at most 16: bounded).
@@ -70,6 +71,7 @@ pub struct Metrics {
     finished: Family<Finished, Counter>,
     quota: Family<Quota, Counter>,
     in_flight: Gauge<i64, AtomicI64>,
+    #[cfg(feature = "sessions")]
     webhooks: Family<WebhookOutcome, Gauge<i64, AtomicI64>>,
     capabilities: Vec<String>,
 }
@@ -120,13 +122,17 @@ impl Metrics {
         );
         let in_flight = Gauge::<i64, AtomicI64>::default();
         registry.register("executions_in_flight", "Executions accepted or running in this process", in_flight.clone());
-        let webhooks = Family::<WebhookOutcome, Gauge<i64, AtomicI64>>::default();
-        registry.register(
+        #[cfg(feature = "sessions")]
+        let webhooks = {
+            let webhooks = Family::<WebhookOutcome, Gauge<i64, AtomicI64>>::default();
+            registry.register(
             "session_webhook_events",
             "Session events by webhook (its index in [sessions.webhooks] urls) and outcome since the start (ANN-5): \
              delivered, failed (given up), retried (tries after a failure), dropped (queue full); queued: waiting now",
             webhooks.clone(),
         );
+            webhooks
+        };
         // Every family is described from the start, with the zero series an operator's dashboards and alert rules
         // name (`deploy/prometheus/alerts.yaml`): a family without a series is not exposed at all.
         for step in Step::AGENT {
@@ -161,6 +167,7 @@ impl Metrics {
             finished,
             quota,
             in_flight,
+            #[cfg(feature = "sessions")]
             webhooks,
             capabilities,
         }
@@ -218,6 +225,7 @@ impl Metrics {
     }
 
     /// Sets the webhook counters of the sessions (read from them when the metrics are served).
+    #[cfg(feature = "sessions")]
     pub fn set_webhook_stats(&self, stats: &[crate::sessions::WebhookStats]) {
         for (i, s) in stats.iter().enumerate() {
             let values = [

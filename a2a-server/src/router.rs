@@ -40,6 +40,7 @@ pub(crate) struct AppState {
     pub(crate) agent_name: Option<String>,
     /// Set when an A2A 1.x bridge serves this agent: NEGOTIATE then offers `bridge_to` (BR-17).
     pub(crate) bridge: std::sync::OnceLock<crate::a2a1x::Announce>,
+    #[cfg(feature = "sessions")]
     pub(crate) sessions: Option<Arc<crate::sessions::Sessions>>,
     /// Each sender's share of the handshake requests served at once (LIM-14, LIM-15).
     pub(crate) shares: Arc<crate::shares::Shares>,
@@ -128,7 +129,10 @@ pub(crate) fn json_response(status: StatusCode, value: &impl serde::Serialize) -
 /// Builds the router. The routes live under `/a2a`; nest the router to serve them below a prefix.
 pub(crate) fn build(state: Arc<AppState>) -> Router {
     let preflight = || any(preflight);
+    #[cfg(feature = "sessions")]
     let base = if state.sessions.is_some() { crate::sessions::routes::routes() } else { Router::new() };
+    #[cfg(not(feature = "sessions"))]
+    let base = Router::new();
     base.route("/a2a", any(discover))
         .route("/a2a/capabilities", get(capabilities).options(options_get).fallback(not_allowed_get))
         .route("/a2a/negotiate", post(negotiate).options(options_post).fallback(not_allowed_post))
@@ -793,7 +797,7 @@ pub(crate) fn discover_parts(
     engine: &Engine,
     name: Option<String>,
     features: &[&str],
-    sessions: Option<a2a_core::sessions::SessionsInfo>,
+    sessions: Option<a2a_core::wire::SessionsInfo>,
 ) -> (HeaderMap, Bytes) {
     let mut hm = HeaderMap::new();
     let names: Vec<&str> = engine.caps.iter().map(|c| c.decl.name.as_str()).collect();

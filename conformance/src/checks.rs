@@ -113,6 +113,25 @@ pub(crate) fn slow_plan(t: &Trial<'_>) -> Result<CapPlan, Stop> {
     Ok(plan)
 }
 
+/// `v` as JSON with the members of every object in the reverse of the order serde_json writes them, compact or with
+/// a space after each `:` and `,` (`spaced`): the same JSON value, another serialisation (NEG-10, EXE-7: what an
+/// agent compares is the value, not the bytes).
+pub(crate) fn reversed_json(v: &Value, spaced: bool) -> String {
+    let (colon, comma) = if spaced { (": ", ", ") } else { (":", ",") };
+    match v {
+        Value::Object(o) => {
+            let members: Vec<String> = o
+                .iter()
+                .rev()
+                .map(|(k, x)| format!("{}{colon}{}", Value::String(k.clone()), reversed_json(x, spaced)))
+                .collect();
+            format!("{{{}}}", members.join(comma))
+        }
+        Value::Array(a) => format!("[{}]", a.iter().map(|x| reversed_json(x, spaced)).collect::<Vec<_>>().join(comma)),
+        other => other.to_string(),
+    }
+}
+
 /// A NEGOTIATE body.
 pub(crate) fn negotiate_body(capability: &str, schema: &Value) -> Value {
     json!({"target_capability": capability, "proposed_schema": schema})

@@ -13,16 +13,8 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "a forwarded sender is honoured only from a gateway the agent trusts (GW-9): needs a gateway the agent is configured to trust; checked in a2a-gateway's tests (demo.rs)",
     ),
     (
-        "AUTH-10",
-        "comparing a refused step on a real id with one on a made-up id byte for byte needs a second caller's real ids (or the owner's DID claimed without its key); checked by a2a-server's e2e tests (auth: refused_steps_on_real_ids_are_answered_exactly_as_made_up_ids)",
-    ),
-    (
         "HDL-4",
         "whether a handler's processes outlive their agent is not visible over HTTP; a2a-server's handler_isolation.rs kills the agent with kill -9 and looks for the program (a capability's and a session's)",
-    ),
-    (
-        "INT-13",
-        "not yet checked here: a request signature carrying sts should be answered integrity_mismatch (a check to add)",
     ),
     (
         "ST-6",
@@ -64,10 +56,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     (
         "BR-28",
         "which member a text becomes depends on the skill's schema; checked with the official a2a-sdk client in a2a-server's tests (a2a1x_sdk.rs)",
-    ),
-    (
-        "DISC-12",
-        "not yet checked here: the CORS checks send Origin; a DISCOVER without Origin is not yet compared with the table",
     ),
     (
         "AUTH-8",
@@ -117,10 +105,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
     (
         "GW-20",
         "strict HTTP/1.1 framing needs raw malformed bytes on a socket, which the suite's HTTP client cannot send; checked by a2a-gateway's integration tests (h1, h1_diff against hyper, h1_fuzz)",
-    ),
-    (
-        "GW-21",
-        "needs two callers' real ids at one gateway and a comparison with made-up ones; checked by a2a-gateway's integration tests (security)",
     ),
     (
         "GW-22",
@@ -396,7 +380,6 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "needs a quiet execution longer than the heartbeat interval (15 s by default); covered by a2a-agent/tests/e2e/streaming.rs",
     ),
     ("STR-10", "needs max_streams concurrent streams; covered by a2a-agent/tests/e2e/streaming.rs"),
-    ("STR-12", "covered by a2a-agent/tests/e2e/streaming.rs (a dropped stream does not cancel the work)"),
     (
         "STR-13",
         "a caller requirement (resume with backoff, de-duplicate); a2a-client's EventStream does it, tested in a2a-client/tests",
@@ -446,6 +429,30 @@ pub const NOT_CHECKED: &[(&str, &str)] = &[
         "MCP-20",
         "needs a front configured with an identity the agent can resolve; tests/gateway/mcp.rs checks did_auth tools with a signing front",
     ),
+    // MCP servers' tools as capabilities (§21.9): a caller sees ordinary capabilities, which the other checks cover;
+    // what happens between the agent and its MCP server is internal to the agent. a2a-agent/tests/e2e/mcp_outbound.rs
+    // runs an agent against a server written with the official MCP Python SDK, over Streamable HTTP and stdio.
+    ("MCP-30", "an imported tool is an ordinary capability to the suite; the other checks cover it as any capability"),
+    ("MCP-31", "which tools the agent imports is its configuration, which the suite does not know"),
+    ("MCP-32", "the MCP tool names behind an agent's capabilities are internal to the agent"),
+    (
+        "MCP-33",
+        "a tool that was not imported is reported to the operator (log, a2a-server check, console), not to callers",
+    ),
+    (
+        "MCP-34",
+        "the MCP server's inputSchema is visible only to the agent; the suite checks every declared schema anyway",
+    ),
+    ("MCP-35", "the tools/call result behind an execution's result is visible only to the agent"),
+    ("MCP-36", "needs an MCP tool that reports isError behind the agent; covered by mcp_outbound.rs"),
+    (
+        "MCP-37",
+        "notifications/cancelled reaches the MCP server, which the suite does not see; covered by mcp_outbound.rs",
+    ),
+    ("MCP-38", "start-up with an unreachable MCP server happens before the agent serves anything the suite can reach"),
+    ("MCP-39", "needs the MCP server behind the agent to go away and come back, which the suite cannot arrange"),
+    ("MCP-40", "a stdio MCP server's process and environment are internal to the agent (as HDL-5)"),
+    ("MCP-41", "tools/list_changed is sent by the MCP server to the agent, which the suite does not see"),
 ];
 
 /// The reason a requirement is not checked, if it is listed.

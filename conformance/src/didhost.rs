@@ -15,7 +15,8 @@
 //!
 //! Every request the host receives is logged, so that checks can see whether and where the agent fetched a document
 //! (DID-12, DID-27, DID-30), and whether it fetched something it must never fetch (the `/canary/` paths of SCH-14 and
-//! NEG-41).
+//! NEG-41). The host speaks plain HTTP only; a connection that opens with a TLS handshake record is counted and closed,
+//! so that a resolver that tries `https` first and then falls back to `http` is seen (DID-13).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -97,7 +98,43 @@ pub struct DidHost {
     /// The identity of each fault case (a valid key, published wrongly).
     pub faults: HashMap<&'static str, Arc<Identity>>,
     hits: Arc<Mutex<Vec<Hit>>>,
+    tls: Arc<std::sync::atomic::AtomicUsize>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// A listener that counts and closes the connections whose first byte opens a TLS handshake record (0x16): the host
+/// is plain HTTP, so such a connection is an `https` attempt (DID-13).
+struct PlainOnly {
+    inner: TcpListener,
+    tls: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl axum::serve::Listener for PlainOnly {
+    type Io = tokio::net::TcpStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let (stream, addr) = match self.inner.accept().await {
+                Ok(c) => c,
+                Err(_) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let mut first = [0u8; 1];
+            let peeked = tokio::time::timeout(std::time::Duration::from_secs(2), stream.peek(&mut first)).await;
+            if matches!(peeked, Ok(Ok(1))) && first[0] == 0x16 {
+                self.tls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                continue;
+            }
+            return (stream, addr);
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
 }
 
 impl Drop for DidHost {
@@ -163,6 +200,7 @@ impl DidHost {
             faults.insert(*name, id);
         }
         let hits = Arc::new(Mutex::new(Vec::new()));
+        let tls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let served = Arc::new(served);
         let app = {
             let hits = hits.clone();
@@ -192,8 +230,9 @@ impl DidHost {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let (tx6, rx6) = tokio::sync::oneshot::channel::<()>();
         let app6 = app.clone();
+        let (tls4, tls6) = (tls.clone(), tls.clone());
         tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
+            let _ = axum::serve(PlainOnly { inner: listener, tls: tls4 }, app)
                 .with_graceful_shutdown(async {
                     let _ = rx.await;
                     let _ = tx6.send(());
@@ -202,19 +241,24 @@ impl DidHost {
         });
         if let Some(l6) = v6 {
             tokio::spawn(async move {
-                let _ = axum::serve(l6, app6)
+                let _ = axum::serve(PlainOnly { inner: l6, tls: tls6 }, app6)
                     .with_graceful_shutdown(async {
                         let _ = rx6.await;
                     })
                     .await;
             });
         }
-        Ok(DidHost { port, run, primary, second, root, faults, hits, shutdown: Some(tx) })
+        Ok(DidHost { port, run, primary, second, root, faults, hits, tls, shutdown: Some(tx) })
     }
 
     /// The requests received on `path`.
     pub fn hits(&self, path: &str) -> usize {
         self.hits.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().filter(|h| h.path == path).count()
+    }
+
+    /// The connections that opened with a TLS handshake (an `https` attempt on the plain-HTTP host, DID-13).
+    pub fn tls_attempts(&self) -> usize {
+        self.tls.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The requests received on any path starting with `prefix`.

@@ -295,10 +295,9 @@ async fn raw(base: &str, body: &str, headers: &[(&str, &str)]) -> (u16, Value) {
     let text = resp.text().await.expect("text");
     let json = text
         .lines()
-        .rev()
         .filter_map(|l| l.strip_prefix("data:"))
         .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .find(|v| v.get("id").is_some())
+        .rfind(|v| v.get("id").is_some())
         .or_else(|| serde_json::from_str(&text).ok())
         .unwrap_or(Value::String(text));
     (status, json)

@@ -153,7 +153,7 @@ async fn the_agent_console_needs_the_admin_token_and_shows_the_agent() {
         .sum();
     assert!(want >= 1.0, "{text}");
     assert_eq!(shown, want);
-    for path in ["/console/assets/agent.js", "/console/assets/agent.css"] {
+    for path in ["/console/assets/agent.js", "/console/assets/agent.css", "/console/assets/dom.js"] {
         let r = http.get(format!("{}{path}", server.base)).header("cookie", &cookie).send().await.expect("asset");
         assert_eq!(r.status(), 200, "{path}");
     }

@@ -23,6 +23,7 @@ mod limits;
 mod log_format;
 mod malformed_json;
 mod mcp;
+mod mcp_outbound;
 mod multiprocess;
 mod operations;
 mod packaging;

@@ -661,12 +661,8 @@ pub struct RunReply {
     pub error: Option<String>,
 }
 
-/// `sessions` in the `CapabilitiesDocument` of an agent that serves §17 (SES-2).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct SessionsInfo {
-    /// The one authentication requirement of every session endpoint (§4.3).
-    pub auth_requirement: crate::capability::AuthRequirement,
-}
+/// `sessions` in the `CapabilitiesDocument` (SES-2); it lives in [`crate::wire`], which every build has.
+pub use crate::wire::SessionsInfo;
 
 /// The body of a webhook post (ANN-5): one event of the agent's channel, as `GET /a2a/events` carries it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -9,5 +9,6 @@ mod did;
 mod execution_id;
 mod negotiation;
 mod schema_rules;
+#[cfg(feature = "sessions")]
 mod sessions;
 mod signatures;

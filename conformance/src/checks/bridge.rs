@@ -57,10 +57,10 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         check!(
             "bridge/http-json",
-            ["BR-1", "BR-13", "BR-14"],
+            ["BR-1", "BR-13", "BR-14", "BR-15"],
             Must,
             BRIDGE_SEND,
-            "on the HTTP+JSON binding, POST /a2a1x/message:send answers {task}, GET /a2a1x/tasks/{id} the same task, an unknown task 404 {error: {code: 404, status, message, details: [ErrorInfo TASK_NOT_FOUND]}}",
+            "on the HTTP+JSON binding, POST /a2a1x/message:send answers {task}, GET /a2a1x/tasks/{id} the same task, an unknown task 404 {error: {code: 404, status, message, details: [ErrorInfo TASK_NOT_FOUND]}}; POST /a2a1x/message:stream answers text/event-stream whose events are the StreamResponses themselves (no JSON-RPC envelope), first {task}, the last a terminal state",
             http_json
         ),
         check!(
@@ -68,7 +68,7 @@ pub(super) fn checks() -> Vec<Check> {
             ["BR-15", "BR-16"],
             Must,
             BRIDGE_SEND,
-            "SendStreamingMessage answers text/event-stream whose events are JSON-RPC responses with the request's id: first {task}, then statusUpdates, an artifactUpdate (lastChunk) before a completed final state; the stream ends after the terminal state, and GetTask answers that terminal state; SubscribeToTask of the task streams the task as it is first",
+            "SendStreamingMessage (to the slow capability when the suite has one, so that the task still runs at the first event) answers text/event-stream whose events are JSON-RPC responses with the request's id: first {task}, then statusUpdates, an artifactUpdate (lastChunk) before a completed final state; the stream ends after the terminal state, and GetTask answers that terminal state; SubscribeToTask of the task streams the task as it is first",
             streaming
         ),
         check!(
@@ -555,12 +555,51 @@ async fn http_json(t: &mut Trial<'_>) -> Outcome {
         "404 {error: {code: 404, status, message, details: [ErrorInfo TASK_NOT_FOUND]}}",
         r.summary(),
     );
+    // BR-15 on the HTTP+JSON binding: message:stream streams the StreamResponse events themselves.
+    let req = Req::new("POST", format!("{base}/message:stream"))
+        .header("A2A-Sender-ID", SENDER_A)
+        .json(&send_params(&skill, &payload));
+    let mut open = t.open_stream(format!("HTTP+JSON: POST /a2a1x/message:stream to {skill}"), req).await?;
+    let res = if open.stream.is_event_stream() {
+        open.stream.events_to_end(MAX_EVENTS, t.ctx.opts.result_timeout).await.map_err(|(_, e)| e)
+    } else {
+        Err("not text/event-stream".to_owned())
+    };
+    let resp = t.close_stream(open);
+    let events: Vec<Value> =
+        res.as_ref().map(|e| e.iter().map(|x| x.json().unwrap_or(Value::Null)).collect()).unwrap_or_default();
+    let last = events.last().cloned().unwrap_or(Value::Null);
+    let last_state =
+        last["statusUpdate"]["status"]["state"].as_str().or_else(|| last["task"]["status"]["state"].as_str());
+    t.check(
+        res.is_ok()
+            && events.first().is_some_and(|e| e["task"].is_object())
+            && events.iter().all(|e| e.is_object() && e.get("jsonrpc").is_none())
+            && last_state.is_some_and(terminal_state),
+        "text/event-stream whose events are StreamResponses themselves (no JSON-RPC envelope): first {task}, the last a terminal state",
+        format!("{} {:?}", resp.summary(), events.iter().map(show).collect::<Vec<_>>()),
+    );
     Ok(())
+}
+
+/// The skill a stream drives (BR-15) and its payload: the slow capability when the suite has one with
+/// auth_requirement none, so that the task is still running at the stream's first event and the events before the
+/// terminal one (the statusUpdates, and the artifactUpdate before a completed final state) are there to be seen;
+/// else the skill the other bridge checks send to. A task already terminal at the first event makes a one-event
+/// stream, which shows none of them.
+fn stream_target(t: &Trial<'_>) -> Result<(String, Value), Stop> {
+    if let Ok(p) = &t.ctx.plan.slow
+        && p.decl.auth_requirement == AuthRequirement::None
+    {
+        t.uses(p);
+        return Ok((p.decl.name.clone(), p.payload.clone()));
+    }
+    send_target(t)
 }
 
 async fn streaming(t: &mut Trial<'_>) -> Outcome {
     card_ready(t).await?;
-    let (skill, payload) = send_target(t)?;
+    let (skill, payload) = stream_target(t)?;
     let req = rpc_req(t, &rpc("st1", "SendStreamingMessage", send_params(&skill, &payload)));
     let mut open = t.open_stream(format!("SendStreamingMessage to {skill}"), req).await?;
     if !open.stream.is_event_stream() {
@@ -596,6 +635,12 @@ async fn streaming(t: &mut Trial<'_>) -> Outcome {
         show(&results.first().cloned().unwrap_or(Value::Null)),
     )?;
     judge_task(t, &first, &skill);
+    if terminal_state(first["status"]["state"].as_str().unwrap_or("")) {
+        t.step(format!(
+            "the task was already terminal at the stream's first event: the statusUpdate and artifactUpdate events \
+             of BR-15 could not be seen ({skill} ran too fast; name a slower capability with --slow-capability)"
+        ));
+    }
     let last = results.last().map(|r| r["result"].clone()).unwrap_or(Value::Null);
     let last_status = if last["statusUpdate"].is_object() {
         last["statusUpdate"]["status"].clone()

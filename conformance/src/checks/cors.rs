@@ -12,10 +12,10 @@ pub(super) fn checks() -> Vec<Check> {
     vec![
         check!(
             "cors/discover-headers",
-            ["DISC-2"],
+            ["DISC-2", "DISC-12"],
             Must,
             ALWAYS,
-            "DISCOVER from a browser origin carries Access-Control-Allow-Origin, -Allow-Methods, -Allow-Headers, -Expose-Headers and -Max-Age with at least the protocol's methods and headers",
+            "DISCOVER from a browser origin carries Access-Control-Allow-Origin, -Allow-Methods, -Allow-Headers, -Expose-Headers and -Max-Age with at least the protocol's methods and headers; without Origin, the same but for Access-Control-Allow-Origin and -Expose-Headers, which are absent",
             discover_headers
         ),
         check!(
@@ -105,6 +105,12 @@ async fn discover_headers(t: &mut Trial<'_>) -> Outcome {
     allow_origin(t, &r, &origin);
     allow_headers(t, &r);
     covers(t, &r, "access-control-expose-headers", EXPOSE);
+    // DISC-12: without Origin there is no origin to allow: the two origin headers are absent, the others present.
+    let r = t.send("DISCOVER without Origin", t.ctx.request("OPTIONS", "")).await?;
+    for h in ["access-control-allow-origin", "access-control-expose-headers"] {
+        t.check(r.header(h).is_none(), format!("no {h} (the request has no Origin)"), format!("{:?}", r.header(h)));
+    }
+    allow_headers(t, &r);
     Ok(())
 }
 

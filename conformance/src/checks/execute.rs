@@ -9,7 +9,7 @@ use super::applies::{IDEMPOTENCY, MAIN};
 use super::{execute_req, executed, main_plan, negotiate, result_path, result_req, show};
 use crate::check;
 use crate::check::{Check, Outcome, Stop, Trial};
-use crate::ctx::{CallerAuth, CapPlan};
+use crate::ctx::{CallerAuth, CapPlan, SENDER_B};
 use crate::payload;
 
 pub(super) fn checks() -> Vec<Check> {
@@ -83,7 +83,7 @@ pub(super) fn checks() -> Vec<Check> {
             ["EXE-7"],
             Must,
             IDEMPOTENCY,
-            "the same Idempotency-Key, negotiation and payload is answered 200 with the original execution; the key with another negotiation is 409 idempotency_conflict",
+            "the same Idempotency-Key, negotiation and payload is answered 200 with the original execution, also with the payload written in another member order and spacing (equal canonical forms); the key with another payload or another negotiation is 409 idempotency_conflict; another sender's EXECUTE with the key is its own new execution (when the capability needs no credentials)",
             idempotency
         ),
         check!(
@@ -403,15 +403,80 @@ async fn idempotency(t: &mut Trial<'_>) -> Outcome {
     t.expect_status(&r2, 200);
     let second = r2.json().map(|b| b["execution_id"].clone()).unwrap_or(Value::Null);
     t.check(first == second && first.is_string(), format!("the original execution {first}"), format!("{second}"));
+    // EXE-7: "an equal payload" is equal canonical forms (RFC 8785), not equal bytes: the members in another order
+    // and with spaces are the same payload.
+    let respaced = super::reversed_json(&plan.payload, true);
+    let req = execute_req(t, &plan, &neg.id, &plan.payload)
+        .body(respaced.clone().into_bytes())
+        .header("Idempotency-Key", key.clone());
+    let r = t.send(format!("the same EXECUTE again, its payload written {respaced}"), req).await?;
+    t.expect_status(&r, 200);
+    let again = r.json().map(|b| b["execution_id"].clone()).unwrap_or(Value::Null);
+    t.check(first == again, format!("the original execution {first} (an equal payload)"), format!("{again}"));
+    match another_payload(&neg.agreed().clone(), &plan.payload) {
+        Some(different) => {
+            let req = execute_req(t, &plan, &neg.id, &different).header("Idempotency-Key", key.clone());
+            let r =
+                t.send(format!("the key again with the same negotiation and another payload {different}"), req).await?;
+            t.expect_error(&r, 409, "idempotency_conflict");
+        }
+        None => t.step("no second valid payload could be made: the key with another payload is not tried"),
+    }
     let other = negotiate(t, &plan, &plan.decl.input_schema).await?;
     let r3 = t
         .send(
             "the key again with another negotiation",
-            execute_req(t, &plan, &other.id, &plan.payload).header("Idempotency-Key", key),
+            execute_req(t, &plan, &other.id, &plan.payload).header("Idempotency-Key", key.clone()),
         )
         .await?;
     t.expect_error(&r3, 409, "idempotency_conflict");
+    // EXE-7: the key is the sender's: another sender's EXECUTE with the same key is its own. The suite can claim a
+    // second sender only for a capability that needs no credentials.
+    if matches!(plan.auth, CallerAuth::None) {
+        let body = super::negotiate_body(&plan.decl.name, &plan.decl.input_schema);
+        let req = t.ctx.for_cap(&plan, "POST", "/negotiate").set("A2A-Sender-ID", SENDER_B).json(&body);
+        let r = t.send(format!("NEGOTIATE as {SENDER_B}"), req).await?;
+        let theirs = r.json().and_then(|b| b["negotiation_id"].as_str().map(str::to_owned));
+        t.require(theirs.is_some(), "a negotiation_id", r.summary())?;
+        let req = execute_req(t, &plan, theirs.as_deref().unwrap_or(""), &plan.payload)
+            .set("A2A-Sender-ID", SENDER_B)
+            .header("Idempotency-Key", key);
+        let r = t.send(format!("EXECUTE as {SENDER_B} with the same Idempotency-Key"), req).await?;
+        let id = r.json().map(|b| b["execution_id"].clone()).unwrap_or(Value::Null);
+        t.check(
+            r.status == 201 && id.is_string() && id != first,
+            format!("201 with a new execution of {SENDER_B} (the key is scoped to the sender)"),
+            r.summary(),
+        );
+    }
     Ok(())
+}
+
+/// A valid payload under `schema` other than `payload`: one member changed (a string lengthened, a number moved by
+/// one, a boolean flipped), or `None` when no such change is valid.
+fn another_payload(schema: &Value, payload: &Value) -> Option<Value> {
+    let compiled = a2a_core::negotiation::AgreedSchema::compile(schema).ok()?;
+    let members = payload.as_object()?;
+    for (name, v) in members {
+        let candidates: Vec<Value> = match v {
+            Value::String(s) => vec![json!(format!("{s}x")), json!("x"), json!(format!("{s}a"))],
+            Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+                (Some(i), _) => vec![json!(i + 1), json!(i - 1)],
+                (None, Some(f)) => vec![json!(f + 1.0), json!(f - 1.0)],
+                _ => vec![],
+            },
+            Value::Bool(b) => vec![json!(!b)],
+            _ => vec![],
+        };
+        for c in candidates {
+            let mut p = payload.clone();
+            p[name.as_str()] = c;
+            if compiled.is_valid(&p) && &p != payload {
+                return Some(p);
+            }
+        }
+    }
+    None
 }
 
 async fn idempotency_after_validation(t: &mut Trial<'_>) -> Outcome {

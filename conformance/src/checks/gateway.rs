@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{MISSING_CAPABILITY, execute, execute_req, main_plan, negotiate, result_path, show, wait_terminal};
+use super::{MISSING_CAPABILITY, execute_req, main_plan, negotiate, result_path, show, wait_terminal};
 use crate::check;
 use crate::check::{Check, Outcome, Stop, Trial};
 
@@ -87,18 +87,26 @@ async fn routes_follow(t: &mut Trial<'_>) -> Outcome {
     let plan = main_plan(t)?;
     for round in 1..=ROUNDS {
         let neg = negotiate(t, &plan, &plan.decl.input_schema).await?;
-        let exe = execute(t, &plan, &neg.id, &plan.payload).await?;
+        // GW-2: a negotiation the gateway issued reaches its agent; a 404 here is the gateway's routing, not a
+        // preparation that failed.
+        let r = t.send(format!("EXECUTE #{round}"), execute_req(t, &plan, &neg.id, &plan.payload)).await?;
+        let exe = r.json().and_then(|b| b["execution_id"].as_str().map(str::to_owned)).unwrap_or_default();
+        t.ensure(
+            r.status == 201 && !exe.is_empty(),
+            format!("201 with an execution_id: EXECUTE #{round} reaches the agent holding negotiation {}", neg.id),
+            r.summary(),
+        )?;
         let r = t
             .send(
                 format!("CONFIRM #{round}"),
-                t.ctx.for_cap(&plan, "POST", "/confirm").json(&super::execution_ref(&exe.id)),
+                t.ctx.for_cap(&plan, "POST", "/confirm").json(&super::execution_ref(&exe)),
             )
             .await?;
         t.expect_status(&r, 202);
-        let (_, last) = wait_terminal(t, &plan, &exe.id).await?;
+        let (_, last) = wait_terminal(t, &plan, &exe).await?;
         t.check(
-            last["execution_id"] == exe.id.as_str() && super::is_terminal(last["status"].as_str().unwrap_or("")),
-            format!("RESULT #{round}: execution {} in a terminal state", exe.id),
+            last["execution_id"] == exe.as_str() && super::is_terminal(last["status"].as_str().unwrap_or("")),
+            format!("RESULT #{round}: execution {exe} in a terminal state"),
             show(&last),
         );
     }

@@ -111,10 +111,9 @@ fn answer(r: &Resp) -> Value {
     }
     let text = String::from_utf8_lossy(&r.body);
     text.lines()
-        .rev()
         .filter_map(|l| l.strip_prefix("data:"))
         .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .find(|v| v.get("id").is_some())
+        .rfind(|v| v.get("id").is_some())
         .unwrap_or(Value::Null)
 }
 

@@ -38,7 +38,7 @@ pub(super) fn checks() -> Vec<Check> {
             ],
             Must,
             MAIN,
-            "for proposals derived from the capability's input_schema (open, closed, narrowed, bounded, enumerated, annotated), the agreed schema, the changes (path, kind, order) and the conflicts equal those of the reference algorithm of §6.3",
+            "for proposals derived from the capability's input_schema (open, closed, narrowed, bounded, enumerated, annotated), each sent twice (the second time with every object's members in reverse order), the agreed schema, the changes (path, kind, order) and the conflicts equal those of the reference algorithm of §6.3",
             tightening
         ),
         check!(
@@ -323,8 +323,19 @@ fn kind_name(k: a2a_core::wire::SchemaChangeKind) -> String {
 }
 
 async fn compare_with_reference(t: &mut Trial<'_>, plan: &CapPlan, what: &str, proposal: &Value) -> Outcome {
+    compare_sent(t, plan, what, proposal, false).await
+}
+
+/// NEGOTIATE `proposal` (its members in reverse order when `reversed`) and compare the answer with the reference.
+async fn compare_sent(t: &mut Trial<'_>, plan: &CapPlan, what: &str, proposal: &Value, reversed: bool) -> Outcome {
     let c = &plan.decl.input_schema;
-    let req = t.ctx.for_cap(plan, "POST", "/negotiate").json(&negotiate_body(&plan.decl.name, proposal));
+    let body = negotiate_body(&plan.decl.name, proposal);
+    let req = t.ctx.for_cap(plan, "POST", "/negotiate");
+    let req = if reversed {
+        req.set("content-type", "application/json").body(super::reversed_json(&body, false).into_bytes())
+    } else {
+        req.json(&body)
+    };
     let r = t.send(format!("NEGOTIATE: {what}"), req).await?;
     let body = r.json().unwrap_or(Value::Null);
     match negotiation::tighten(proposal, c) {
@@ -372,6 +383,8 @@ async fn tightening(t: &mut Trial<'_>) -> Outcome {
     let plan = main_plan(t)?;
     for (what, proposal) in variants(&plan.decl.input_schema) {
         compare_with_reference(t, &plan, &what, &proposal).await?;
+        // NEG-10: the same proposal with every object's members in the reverse order gets the same answer.
+        compare_sent(t, &plan, &format!("{what}, its members in reverse order"), &proposal, true).await?;
     }
     Ok(())
 }

@@ -64,7 +64,7 @@ pub(super) fn checks() -> Vec<Check> {
             ["DID-12", "DID-13"],
             Must,
             SERVED,
-            "the agent fetches a caller's document from the URL did:web maps it to (/.well-known/did.json, or the path segments then /did.json)",
+            "the agent fetches a caller's document from the URL did:web maps it to (/.well-known/did.json, or the path segments then /did.json), over plain http for the suite's loopback name without first trying https (no fallback from https to http)",
             document_url
         ),
         check!(
@@ -300,10 +300,18 @@ async fn document_url(t: &mut Trial<'_>) -> Outcome {
             (id.did.clone(), path, n)
         })
         .collect();
+    let tls = host.tls_attempts();
     t.step("the suite's DID host log");
     for (did, path, n) in seen {
         t.check(n >= 1, format!("a fetch of {path} for {did}"), format!("{n} fetches"));
     }
+    // DID-13: the host speaks plain HTTP on a loopback name, which a resolver may use when configured to; a TLS
+    // handshake on it before those plain fetches is an https attempt that fell back to http.
+    t.check(
+        tls == 0,
+        "no https attempt before the plain-http fetches (a resolver never falls back from https to http)",
+        format!("{tls} connections opened with a TLS handshake"),
+    );
     Ok(())
 }
 

@@ -482,6 +482,11 @@ async fn wait_cycle(t: &mut Trial<'_>) -> Outcome {
     // unless the sessions run unsigned.
     if sender(t) == t.ctx.agent_did() {
         t.expect_error(&r, 409, "wait_cycle");
+    } else {
+        t.step(
+            "SND-4 (a session that waits on itself) shows only to a requester of the agent's own DID: run the suite \
+             with the agent's identity (--identity, --did) to see it",
+        );
     }
     end(t, &key).await;
     Ok(())

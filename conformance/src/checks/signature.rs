@@ -13,7 +13,7 @@ use crate::check;
 use crate::check::{Check, Outcome, Stop, Trial};
 use crate::ctx::{CallerAuth, CapPlan, SENDER_A};
 use crate::didhost::DidHost;
-use crate::http::{Req, Signing};
+use crate::http::{Req, Resp, Signing};
 use crate::identity::{self, Identity, raw_token, unix_now};
 
 pub(super) fn checks() -> Vec<Check> {
@@ -33,6 +33,14 @@ pub(super) fn checks() -> Vec<Check> {
             SIGNED,
             "every step signed by the caller (payload_hash for bodies, header_only for RESULT), addressed to the agent's DID, is accepted and the execution completes",
             handshake
+        ),
+        check!(
+            "did-auth/no-existence-oracle",
+            ["AUTH-10", "GW-21"],
+            Must,
+            SIGNED,
+            "an unsigned step naming a real negotiation or execution of a did_auth capability (its owner's DID claimed without its key) is answered exactly as one naming a made-up id of the same shape: 404 unknown_negotiation / unknown_execution with the same message, the id aside (at an agent, and at a gateway)",
+            no_existence_oracle
         ),
         check!(
             "did-auth/body-coverage",
@@ -132,10 +140,10 @@ pub(super) fn checks() -> Vec<Check> {
         ),
         check!(
             "signature/integrity",
-            ["INT-3", "INT-4", "INT-7"],
+            ["INT-3", "INT-4", "INT-7", "INT-13"],
             Must,
             SIGNED,
-            "a request that differs from what was signed (body, an unsigned or a missing A2A header, the target, the method) is 401 integrity_mismatch naming the part in details.mismatch",
+            "a request that differs from what was signed (body, an unsigned or a missing A2A header, the target, the method, a response's sts in its claims) is 401 integrity_mismatch naming the part in details.mismatch",
             integrity
         ),
         check!(
@@ -958,6 +966,56 @@ async fn optional_verification(t: &mut Trial<'_>) -> Outcome {
         "200 (signatures not verified where not required), or 401 signature_invalid",
         r.summary(),
     );
+    Ok(())
+}
+
+/// An id of the same shape as `id`: its last six characters moved on by one within the base32 alphabet of
+/// execution and negotiation ids (a-z, 2-7; EID-1), other characters kept.
+fn made_up(id: &str) -> String {
+    let mut chars: Vec<char> = id.chars().collect();
+    for c in chars.iter_mut().rev().take(6) {
+        *c = match *c {
+            'z' => '2',
+            '7' => 'a',
+            c @ ('a'..='y' | '2'..='6') => char::from(c as u8 + 1),
+            c => c,
+        };
+    }
+    chars.into_iter().collect()
+}
+
+/// AUTH-10: the refusal of a real id and of a made-up one, side by side: the same status, code and message (each
+/// id replaced by `<id>`).
+fn same_refusal(t: &mut Trial<'_>, real: (&Resp, &str), fake: (&Resp, &str), code: &str) {
+    let shape = |r: &Resp, id: &str| {
+        let message = r.json().and_then(|v| v.pointer("/error/message").and_then(Value::as_str).map(str::to_owned));
+        let message = message.unwrap_or_default().replace(id, "<id>");
+        (r.status, r.error_code().unwrap_or_default(), message)
+    };
+    let (a, b) = (shape(real.0, real.1), shape(fake.0, fake.1));
+    t.check(
+        a.0 == 404 && a.1 == code && a == b,
+        format!("404 {code}, the same answer as for the made-up id: {b:?}"),
+        format!("{a:?}"),
+    );
+}
+
+async fn no_existence_oracle(t: &mut Trial<'_>) -> Outcome {
+    let plan = signed_plan(t)?;
+    resolvable(t, &plan).await?;
+    let owner = identity_of(&plan).did.clone();
+    let neg = super::negotiate(t, &plan, &plan.decl.input_schema).await?;
+    let exe = super::execute(t, &plan, &neg.id, &plan.payload).await?;
+    let unsigned = |method: &str, path: &str| t.ctx.request(method, path).set("A2A-Sender-ID", owner.clone());
+    let (fake_exe, fake_neg) = (made_up(&exe.id), made_up(&neg.id));
+    let real = t.send("RESULT of the real execution, unsigned", unsigned("GET", &super::result_path(&exe.id))).await?;
+    let fake =
+        t.send("RESULT of a made-up execution id, unsigned", unsigned("GET", &super::result_path(&fake_exe))).await?;
+    same_refusal(t, (&real, &exe.id), (&fake, &fake_exe), "unknown_execution");
+    let execute = |id: &str| unsigned("POST", "/execute").header("A2A-Negotiation-ID", id).json(&plan.payload);
+    let real = t.send("EXECUTE under the real negotiation, unsigned", execute(&neg.id)).await?;
+    let fake = t.send("EXECUTE under a made-up negotiation id, unsigned", execute(&fake_neg)).await?;
+    same_refusal(t, (&real, &neg.id), (&fake, &fake_neg), "unknown_negotiation");
     Ok(())
 }
 

@@ -59,7 +59,46 @@ pub(super) fn checks() -> Vec<Check> {
             "A2A-Stream is compared case-insensitively with blanks ignored (\" TRUE \" streams), false asks for the plain JSON RESULT, any other value is 400 invalid_header naming A2A-Stream; RESULT's own checks come first (an unknown execution is a JSON 404 unknown_execution)",
             header_values
         ),
+        check!(
+            "streaming/drop-keeps-running",
+            ["STR-12"],
+            Must,
+            STREAMING_SLOW,
+            "a stream of a slow execution, dropped after its first event while the handler runs, changes nothing: the execution runs on to its end (not canceled)",
+            drop_keeps_running
+        ),
     ]
+}
+
+/// When the checks that drop a stream of a running execution apply.
+const STREAMING_SLOW: &str = "the agent lists \"streaming\" in features and advertises a capability the suite can drive that runs for a second or more";
+
+async fn drop_keeps_running(t: &mut Trial<'_>) -> Outcome {
+    if !t.ctx.disc.has_feature("streaming") {
+        return Err(Stop::Skip("the agent does not list streaming".into()));
+    }
+    let plan = super::slow_plan(t)?;
+    let neg = super::negotiate(t, &plan, &plan.decl.input_schema).await?;
+    let exe = super::execute(t, &plan, &neg.id, &plan.payload).await?;
+    confirm(t, &plan, &exe.id).await?;
+    let req = stream_req(t, &plan, &exe.id, None);
+    let mut open = open_ok(t, "RESULT with A2A-Stream: true of the running execution", req).await?;
+    let first = open.stream.next_event(read_timeout(t)).await;
+    t.close_stream(open);
+    t.step("the first event, then the suite drops the connection while the handler runs");
+    let seen = match &first {
+        Ok(Some(e)) => e.summary(),
+        Ok(None) => "the stream ended without an event".to_owned(),
+        Err(e) => e.clone(),
+    };
+    t.require(matches!(first, Ok(Some(_))), "a first event", seen)?;
+    let (_, last) = wait_terminal(t, &plan, &exe.id).await?;
+    t.check(
+        last["status"] != "canceled",
+        "the execution ran on to its end: not canceled by the dropped stream (STR-12)",
+        show(&last),
+    );
+    Ok(())
 }
 
 /// The plan to stream with, or skip.

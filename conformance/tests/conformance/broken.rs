@@ -489,6 +489,59 @@ pub enum Fault {
     InboxSessionsUnlisted,
     /// The `announce` events of the channel carry no `provenance` (ANN-3).
     AnnounceEventWithoutProvenance,
+    /// NEGOTIATE's `changes` come out in the order of the request's members: reversed when `target_capability` is
+    /// written before `proposed_schema` (NEG-10: the answer does not depend on the order of members).
+    ChangesInReceivedOrder,
+    /// `A2A-Forwarded-Sender` from a sender that is not a trusted gateway is honoured: the request is served as the
+    /// forwarded sender's instead of refused `403 forbidden` (GW-9).
+    HonoursUntrustedForwardedSender,
+    /// Bearer JWTs are decoded, not verified: an unexpired ES256 token addressed to the agent is accepted whoever
+    /// signed it and whatever its issuer (AUTH-3).
+    OAuth2TokenUnverified,
+    /// A waiting send from a session to itself is served as a send without a wait instead of refused
+    /// `409 wait_cycle` (SND-4).
+    WaitsOnItself,
+    /// The DID resolver tries `https` first and falls back to `http` (DID-13).
+    ResolverFallsBackToHttp,
+    /// A gateway deployment whose two gateways do not share their route records, NEGOTIATE reaching one and the
+    /// steps naming its ids the other (GW-6, hence GW-2).
+    GatewayRoutesNotShared,
+    /// A gateway that verifies signatures as the audience of the agent behind it, not as its own DID: a caller's
+    /// signature addressed to the gateway is refused `401 audience_mismatch` (GW-3).
+    GatewayVerifiesAsAgent,
+    /// A gateway that passes a caller's `A2A-Forwarded-Sender` and `A2A-Forwarded-Verified` on to its agents (GW-8).
+    GatewayForwardsForwardingHeaders,
+    /// A gateway that forwards a request of a version it neither speaks nor translates as 0.3 (GW-11).
+    GatewayTakesAnyVersion,
+    /// A gateway that reads a request delimited two ways one way (hyper's) and forwards it (GW-16).
+    GatewayForwardsAmbiguousFraming,
+    /// A gateway that passes on the `bridge_to` of the agent behind it, naming the agent's bridge (BR-26).
+    GatewayPassesAgentBridgeTo,
+    /// A known `Idempotency-Key` with the same negotiation and another valid payload is answered with the original
+    /// execution, not `409 idempotency_conflict` (EXE-7).
+    IdempotencyIgnoresPayload,
+    /// A retry whose payload is equal but written differently (member order, spaces) is `409 idempotency_conflict`:
+    /// payloads are compared byte for byte, not as canonical forms (EXE-7).
+    IdempotencyComparesBytes,
+    /// An unsigned step naming a real id of a did_auth capability is refused `401 signature_required`, one naming a
+    /// made-up id `404`: the refusal tells a caller without the key which ids exist (AUTH-10).
+    RefusalRevealsIds,
+    /// A gateway that refuses an unsigned step naming an id it routes `401 signature_required`, and one naming a
+    /// made-up id `404`: its refusals tell which ids exist (GW-21).
+    GatewayRevealsIds,
+    /// A streaming RESULT dropped before its `result` event cancels the execution (STR-12: it changes nothing).
+    DroppedStreamCancels,
+    /// DISCOVER carries `Access-Control-Allow-Origin` and `Access-Control-Expose-Headers` also without `Origin`
+    /// (DISC-12: absent then).
+    CorsOriginHeadersAlways,
+    /// A request signature carrying `sts` (a response's claim) is accepted, not refused `integrity_mismatch` (INT-13).
+    StatusClaimAccepted,
+    /// The HTTP+JSON `message:stream` events are JSON-RPC responses wrapping the `StreamResponse`, as on the JSON-RPC
+    /// binding, instead of the `StreamResponse` itself (BR-15).
+    HttpJsonStreamEnveloped,
+    /// `Idempotency-Key` is global, not the sender's: another sender's EXECUTE with a key already used is
+    /// `409 idempotency_conflict` (EXE-7).
+    IdempotencyKeyNotSenderScoped,
 }
 
 /// A broken agent, running.
@@ -498,6 +551,10 @@ pub struct Broken {
     pub caller: Option<Caller>,
     /// Runs of the handler per execution id (ConfirmRunsTwice).
     pub runs: Arc<Mutex<HashMap<String, usize>>>,
+    /// The identity the suite runs as instead of its served one (WaitsOnItself: the agent's own).
+    pub run_as: Option<a2a_conformance::identity::Identity>,
+    /// What must live as long as the broken agent (the gateways and agents behind a broken gateway's front).
+    pub _keep: Vec<Box<dyn std::any::Any + Send>>,
 }
 
 type Runs = Arc<Mutex<HashMap<String, usize>>>;
@@ -712,7 +769,14 @@ struct State {
     card_kid: String,
     /// Set once the agent has fallen over (DiesAfterOversizeBody).
     dead: std::sync::atomic::AtomicBool,
+    /// The agent's base URL (DroppedStreamCancels sends it a CANCEL).
+    base: String,
+    /// The first EXECUTE of each `Idempotency-Key` (the `Idempotency*` faults).
+    keys: Mutex<HashMap<String, FirstUse>>,
 }
+
+/// The first EXECUTE of an `Idempotency-Key`: its sender, negotiation and body.
+type FirstUse = (String, String, Vec<u8>);
 
 /// A response a broken agent keeps to answer again: status, headers, body.
 type Kept = (StatusCode, HeaderMap, Vec<u8>);
@@ -1526,6 +1590,9 @@ async fn accept_anyway(state: &State, headers: &HeaderMap, body: &[u8]) -> Optio
 
 /// Starts the agent with `fault`.
 pub async fn start(fault: Fault) -> Broken {
+    if gateway_fault(fault) {
+        return start_gateway(fault).await;
+    }
     let (l, port) = common::listener().await;
     let runs: Runs = Arc::new(Mutex::new(HashMap::new()));
     let needs_caller = matches!(
@@ -1554,6 +1621,7 @@ pub async fn start(fault: Fault) -> Broken {
     ) || resolver_fault(fault).is_some()
         || lenient_verifier(fault);
     let caller = if needs_caller { Some(common::caller().await) } else { None };
+    let other_key = a2a_core::keys::SigningKey::generate().ok();
     let mut work: Option<Arc<dyn Fn(String, Value) -> Value + Send + Sync>> = None;
     let parts = if fault == Fault::ConfirmRunsTwice {
         // An agent whose only capability counts its runs, so that the test sees the work run twice.
@@ -1579,6 +1647,21 @@ pub async fn start(fault: Fault) -> Broken {
         })
     } else if fault == Fault::RootDocumentAtDidJson {
         common::demo_parts_resolving(port, |b, _| a2a_agent::demo::capabilities(b), Some(Arc::new(NoWellKnown::new())))
+    } else if fault == Fault::ResolverFallsBackToHttp {
+        common::demo_parts_resolving(port, |b, _| a2a_agent::demo::capabilities(b), Some(Arc::new(HttpsFirst::new())))
+    } else if fault == Fault::OAuth2TokenUnverified {
+        // The demo agent with an oauth2 capability, its tokens issued by `other_key` (AUTH-3).
+        let issuer = other_key.as_ref().map(|k| k.verifying_key().clone());
+        common::demo_parts_with(port, move |b, _| {
+            a2a_agent::demo::capabilities(b)
+                .capability(oauth2_capability(), |_ctx: ExecutionContext, p: Value| async move { Ok(p) })
+                .oauth2(a2a_server::OAuth2 {
+                    issuer: OAUTH2_ISSUER.into(),
+                    audience: None,
+                    keys: issuer.into_iter().collect(),
+                    required_scopes: HashMap::new(),
+                })
+        })
     } else if array_fault(fault) {
         // The demo agent with one more capability whose input has an array property (NEG-22/23/25).
         common::demo_parts_with(port, |b, _| {
@@ -1594,10 +1677,16 @@ pub async fn start(fault: Fault) -> Broken {
     } else {
         common::demo_parts(port)
     };
+    // SND-4 is seen only by a requester of the agent's own DID: the suite runs as the agent itself.
+    let run_as = (fault == Fault::WaitsOnItself).then(|| a2a_conformance::identity::Identity {
+        did: parts.agent.did().to_owned(),
+        key_id: "key-1".into(),
+        key: parts.key.clone().expect("the agent's key"),
+    });
     let state = Arc::new(State {
         fault,
         agent_did: parts.agent.did().to_owned(),
-        caller: caller.as_ref().map(|c| c.identity.clone()),
+        caller: caller.as_ref().map(|c| c.identity.clone()).or_else(|| run_as.clone()),
         store: parts.store.clone(),
         work,
         waited_out: Mutex::new(Default::default()),
@@ -1605,7 +1694,7 @@ pub async fn start(fault: Fault) -> Broken {
         counters: Mutex::new(Vec::new()),
         slow: Mutex::new(HashMap::new()),
         agent_key: parts.key.clone(),
-        other_key: a2a_core::keys::SigningKey::generate().ok(),
+        other_key,
         negotiations: Mutex::new(HashMap::new()),
         used: Mutex::new(Default::default()),
         caps: parts
@@ -1617,6 +1706,8 @@ pub async fn start(fault: Fault) -> Broken {
             .collect(),
         card_kid: format!("{}#key-1", parts.agent.did()),
         dead: std::sync::atomic::AtomicBool::new(false),
+        keys: Mutex::new(HashMap::new()),
+        base: format!("http://127.0.0.1:{port}"),
     });
     let app = match fault {
         Fault::CardSignedWithAnotherKey => {
@@ -1636,7 +1727,7 @@ pub async fn start(fault: Fault) -> Broken {
     let app =
         app.layer(axum::middleware::from_fn(move |req: Request<Body>, next: Next| breaker(state.clone(), req, next)));
     let running = common::serve(l, port, parts, app);
-    Broken { running, caller, runs }
+    Broken { running, caller, runs, run_as, _keep: Vec::new() }
 }
 
 /// Every broken agent and exactly the checks that catch it (the mutation table, `a2a_conformance::mutation`, maps
@@ -1648,7 +1739,10 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::ConfirmRunsTwice, &["confirm/again", "confirm/concurrent"]),
     (Fault::AcceptsExpiredSignatures, &["signature/expired"]),
     (Fault::NoReplayProtection, &["signature/replay"]),
-    (Fault::AcceptsUnsigned, &["did-auth/unsigned-refused", "sessions/auth-requirement"]),
+    (
+        Fault::AcceptsUnsigned,
+        &["did-auth/no-existence-oracle", "did-auth/unsigned-refused", "sessions/auth-requirement"],
+    ),
     (
         Fault::AcceptsInvalidPayloads,
         &[
@@ -1954,6 +2048,26 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::ViolationsCapped32, &["schema-rules/limits"]),
     (Fault::RuleIdsRenamed, &["schema-rules/format", "schema-rules/worked-example"]),
     (Fault::FetchesReferences, &["schema-rules/no-fetch"]),
+    (Fault::ChangesInReceivedOrder, &["negotiate/tightening"]),
+    (Fault::HonoursUntrustedForwardedSender, &["agent/forwarded-sender-refused"]),
+    (Fault::OAuth2TokenUnverified, &["auth/oauth2"]),
+    (Fault::WaitsOnItself, &["sessions/wait-cycle"]),
+    (Fault::ResolverFallsBackToHttp, &["did-resolver/document-url"]),
+    (Fault::GatewayRoutesNotShared, &["gateway/routes-follow"]),
+    (Fault::GatewayVerifiesAsAgent, &["did-auth/handshake"]),
+    (Fault::GatewayForwardsForwardingHeaders, &["gateway/forwarded-sender-removed"]),
+    (Fault::GatewayTakesAnyVersion, &["gateway/unsupported-version"]),
+    (Fault::GatewayForwardsAmbiguousFraming, &["gateway/ambiguous-framing"]),
+    (Fault::GatewayPassesAgentBridgeTo, &["bridge/bridge-to"]),
+    (Fault::IdempotencyIgnoresPayload, &["execute/idempotency"]),
+    (Fault::IdempotencyComparesBytes, &["execute/idempotency"]),
+    (Fault::IdempotencyKeyNotSenderScoped, &["execute/idempotency"]),
+    (Fault::HttpJsonStreamEnveloped, &["bridge/http-json"]),
+    (Fault::StatusClaimAccepted, &["signature/integrity"]),
+    (Fault::CorsOriginHeadersAlways, &["cors/discover-headers"]),
+    (Fault::DroppedStreamCancels, &["streaming/drop-keeps-running"]),
+    (Fault::RefusalRevealsIds, &["did-auth/no-existence-oracle"]),
+    (Fault::GatewayRevealsIds, &["did-auth/no-existence-oracle"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -2009,6 +2123,15 @@ const SCOPE: &[(Fault, &str)] = &[
     (Fault::ResolverAcceptsUntypedMethods, "did-resolver/bad-method"),
     (Fault::ResolverFollowsRedirects, "did-resolver/redirect"),
     (Fault::ResolverRefusesUnusedMembers, "did-resolver/unused-members"),
+    // SND-4, run as the agent itself.
+    (Fault::WaitsOnItself, "sessions/wait-cycle"),
+    // The steps of a handshake reach the gateway that did not see its NEGOTIATE.
+    (Fault::GatewayRoutesNotShared, "gateway/routes-follow"),
+    // Every signed request is refused: the one check of a signed handshake through the gateway.
+    (Fault::GatewayVerifiesAsAgent, "did-auth/handshake"),
+    (Fault::GatewayRevealsIds, "did-auth/no-existence-oracle"),
+    // The one check that drops a stream while its execution runs.
+    (Fault::DroppedStreamCancels, "streaming/drop-keeps-running"),
 ];
 
 /// The `--only` of `fault`'s run: its entry of [`SCOPE`], else the areas (`negotiate/`) of the checks that catch it.
@@ -2052,8 +2175,10 @@ async fn caught_by(fault: Fault, expected: &[&str]) -> Broken {
 
 /// The suite's run against a broken agent, restricted to [`scope`]; every check that catches it must have run.
 async fn run_scoped(fault: Fault, agent: &Broken) -> a2a_conformance::Report {
-    let mut opts = common::options(&agent.running.base, agent.caller.as_ref().map(|c| &c.identity));
+    let identity = agent.caller.as_ref().map(|c| &c.identity).or(agent.run_as.as_ref());
+    let mut opts = common::options(&agent.running.base, identity);
     opts.only = scope(fault);
+    opts.gateway = gateway_fault(fault);
     if resolver_fault(fault).is_some() {
         // The suite's wrongly published documents, beside the caller identity the breaker signs with.
         opts.serve_did = Some("127.0.0.1:0".into());
@@ -2844,6 +2969,7 @@ fn bridge_fault(fault: Fault) -> bool {
             | Fault::CompletedTaskWithoutArtifact
             | Fault::StreamWithoutArtifactUpdate
             | Fault::SubscribeWithoutTask
+            | Fault::HttpJsonStreamEnveloped
     )
 }
 
@@ -3133,6 +3259,112 @@ impl a2a_core::resolver::DidResolver for NoWellKnown {
             .map_err(|e| a2a_core::error::A2aError::with_message(e.code(), e.to_string()))?;
         a2a_core::keys::VerifyingKey::from_jwk(jwk)
             .map_err(|e| a2a_core::error::A2aError::with_message(e.code(), e.to_string()))
+    }
+}
+
+/// A streaming RESULT's watch (DroppedStreamCancels): dropped before the stream's `result` event went out, it
+/// CANCELs the execution, as an agent that ties the work to the caller's connection does (STR-12).
+struct CancelOnDrop {
+    ended: bool,
+    base: String,
+    id: String,
+    sender: String,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        let (url, sender) = (format!("{}/a2a/cancel", self.base), self.sender.clone());
+        let body = json!({"execution_id": self.id}).to_string();
+        rt.spawn(async move {
+            let Ok(client) = reqwest::Client::builder().no_proxy().build() else { return };
+            let _ = client
+                .post(url)
+                .header("A2A-Version", "0.3")
+                .header("A2A-Sender-ID", sender)
+                .header("Content-Type", "application/json")
+                .body(body)
+                .send()
+                .await;
+        });
+    }
+}
+
+/// The issuer the oauth2 agent of OAuth2TokenUnverified is configured with (AUTH-3).
+const OAUTH2_ISSUER: &str = "https://issuer.broken.example";
+
+/// The oauth2 capability of OAuth2TokenUnverified's agent.
+fn oauth2_capability() -> a2a_core::capability::CapabilityDeclaration {
+    a2a_core::capability::CapabilityDeclaration {
+        name: "read_private_report".into(),
+        description: "Returns the report it is given; needs an OAuth 2.0 bearer token of the agent's issuer.".into(),
+        auth_requirement: a2a_core::capability::AuthRequirement::Oauth2,
+        sub_capabilities: vec![],
+        region_restriction: vec![],
+        input_schema: json!({"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}),
+        output_schema: None,
+        estimated_cost: None,
+        estimated_latency_ms: None,
+        fallback_for: vec![],
+    }
+}
+
+/// What an agent that decodes bearer JWTs without verifying them accepts, written as a token the real check accepts:
+/// an ES256 JWT, whoever signed it, with `iss` set to the configured issuer and signed again with the issuer's key
+/// (AUTH-3). `None` for anything else (not a JWT, another `alg`: those are refused as before).
+fn unverified_token(token: &str, issuer: &a2a_core::keys::SigningKey) -> Option<String> {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut it = token.split('.');
+    let header: Value = serde_json::from_slice(&b64.decode(it.next()?).ok()?).ok()?;
+    let mut claims: Value = serde_json::from_slice(&b64.decode(it.next()?).ok()?).ok()?;
+    if header["alg"] != "ES256" || !claims.is_object() {
+        return None;
+    }
+    claims["iss"] = json!(OAUTH2_ISSUER);
+    let (h, c) = (serde_json::to_vec(&header).ok()?, serde_json::to_vec(&claims).ok()?);
+    Some(a2a_conformance::identity::raw_token(issuer, &h, &c))
+}
+
+/// A did:web resolver that tries `https` first and, when that fails, fetches the document over `http` (DID-13: a
+/// resolver never falls back from https to http): its https attempt is a TLS ClientHello sent to the document's
+/// host and port, then the correct loopback resolver does the rest.
+struct HttpsFirst {
+    inner: a2a_core::resolver::HttpResolver,
+}
+
+impl HttpsFirst {
+    fn new() -> HttpsFirst {
+        let inner =
+            a2a_core::resolver::HttpResolver::new(a2a_core::resolver::ResolverOptions::loopback()).expect("resolver");
+        HttpsFirst { inner }
+    }
+}
+
+/// The first bytes of a TLS 1.2/1.3 ClientHello: a handshake record (0x16), then the start of the message.
+const CLIENT_HELLO_START: [u8; 11] = [0x16, 0x03, 0x01, 0x00, 0x2f, 0x01, 0x00, 0x00, 0x2b, 0x03, 0x03];
+
+#[async_trait::async_trait]
+impl a2a_core::resolver::DidResolver for HttpsFirst {
+    async fn resolve_key(
+        &self,
+        did: &str,
+        key_id: &str,
+    ) -> Result<a2a_core::keys::VerifyingKey, a2a_core::error::A2aError> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        if let Ok(parsed) = a2a_core::did::Did::parse(did) {
+            let addr = (parsed.host().to_owned(), parsed.port().unwrap_or(443));
+            let wait = std::time::Duration::from_secs(2);
+            if let Ok(Ok(mut s)) = tokio::time::timeout(wait, tokio::net::TcpStream::connect(addr)).await {
+                let _ = s.write_all(&CLIENT_HELLO_START).await;
+                let mut answer = [0u8; 64];
+                let _ = tokio::time::timeout(wait, s.read(&mut answer)).await;
+            }
+        }
+        self.inner.resolve_key(did, key_id).await
     }
 }
 
@@ -4176,6 +4408,97 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
                 resp
             }
         }
+        Fault::RefusalRevealsIds if !req.headers().contains_key("a2a-signature") => {
+            // The id is looked up before the credentials are checked.
+            let known = if result_path {
+                let id = percent_decode(path.trim_start_matches("/a2a/result/"));
+                state.store.get_execution(&id).await.ok().flatten().is_some()
+            } else if method == Method::POST && path == "/a2a/execute" {
+                let id = header(req.headers(), "a2a-negotiation-id").unwrap_or("").trim().to_owned();
+                state.store.get_negotiation(&id).await.ok().flatten().is_some()
+            } else {
+                false
+            };
+            if known {
+                return error_response(
+                    &state,
+                    StatusCode::UNAUTHORIZED,
+                    "signature_required",
+                    "this step needs an A2A-Signature",
+                );
+            }
+            next.run(req).await
+        }
+        Fault::DroppedStreamCancels if result_path && header(req.headers(), "a2a-stream") == Some("true") => {
+            let id = percent_decode(path.trim_start_matches("/a2a/result/"));
+            let sender = header(req.headers(), "a2a-sender-id").unwrap_or("").to_owned();
+            let resp = next.run(req).await;
+            if !header(resp.headers(), "content-type").is_some_and(|c| c.starts_with("text/event-stream")) {
+                return resp;
+            }
+            let guard = CancelOnDrop { ended: false, base: state.base.clone(), id, sender };
+            let (parts, body) = resp.into_parts();
+            // The stream owns the watch, and writes a comment every 100 ms so that a caller gone is noticed (as an
+            // agent with a short heartbeat notices it): the watch is dropped when the stream ends or the caller goes.
+            let frames = futures_util::stream::unfold(
+                (http_body_util::BodyStream::new(body), guard),
+                |(mut body, mut guard)| async move {
+                    use futures_util::StreamExt as _;
+                    tokio::select! {
+                        f = body.next() => match f {
+                            Some(Ok(frame)) => {
+                                let d = frame.into_data().unwrap_or_default();
+                                if d.windows(13).any(|w| w == b"event: result")
+                                    || d.windows(12).any(|w| w == b"event:result")
+                                {
+                                    guard.ended = true;
+                                }
+                                Some((Ok(d), (body, guard)))
+                            }
+                            Some(Err(e)) => Some((Err(e), (body, guard))),
+                            None => {
+                                guard.ended = true;
+                                drop(guard);
+                                None
+                            }
+                        },
+                        () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {
+                            Some((Ok(bytes::Bytes::from_static(b": ping\n\n")), (body, guard)))
+                        }
+                    }
+                },
+            );
+            Response::from_parts(parts, Body::from_stream(frames))
+        }
+        Fault::CorsOriginHeadersAlways
+            if method == Method::OPTIONS && path == "/a2a" && !req.headers().contains_key("origin") =>
+        {
+            let mut resp = next.run(req).await;
+            let h = resp.headers_mut();
+            h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+            h.insert(
+                "access-control-expose-headers",
+                HeaderValue::from_static(
+                    "A2A-Version, A2A-Sender-ID, A2A-Capabilities, A2A-Region, A2A-Negotiation-ID, A2A-Execution-ID, \
+                     A2A-Signature, Location, Retry-After",
+                ),
+            );
+            resp
+        }
+        Fault::HttpJsonStreamEnveloped if method == Method::POST && path == "/a2a1x/message:stream" => {
+            let resp = next.run(req).await;
+            if header(resp.headers(), "content-type") != Some("text/event-stream") {
+                return resp;
+            }
+            map_stream(resp, |text| {
+                text.split_inclusive('\n')
+                    .map(|line| match line.strip_prefix("data:") {
+                        Some(d) => format!("data: {{\"jsonrpc\":\"2.0\",\"id\":null,\"result\":{}}}\n", d.trim()),
+                        None => line.to_owned(),
+                    })
+                    .collect()
+            })
+        }
         Fault::TrailingContentIgnored if method == Method::POST && !req.headers().contains_key("a2a-signature") => {
             // A streaming parser that stops after the first value.
             let (mut parts, body) = req.into_parts();
@@ -4360,6 +4683,107 @@ async fn more_faults(fault: Fault, state: Arc<State>, req: Request<Body>, next: 
             }
             next.run(req).await
         }
+        Fault::IdempotencyIgnoresPayload | Fault::IdempotencyComparesBytes | Fault::IdempotencyKeyNotSenderScoped
+            if method == Method::POST && path == "/a2a/execute" && req.headers().contains_key("idempotency-key") =>
+        {
+            let (mut parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let field = |name: &str| header(&parts.headers, name).unwrap_or("").trim().to_owned();
+            let (key, sender, neg) = (field("idempotency-key"), field("a2a-sender-id"), field("a2a-negotiation-id"));
+            let seen = lock(&state.keys).get(&key).cloned();
+            let Some((first_sender, first_neg, first_body)) = seen else {
+                lock(&state.keys).insert(key, (sender, neg, bytes.clone()));
+                return next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            };
+            let conflict = |why: &str| error_response(&state, StatusCode::CONFLICT, "idempotency_conflict", why);
+            let same_use = first_sender == sender && first_neg == neg;
+            // The key is looked up once the payload is valid (EXE-9 is kept).
+            let agreed = state.store.get_negotiation(&neg).await.ok().flatten().map(|n| n.agreed_schema.clone());
+            let payload = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
+            let valid = agreed
+                .and_then(|g| a2a_core::negotiation::AgreedSchema::compile(&g).ok())
+                .is_some_and(|g| g.is_valid(&payload));
+            match fault {
+                Fault::IdempotencyKeyNotSenderScoped if first_sender != sender && valid => {
+                    return conflict("this Idempotency-Key was used with another negotiation");
+                }
+                Fault::IdempotencyComparesBytes if same_use && first_body != bytes && valid => {
+                    return conflict("this Idempotency-Key was used with another payload");
+                }
+                Fault::IdempotencyIgnoresPayload if same_use && first_body != bytes && valid => {
+                    // The record of (sender, key, negotiation) answers.
+                    parts.headers.remove("content-length");
+                    let mut req = Request::from_parts(parts, Body::from(first_body.clone()));
+                    if let Some(caller) = &state.caller {
+                        sign_anew(&mut req, &first_body, caller, &state.agent_did);
+                    }
+                    return next.run(req).await;
+                }
+                _ => {}
+            }
+            next.run(Request::from_parts(parts, Body::from(bytes))).await
+        }
+        Fault::ChangesInReceivedOrder if method == Method::POST && path == "/a2a/negotiate" => {
+            let (parts, body) = req.into_parts();
+            let bytes = body_bytes(body).await;
+            let text = String::from_utf8_lossy(&bytes);
+            let reordered = matches!(
+                (text.find("\"target_capability\""), text.find("\"proposed_schema\"")),
+                (Some(t), Some(p)) if t < p
+            );
+            let resp = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+            if !reordered {
+                return resp;
+            }
+            edit_response(
+                resp,
+                |st, _| st == StatusCode::OK,
+                |v| {
+                    if let Some(c) = v["changes"].as_array_mut() {
+                        c.reverse();
+                    }
+                },
+            )
+            .await
+        }
+        Fault::HonoursUntrustedForwardedSender if req.headers().contains_key("a2a-forwarded-sender") => {
+            let mut req = req;
+            if let Some(v) = req.headers_mut().remove("a2a-forwarded-sender") {
+                req.headers_mut().insert("a2a-sender-id", v);
+            }
+            req.headers_mut().remove("a2a-forwarded-verified");
+            next.run(req).await
+        }
+        Fault::OAuth2TokenUnverified if req.headers().contains_key("authorization") => {
+            let mut req = req;
+            let token =
+                header(req.headers(), "authorization").and_then(|v| v.strip_prefix("Bearer ")).map(str::to_owned);
+            let accepted = token
+                .zip(state.other_key.as_ref())
+                .and_then(|(t, issuer)| unverified_token(&t, issuer))
+                .and_then(|t| HeaderValue::from_str(&format!("Bearer {t}")).ok());
+            if let Some(v) = accepted {
+                req.headers_mut().insert("authorization", v);
+            }
+            next.run(req).await
+        }
+        Fault::WaitsOnItself
+            if method == Method::POST
+                && path == "/a2a/sessions/send"
+                && header(req.headers(), "a2a-sender-id") == Some(state.agent_did.as_str()) =>
+        {
+            let req = edit_body(&state, req, |v| {
+                let waits = v["wait_ms"].as_u64().is_some_and(|w| w > 0);
+                if waits && v["from"].is_string() && v["from"] == v["target"] {
+                    v["wait_ms"] = json!(0);
+                    true
+                } else {
+                    false
+                }
+            })
+            .await;
+            next.run(req).await
+        }
         f if lenient_verifier(f) => {
             let mut req = req;
             let fixed = header(req.headers(), "a2a-signature")
@@ -4383,6 +4807,7 @@ fn lenient_verifier(fault: Fault) -> bool {
             | Fault::AudienceArrayAccepted
             | Fault::KeyFromEmbeddedJwk
             | Fault::UnknownKeyFallsBack
+            | Fault::StatusClaimAccepted
     )
 }
 
@@ -4429,10 +4854,17 @@ fn leniently_verified(
             own_kid && aud.as_str().is_some_and(|a| a != agent_did && a.eq_ignore_ascii_case(agent_did))
         }
         Fault::AudienceArrayAccepted => own_kid && aud.as_array().is_some_and(|a| a.iter().any(|x| x == agent_did)),
+        Fault::StatusClaimAccepted => own_kid && c.get("sts").is_some_and(|s| !s.is_null()),
         _ => own_kid,
     };
     if !lets_pass {
         return None;
+    }
+    if fault == Fault::StatusClaimAccepted
+        && let Some(o) = c.as_object_mut()
+    {
+        // The claim a request signature must not carry is read past (INT-13).
+        o.remove("sts");
     }
     if fault == Fault::UnknownKeyFallsBack {
         c["message_integrity"]["key_id"] = json!(caller.key_id);
@@ -5386,4 +5818,357 @@ async fn inbox_sessions_left_out_of_the_list_are_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_announce_event_without_provenance_is_caught() {
     caught(Fault::AnnounceEventWithoutProvenance).await;
+}
+
+/// Whether `fault` is a gateway's: the suite runs against a broken gateway (`--gateway`, [`start_gateway`]).
+fn gateway_fault(fault: Fault) -> bool {
+    matches!(
+        fault,
+        Fault::GatewayRoutesNotShared
+            | Fault::GatewayVerifiesAsAgent
+            | Fault::GatewayForwardsForwardingHeaders
+            | Fault::GatewayTakesAnyVersion
+            | Fault::GatewayForwardsAmbiguousFraming
+            | Fault::GatewayPassesAgentBridgeTo
+            | Fault::GatewayRevealsIds
+    )
+}
+
+/// The names a caller's forwarding headers travel under through the broken gateway of
+/// GatewayForwardsForwardingHeaders (a2a-gateway removes the real ones, GW-8); a layer in front of each agent restores
+/// them, so that together the two pass them on.
+const SMUGGLED: [(&str, &str); 2] = [
+    ("a2a-forwarded-sender", "x-conformance-forwarded-sender"),
+    ("a2a-forwarded-verified", "x-conformance-forwarded-verified"),
+];
+
+/// Fields of one connection, never forwarded by the front.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-length",
+    "proxy-authorization",
+];
+
+/// A broken gateway: real `a2a-gateway`s (one; two for GatewayRoutesNotShared) in front of two demo agents that
+/// serve the A2A 1.x bridge and trust the gateway, behind a front (a proxy: the address the suite is given) that does
+/// the breaking. The gateway's DID is the front's, `did:web:localhost%3A<front port>`, and its document the
+/// gateway's own, served through the front; the front passes `Host` on, so that the gateway names the front's origin
+/// in its card and `bridge_to`. The front is served like an agent (its head guard refuses ambiguous framing), but
+/// by hyper alone for GatewayForwardsAmbiguousFraming.
+async fn start_gateway(fault: Fault) -> Broken {
+    let (fl, fport) = common::listener().await;
+    let gw_did = a2a_core::did::Did::for_host_port("localhost", Some(fport), &[]).expect("did").to_string();
+    let mut keep: Vec<Box<dyn std::any::Any + Send>> = Vec::new();
+    let mut agents = Vec::new();
+    let mut limits = None;
+    for _ in 0..2 {
+        let (l, port) = common::listener().await;
+        let trusted = gw_did.clone();
+        let parts =
+            common::demo_parts_with(port, move |b, _| a2a_agent::demo::capabilities(b).trusted_gateways(vec![trusted]));
+        limits.get_or_insert_with(|| parts.agent.engine().limits().clone());
+        let mut app = common::bridged(&parts, parts.key.clone().expect("the agent's key"));
+        if fault == Fault::GatewayForwardsForwardingHeaders {
+            app = app.layer(axum::middleware::from_fn(|mut req: Request<Body>, next: Next| async move {
+                for (real, smuggled) in SMUGGLED {
+                    if let Some(v) = req.headers_mut().remove(smuggled) {
+                        req.headers_mut().insert(HeaderName::from_static(real), v);
+                    }
+                }
+                next.run(req).await
+            }));
+        }
+        agents.push(format!("http://127.0.0.1:{port}"));
+        keep.push(Box::new(common::serve(l, port, parts, app)));
+    }
+    let key = a2a_core::keys::SigningKey::generate().expect("key");
+    let mut text =
+        format!("[gateway]\ndid = \"{gw_did}\"\nkey_file = \"unused.pem\"\n[edge]\nallow_http_loopback_dids = true\n");
+    for a in &agents {
+        text.push_str(&format!("[[agents]]\nurl = \"{a}/a2a\"\n"));
+    }
+    let cfg = a2a_gateway::config::Config::parse(&text, std::path::Path::new("gateway.toml")).expect("config");
+    let mut upstreams = Vec::new();
+    for _ in 0..if fault == Fault::GatewayRoutesNotShared { 2 } else { 1 } {
+        let (gl, gport) = common::listener().await;
+        let options = a2a_gateway::Options::default().with_key(key.clone());
+        let gateway = a2a_gateway::Gateway::from_config(&cfg, std::path::Path::new("."), options).expect("gateway");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = gateway
+                .serve(gl, async {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        keep.push(Box::new(tx));
+        upstreams.push(format!("http://127.0.0.1:{gport}"));
+    }
+    let client =
+        reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).build().expect("client");
+    let front =
+        Arc::new(Front { fault, did: gw_did, upstreams, agent: agents[0].clone(), client, ids: Mutex::default() });
+    let app = axum::Router::new().fallback(move |req: Request<Body>| {
+        let front = front.clone();
+        async move { front.forward(req).await }
+    });
+    let limits = if fault == Fault::GatewayForwardsAmbiguousFraming { None } else { limits };
+    let running = common::serve_front(fl, fport, limits, app);
+    Broken { running, caller: None, runs: Arc::default(), run_as: None, _keep: keep }
+}
+
+/// The front of a broken gateway: forwards every request to a gateway, breaking one thing.
+struct Front {
+    fault: Fault,
+    /// The gateway's DID.
+    did: String,
+    /// The gateways' base URLs.
+    upstreams: Vec<String>,
+    /// The base URL of the first agent behind the gateway (GatewayPassesAgentBridgeTo names its bridge).
+    agent: String,
+    client: reqwest::Client,
+    /// The negotiation and execution ids the gateway has answered (GatewayRevealsIds).
+    ids: Mutex<std::collections::HashSet<String>>,
+}
+
+impl Front {
+    /// An error the broken gateway answers itself.
+    fn refusal(&self, status: StatusCode, code: &str, message: String) -> Response {
+        let mut out = (status, axum::Json(json!({"error": {"code": code, "message": message}}))).into_response();
+        let h = out.headers_mut();
+        h.insert("a2a-version", HeaderValue::from_static("0.3"));
+        h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+        if let Ok(did) = HeaderValue::from_str(&self.did) {
+            h.insert("a2a-sender-id", did);
+        }
+        out
+    }
+
+    async fn forward(&self, req: Request<Body>) -> Response {
+        let (mut parts, body) = req.into_parts();
+        let path = parts.uri.path().to_owned();
+        let step = (parts.method == Method::POST
+            && matches!(path.as_str(), "/a2a/execute" | "/a2a/confirm" | "/a2a/cancel"))
+            || path.starts_with("/a2a/result/");
+        match self.fault {
+            Fault::GatewayVerifiesAsAgent if signature_audience(&parts.headers).is_some_and(|aud| aud == self.did) => {
+                return self.refusal(
+                    StatusCode::UNAUTHORIZED,
+                    "audience_mismatch",
+                    format!("the signature is addressed to {}, not to the agent behind this gateway", self.did),
+                );
+            }
+            Fault::GatewayForwardsForwardingHeaders => {
+                for (real, smuggled) in SMUGGLED {
+                    if let Some(v) = parts.headers.remove(real) {
+                        parts.headers.insert(HeaderName::from_static(smuggled), v);
+                    }
+                }
+            }
+            Fault::GatewayTakesAnyVersion if header(&parts.headers, "a2a-version").is_some_and(|v| v != "0.3") => {
+                parts.headers.insert("a2a-version", HeaderValue::from_static("0.3"));
+            }
+            _ => {}
+        }
+        if self.fault == Fault::GatewayRevealsIds && !parts.headers.contains_key("a2a-signature") {
+            let named = if path.starts_with("/a2a/result/") {
+                percent_decode(path.trim_start_matches("/a2a/result/"))
+            } else {
+                header(&parts.headers, "a2a-negotiation-id").unwrap_or("").trim().to_owned()
+            };
+            if lock(&self.ids).contains(&named) {
+                return self.refusal(
+                    StatusCode::UNAUTHORIZED,
+                    "signature_required",
+                    "this step needs an A2A-Signature".into(),
+                );
+            }
+        }
+        let upstream =
+            if self.fault == Fault::GatewayRoutesNotShared && step { &self.upstreams[1] } else { &self.upstreams[0] };
+        let bytes = body_bytes(body).await;
+        let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut rb = self.client.request(parts.method.clone(), format!("{upstream}{target}"));
+        for (k, v) in &parts.headers {
+            if !HOP_BY_HOP.contains(&k.as_str()) {
+                rb = rb.header(k, v);
+            }
+        }
+        if !bytes.is_empty() || parts.method == Method::POST {
+            rb = rb.body(bytes);
+        }
+        let resp = match rb.send().await {
+            Ok(r) => r,
+            Err(e) => return self.refusal(StatusCode::BAD_GATEWAY, "agent_unavailable", e.to_string()),
+        };
+        let status = resp.status();
+        let mut headers = HeaderMap::new();
+        for (k, v) in resp.headers() {
+            if !HOP_BY_HOP.contains(&k.as_str()) || k == "content-length" {
+                headers.append(k, v.clone());
+            }
+        }
+        if self.fault == Fault::GatewayRevealsIds
+            && parts.method == Method::POST
+            && matches!(path.as_str(), "/a2a/negotiate" | "/a2a/execute")
+        {
+            let bytes = resp.bytes().await.unwrap_or_default();
+            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            for k in ["negotiation_id", "execution_id"] {
+                if let Some(id) = v[k].as_str() {
+                    lock(&self.ids).insert(id.to_owned());
+                }
+            }
+            let mut out = Response::new(Body::from(bytes));
+            *out.status_mut() = status;
+            *out.headers_mut() = headers;
+            return out;
+        }
+        if self.fault == Fault::GatewayPassesAgentBridgeTo && parts.method == Method::POST && path == "/a2a/negotiate" {
+            let bytes = resp.bytes().await.unwrap_or_default();
+            let mut v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let body = if v["bridge_to"].is_object() {
+                // The agent's own bridge_to, as the agent behind the gateway writes it (BR-17).
+                v["bridge_to"]["url"] = json!(format!("{}/a2a1x/jsonrpc", self.agent));
+                v["bridge_to"]["agent_card"] = json!(format!("{}/.well-known/agent-card.json", self.agent));
+                headers.remove("content-length");
+                // A signature over the gateway's answer does not cover this one (the agents here do not sign, so
+                // neither does the gateway, GW-15; removed in case).
+                headers.remove("a2a-signature");
+                serde_json::to_vec(&v).unwrap_or_default()
+            } else {
+                bytes.to_vec()
+            };
+            let mut out = Response::new(Body::from(body));
+            *out.status_mut() = status;
+            *out.headers_mut() = headers;
+            return out;
+        }
+        let chunks = futures_util::stream::unfold(resp, |mut r| async move {
+            match r.chunk().await {
+                Ok(Some(c)) => Some((Ok::<_, reqwest::Error>(c), r)),
+                _ => None,
+            }
+        });
+        let mut out = Response::new(Body::from_stream(chunks));
+        *out.status_mut() = status;
+        *out.headers_mut() = headers;
+        out
+    }
+}
+
+/// The `aud` of a request's `A2A-Signature`, read without verifying it.
+fn signature_audience(headers: &HeaderMap) -> Option<String> {
+    use base64::Engine as _;
+    let token = header(headers, "a2a-signature")?;
+    let claims = token.split('.').nth(1)?;
+    let claims: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(claims).ok()?).ok()?;
+    claims["aud"].as_str().map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_in_the_order_of_the_received_members_are_caught() {
+    caught(Fault::ChangesInReceivedOrder).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_forwarded_sender_honoured_is_caught() {
+    caught(Fault::HonoursUntrustedForwardedSender).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_tokens_decoded_without_verification_are_caught() {
+    caught(Fault::OAuth2TokenUnverified).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_waiting_on_itself_is_caught() {
+    caught(Fault::WaitsOnItself).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolver_falling_back_from_https_to_http_is_caught() {
+    caught(Fault::ResolverFallsBackToHttp).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateways_that_do_not_share_their_routes_are_caught() {
+    caught(Fault::GatewayRoutesNotShared).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_verifying_as_its_agent_is_caught() {
+    caught(Fault::GatewayVerifiesAsAgent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_passing_forwarding_headers_on_is_caught() {
+    caught(Fault::GatewayForwardsForwardingHeaders).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_taking_any_version_is_caught() {
+    caught(Fault::GatewayTakesAnyVersion).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_forwarding_ambiguous_framing_is_caught() {
+    caught(Fault::GatewayForwardsAmbiguousFraming).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_passing_the_agents_bridge_to_is_caught() {
+    caught(Fault::GatewayPassesAgentBridgeTo).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_answering_another_payload_is_caught() {
+    caught(Fault::IdempotencyIgnoresPayload).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_payloads_compared_byte_for_byte_are_caught() {
+    caught(Fault::IdempotencyComparesBytes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_shared_by_every_sender_is_caught() {
+    caught(Fault::IdempotencyKeyNotSenderScoped).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_json_stream_in_json_rpc_envelopes_is_caught() {
+    caught(Fault::HttpJsonStreamEnveloped).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_signature_with_a_status_accepted_is_caught() {
+    caught(Fault::StatusClaimAccepted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn origin_headers_without_an_origin_are_caught() {
+    caught(Fault::CorsOriginHeadersAlways).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_stream_that_cancels_the_work_is_caught() {
+    caught(Fault::DroppedStreamCancels).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_that_tells_real_ids_from_made_up_ones_is_caught() {
+    caught(Fault::RefusalRevealsIds).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_whose_refusals_tell_real_ids_is_caught() {
+    caught(Fault::GatewayRevealsIds).await;
 }

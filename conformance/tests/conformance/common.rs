@@ -96,6 +96,26 @@ pub fn serve(listener: TcpListener, port: u16, parts: DemoParts, app: Router) ->
     Running { base: format!("http://127.0.0.1:{port}"), shutdown: Some(tx) }
 }
 
+/// Serves `app` on `listener` (a front of another server: a proxy) as [`serve`] does with `limits`, or, without
+/// limits, with axum's own server (hyper's reading of a request's framing, without the agent's head guard).
+pub fn serve_front(listener: TcpListener, port: u16, limits: Option<a2a_server::Limits>, app: Router) -> Running {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let shutdown = async {
+            let _ = rx.await;
+        };
+        match limits {
+            Some(limits) => {
+                let _ = a2a_server::serve::serve(listener, app, &limits, shutdown, Duration::from_secs(1)).await;
+            }
+            None => {
+                let _ = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+            }
+        }
+    });
+    Running { base: format!("http://127.0.0.1:{port}"), shutdown: Some(tx) }
+}
+
 /// The demo agent, running.
 pub async fn demo() -> Running {
     let (l, port) = listener().await;

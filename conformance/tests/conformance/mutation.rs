@@ -81,7 +81,6 @@ fn every_fixture_named_exists_and_is_caught_by_a_check_citing_its_requirement() 
 }
 
 #[test]
-#[ignore = "the observable MUSTs of mutation::AWAITING_FIXTURE have no broken agent yet; run with --ignored to list them"]
 fn every_observable_must_has_a_fixture() {
     assert!(
         AWAITING_FIXTURE.is_empty(),

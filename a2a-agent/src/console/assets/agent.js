@@ -1,19 +1,7 @@
 // a2a-server single-agent console. Vanilla JavaScript, no build step, nothing loaded from elsewhere.
 "use strict";
 
-const $ = (sel) => document.querySelector(sel);
-const el = (tag, attrs = {}, ...children) => {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null) continue;
-    if (k === "class") e.className = v;
-    else if (k === "text") e.textContent = v;
-    else e.setAttribute(k, v);
-  }
-  for (const c of children) if (c !== null && c !== undefined) e.append(c instanceof Node ? c : String(c));
-  return e;
-};
-const fmt = (n, d = 2) => (n === null || n === undefined || Number.isNaN(n)) ? "–" : (Number.isInteger(n) ? String(n) : n.toFixed(d));
+const { $, el, fmt } = A2ADom;
 
 async function api(path) {
   const r = await fetch(path, { credentials: "same-origin" });
@@ -39,34 +27,6 @@ async function loadAgent() {
     A2ASessions.start($("#sessions-root"));
   }
   document.body.dataset.ready = "true";
-}
-
-// The views: the WAI-ARIA tabs pattern (arrows, Home and End move; the focus follows).
-function selectTab(tab, focus) {
-  for (const t of document.querySelectorAll("[role=tab]")) {
-    const on = t === tab;
-    t.setAttribute("aria-selected", String(on));
-    t.tabIndex = on ? 0 : -1;
-    $("#" + t.getAttribute("aria-controls")).hidden = !on;
-  }
-  if (focus) tab.focus();
-  history.replaceState(null, "", "#" + tab.id.replace("tab-", ""));
-}
-function setupTabs() {
-  const visible = () => [...document.querySelectorAll("[role=tab]")].filter((t) => !t.hidden);
-  for (const t of document.querySelectorAll("[role=tab]")) {
-    t.addEventListener("click", () => selectTab(t, false));
-    t.addEventListener("keydown", (e) => {
-      const tabs = visible();
-      const i = tabs.indexOf(t);
-      let j = null;
-      if (e.key === "ArrowRight") j = (i + 1) % tabs.length;
-      else if (e.key === "ArrowLeft") j = (i - 1 + tabs.length) % tabs.length;
-      else if (e.key === "Home") j = 0;
-      else if (e.key === "End") j = tabs.length - 1;
-      if (j !== null) { e.preventDefault(); selectTab(tabs[j], true); }
-    });
-  }
 }
 
 // The readings of the last minutes, kept in the page: rates are the differences between them.
@@ -148,7 +108,7 @@ function tick() {
   Promise.all([loadMetrics(), loadTraffic()]).catch((e) => { $("#metrics-updated").textContent = e.message; });
 }
 document.addEventListener("DOMContentLoaded", () => {
-  setupTabs();
+  const selectTab = A2ADom.tabs();
   A2ATry.start($("#try-root"));
   loadAgent().then(() => {
     const initial = $("#tab-" + location.hash.slice(1));

@@ -1,27 +1,13 @@
 // a2a-gateway operator console. Vanilla JavaScript, no build step, nothing loaded from elsewhere.
 "use strict";
 
-const $ = (sel, root = document) => root.querySelector(sel);
-const el = (tag, attrs = {}, ...children) => {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k === "class") e.className = v;
-    else if (k === "text") e.textContent = v;
-    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v === true ? "" : v);
-  }
-  for (const c of children) if (c !== null && c !== undefined) e.append(c instanceof Node ? c : String(c));
-  return e;
-};
+const { $, el, fmt } = A2ADom;
 const SVG = "http://www.w3.org/2000/svg";
 const svg = (tag, attrs = {}) => {
   const e = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
   return e;
 };
-const fmt = (n, digits = 2) => (n === null || n === undefined || Number.isNaN(n)) ? "–" :
-  (Number.isInteger(n) ? String(n) : n.toFixed(digits));
 
 async function api(path) {
   const r = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
@@ -32,34 +18,11 @@ async function api(path) {
 
 const state = { agents: null, capabilities: {}, labels: {}, selected: null };
 
-// ---------- tabs (WAI-ARIA tabs pattern: arrows move, Enter/Space or focus selects) ----------
-function selectTab(tab, focus) {
-  for (const t of document.querySelectorAll("[role=tab]")) {
-    const on = t === tab;
-    t.setAttribute("aria-selected", String(on));
-    t.tabIndex = on ? 0 : -1;
-    $("#" + t.getAttribute("aria-controls")).hidden = !on;
-  }
-  if (focus) tab.focus();
-  const view = tab.id.replace("tab-", "");
-  if (location.hash !== "#" + view) history.replaceState(null, "", "#" + view);
-  if (view === "metrics") refreshMetrics();
-}
+// ---------- tabs (A2ADom.tabs: the WAI-ARIA tabs pattern) ----------
 function setupTabs() {
-  const tabs = [...document.querySelectorAll("[role=tab]")];
-  tabs.forEach((t, i) => {
-    t.addEventListener("click", () => selectTab(t, false));
-    t.addEventListener("keydown", (e) => {
-      let j = null;
-      if (e.key === "ArrowRight") j = (i + 1) % tabs.length;
-      else if (e.key === "ArrowLeft") j = (i - 1 + tabs.length) % tabs.length;
-      else if (e.key === "Home") j = 0;
-      else if (e.key === "End") j = tabs.length - 1;
-      if (j !== null) { e.preventDefault(); selectTab(tabs[j], true); }
-    });
-  });
+  const select = A2ADom.tabs((view) => { if (view === "metrics") refreshMetrics(); });
   const initial = $("#tab-" + location.hash.slice(1));
-  if (initial) selectTab(initial, false);
+  if (initial) select(initial, false);
 }
 
 // ---------- network: the permission matrix ----------
