@@ -286,7 +286,7 @@ impl Gateway {
         let mcp = match cfg.mcp.serves(true) {
             false => None,
             true => {
-                let fc = cfg.mcp.front_config(&did.to_string(), base)?;
+                let fc = cfg.mcp.front_config(did.as_ref(), base)?;
                 let name = cfg.gateway.name.clone().unwrap_or_else(|| "a2a-gateway".to_owned());
                 Some(a2a_mcp::inbound::Front::new(fc.with_name(name))?)
             }
