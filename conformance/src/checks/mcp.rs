@@ -38,7 +38,7 @@ pub(super) fn checks() -> Vec<Check> {
             ["MCP-5", "MCP-6"],
             Must,
             MCP,
-            "tools/list (without credentials) answers one tool per capability with auth_requirement none, in the capabilities document's order, named as the capability, with its description and its input_schema as inputSchema; no tool for an oauth2 or api_key capability",
+            "tools/list (without credentials) answers one tool per capability with auth_requirement none, in the capabilities document's order, named as the capability, with its description (and \"(usually about N ms)\" when it gives estimated_latency_ms), its input_schema as inputSchema, annotations readOnlyHint false and openWorldHint true, _meta a2a/auth_requirement, no outputSchema; no tool for an oauth2 or api_key capability",
             tools_list
         ),
         check!(
@@ -46,7 +46,7 @@ pub(super) fn checks() -> Vec<Check> {
             ["MCP-10", "MCP-12"],
             Must,
             MCP_CALL,
-            "tools/call of a capability with arguments valid under its input schema answers isError false, structuredContent a JSON object (the result, or {\"result\": ...}) and a text content",
+            "tools/call of a capability with arguments valid under its input schema answers isError false, structuredContent a JSON object (the result when it is an object, otherwise {\"result\": ...}) and a text content holding the same JSON",
             call
         ),
         check!(
@@ -54,7 +54,7 @@ pub(super) fn checks() -> Vec<Check> {
             ["MCP-11", "MCP-13"],
             Must,
             MCP_CALL,
-            "tools/call with arguments that break the capability's input schema answers a tool error: isError true, structuredContent the error body {error: {code: payload_invalid, message, details.errors}}, a text content that starts with \"payload_invalid: \"",
+            "tools/call with arguments that break the capability's input schema answers a tool error: isError true, structuredContent the error body {error: {code: payload_invalid, message, details.errors}}, details.errors ([{path, message}]) and details.agreed_schema, a text content that starts with \"payload_invalid: \"",
             refusal
         ),
         check!(
@@ -170,10 +170,27 @@ async fn tools_list(t: &mut Trial<'_>) -> Outcome {
     for d in &expected {
         let Some(tool) = tools.iter().find(|x| x["name"] == d.name.as_str()) else { continue };
         let schema = if d.input_schema.is_object() { d.input_schema.clone() } else { json!({"type": "object"}) };
+        // MCP-6: the description, `(usually about N ms)` added when the declaration gives a latency.
+        let description = match d.estimated_latency_ms {
+            Some(ms) => format!("{} (usually about {ms} ms)", d.description),
+            None => d.description.clone(),
+        };
         t.check(
-            tool["inputSchema"] == schema
-                && tool["description"].as_str().is_some_and(|s| s.starts_with(&d.description)),
-            format!("tool {} with the capability's description and inputSchema {}", d.name, show(&schema)),
+            tool["inputSchema"] == schema && tool["description"] == description.as_str(),
+            format!("tool {} with the description {description:?} and inputSchema {}", d.name, show(&schema)),
+            show(tool),
+        );
+        // MCP-6: the annotations, the auth requirement in `_meta`, and no outputSchema.
+        let auth = serde_json::to_value(d.auth_requirement).unwrap_or(Value::Null);
+        t.check(
+            tool["annotations"]["readOnlyHint"] == false
+                && tool["annotations"]["openWorldHint"] == true
+                && tool["_meta"]["a2a/auth_requirement"] == auth
+                && tool.get("outputSchema").is_none(),
+            format!(
+                "tool {} with annotations readOnlyHint false and openWorldHint true, _meta {{\"a2a/auth_requirement\": {auth}}}, no outputSchema",
+                d.name
+            ),
             show(tool),
         );
     }
@@ -185,9 +202,22 @@ async fn call(t: &mut Trial<'_>) -> Outcome {
     let params = json!({"name": d.name, "arguments": payload});
     let (_, v) = rpc(t, "tools/call with valid arguments", request(t, "tools/call", params)).await?;
     let r = &v["result"];
-    t.ensure(
+    t.check(
         r["isError"] == false && r["structuredContent"].is_object() && r["content"][0]["type"] == "text",
         "isError false, structuredContent an object, a text content",
+        show(&v),
+    );
+    // MCP-10: structuredContent is the result itself when it is an object (`{"result": ...}` only otherwise), and the
+    // text content holds the same JSON.
+    let text: Option<Value> = r["content"][0]["text"].as_str().and_then(|s| serde_json::from_str(s).ok());
+    let same = match &text {
+        Some(x) if x.is_object() => r["structuredContent"] == *x,
+        Some(x) => r["structuredContent"] == json!({ "result": x }),
+        None => false,
+    };
+    t.ensure(
+        same,
+        "structuredContent the result (an object as it is, anything else as {\"result\": ...}), the text content the same JSON",
         show(&v),
     )
 }
@@ -205,12 +235,23 @@ async fn refusal(t: &mut Trial<'_>) -> Outcome {
     )
     .await?;
     let r = &v["result"];
-    t.ensure(
+    t.check(
         r["isError"] == true
             && r["structuredContent"]["error"]["code"] == "payload_invalid"
             && r["structuredContent"]["error"]["message"].is_string()
             && r["content"][0]["text"].as_str().is_some_and(|s| s.starts_with("payload_invalid: ")),
         "a tool error carrying {error: {code: payload_invalid, ...}}",
+        show(&v),
+    );
+    // MCP-13: the front checked the arguments against the agreed schema: details lists the errors ({path, message},
+    // as EXE-3 lists them) and the agreed schema.
+    let details = &r["structuredContent"]["error"]["details"];
+    let errors = details["errors"].as_array().cloned().unwrap_or_default();
+    t.ensure(
+        !errors.is_empty()
+            && errors.iter().all(|e| e["path"].is_string() && e["message"].is_string())
+            && details["agreed_schema"].is_object(),
+        "details with errors [{path, message}, ...] and the agreed_schema",
         show(&v),
     )
 }
@@ -223,7 +264,9 @@ async fn malformed(t: &mut Trial<'_>) -> Outcome {
         "the JSON-RPC error -32602 naming tools/list",
         show(&v),
     );
-    let (resp, v) = rpc(t, "a body that is not JSON", raw(t, "{not json", REVISION)).await?;
+    // Once /mcp answered the first request, a 404 is an answer like any other (MCP-9), not "not served".
+    let resp = t.send("a body that is not JSON".to_owned(), raw(t, "{not json", REVISION)).await?;
+    let v = answer(&resp);
     t.check(
         v["error"]["code"] == -32700 || (400..500).contains(&resp.status),
         "the JSON-RPC error -32700, or an HTTP 4xx",

@@ -529,6 +529,29 @@ pub enum Fault {
     /// A gateway that refuses an unsigned step naming an id it routes `401 signature_required`, and one naming a
     /// made-up id `404`: its refusals tell which ids exist (GW-21).
     GatewayRevealsIds,
+    /// An MCP front (a gateway's `/mcp`) whose `server/discover` lists only the earlier revisions, not `2026-07-28`
+    /// (MCP-2).
+    McpOldRevisionOnly,
+    /// An MCP front whose `tools/list` leaves out the last capability (MCP-5).
+    McpToolMissing,
+    /// An MCP front whose tools are marked read-only (`annotations.readOnlyHint: true`) and lose their
+    /// `_meta.a2a/auth_requirement` (MCP-6).
+    McpToolAnnotationsAltered,
+    /// An MCP front that answers a `tools/call` naming no tool with a bare HTTP `400`, not the JSON-RPC error
+    /// `-32602` (MCP-9).
+    McpUnknownToolAsHttpError,
+    /// An MCP front that wraps an object result in `{"result": ...}` in `structuredContent` (MCP-10: the result
+    /// itself when it is an object, the same JSON as the text content).
+    McpObjectResultWrapped,
+    /// An MCP front that answers a refused step as a JSON-RPC error, not as a tool error carrying the §12 body
+    /// (MCP-11).
+    McpRefusalAsRpcError,
+    /// An MCP front whose NEGOTIATE proposes the tool's schema serialized as a JSON string, not the schema (MCP-12);
+    /// the agents behind the gateway see the broken proposal.
+    McpProposalAsString,
+    /// An MCP front that leaves the arguments to the agent's EXECUTE instead of validating them against the agreed
+    /// schema: its `payload_invalid` is the agent's, without `details.agreed_schema` (MCP-13).
+    McpArgumentsLeftToAgent,
     /// A streaming RESULT dropped before its `result` event cancels the execution (STR-12: it changes nothing).
     DroppedStreamCancels,
     /// DISCOVER carries `Access-Control-Allow-Origin` and `Access-Control-Expose-Headers` also without `Origin`
@@ -2068,6 +2091,15 @@ pub const CAUGHT: &[(Fault, &[&str])] = &[
     (Fault::DroppedStreamCancels, &["streaming/drop-keeps-running"]),
     (Fault::RefusalRevealsIds, &["did-auth/no-existence-oracle"]),
     (Fault::GatewayRevealsIds, &["did-auth/no-existence-oracle"]),
+    (Fault::McpOldRevisionOnly, &["mcp/revisions"]),
+    (Fault::McpToolMissing, &["mcp/tools-list"]),
+    (Fault::McpToolAnnotationsAltered, &["mcp/tools-list"]),
+    (Fault::McpUnknownToolAsHttpError, &["mcp/malformed"]),
+    (Fault::McpObjectResultWrapped, &["mcp/call"]),
+    (Fault::McpRefusalAsRpcError, &["mcp/refusal"]),
+    // The refused NEGOTIATE is the answer of every call: the valid one and the one with bad arguments.
+    (Fault::McpProposalAsString, &["mcp/call", "mcp/refusal"]),
+    (Fault::McpArgumentsLeftToAgent, &["mcp/refusal"]),
 ];
 
 /// The checks that catch `fault`, as [`CAUGHT`] lists them.
@@ -5831,6 +5863,21 @@ fn gateway_fault(fault: Fault) -> bool {
             | Fault::GatewayForwardsAmbiguousFraming
             | Fault::GatewayPassesAgentBridgeTo
             | Fault::GatewayRevealsIds
+    ) || mcp_fault(fault)
+}
+
+/// The broken MCP fronts (§21): a real gateway's `/mcp` behind the front that breaks it.
+fn mcp_fault(fault: Fault) -> bool {
+    matches!(
+        fault,
+        Fault::McpOldRevisionOnly
+            | Fault::McpToolMissing
+            | Fault::McpToolAnnotationsAltered
+            | Fault::McpUnknownToolAsHttpError
+            | Fault::McpObjectResultWrapped
+            | Fault::McpRefusalAsRpcError
+            | Fault::McpProposalAsString
+            | Fault::McpArgumentsLeftToAgent
     )
 }
 
@@ -5883,6 +5930,9 @@ async fn start_gateway(fault: Fault) -> Broken {
                 }
                 next.run(req).await
             }));
+        }
+        if fault == Fault::McpProposalAsString {
+            app = app.layer(axum::middleware::from_fn(proposal_as_string));
         }
         agents.push(format!("http://127.0.0.1:{port}"));
         keep.push(Box::new(common::serve(l, port, parts, app)));
@@ -5990,6 +6040,9 @@ impl Front {
                 );
             }
         }
+        if path == "/mcp" && parts.method == Method::POST && mcp_fault(self.fault) {
+            return self.mcp(parts, body_bytes(body).await).await;
+        }
         let upstream =
             if self.fault == Fault::GatewayRoutesNotShared && step { &self.upstreams[1] } else { &self.upstreams[0] };
         let bytes = body_bytes(body).await;
@@ -6061,6 +6114,127 @@ impl Front {
         *out.headers_mut() = headers;
         out
     }
+}
+
+impl Front {
+    /// A POST to the gateway's `/mcp`, its JSON-RPC answer (a JSON body, or the `data:` lines of an SSE stream)
+    /// rewritten by the MCP fault (§21).
+    async fn mcp(&self, parts: axum::http::request::Parts, bytes: Vec<u8>) -> Response {
+        let request: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let method = request["method"].as_str().unwrap_or("").to_owned();
+        let mut rb = self.client.post(format!("{}/mcp", self.upstreams[0]));
+        for (k, v) in &parts.headers {
+            if !HOP_BY_HOP.contains(&k.as_str()) {
+                rb = rb.header(k, v);
+            }
+        }
+        let resp = match rb.body(bytes).send().await {
+            Ok(r) => r,
+            Err(e) => return self.refusal(StatusCode::BAD_GATEWAY, "agent_unavailable", e.to_string()),
+        };
+        let status = resp.status();
+        let mut headers = HeaderMap::new();
+        for (k, v) in resp.headers() {
+            if !HOP_BY_HOP.contains(&k.as_str()) {
+                headers.append(k, v.clone());
+            }
+        }
+        let text = resp.text().await.unwrap_or_default();
+        let mut bare = None;
+        let mut edit = |v: &mut Value| {
+            if v.get("id").is_none() {
+                return;
+            }
+            match self.fault {
+                // MCP-2: the current revision left out of supportedVersions.
+                Fault::McpOldRevisionOnly if method == "server/discover" => {
+                    if let Some(list) = v["result"]["supportedVersions"].as_array_mut() {
+                        list.retain(|x| x != "2026-07-28");
+                    }
+                }
+                // MCP-5: the last capability is no tool.
+                Fault::McpToolMissing if method == "tools/list" => {
+                    if let Some(list) = v["result"]["tools"].as_array_mut() {
+                        list.pop();
+                    }
+                }
+                // MCP-6: the tools' annotations and _meta are not those of their capabilities.
+                Fault::McpToolAnnotationsAltered if method == "tools/list" => {
+                    for tool in v["result"]["tools"].as_array_mut().into_iter().flatten() {
+                        tool["annotations"]["readOnlyHint"] = json!(true);
+                        if let Some(m) = tool.get_mut("_meta").and_then(Value::as_object_mut) {
+                            m.remove("a2a/auth_requirement");
+                        }
+                    }
+                }
+                // MCP-9: an unknown tool is a bare HTTP error.
+                Fault::McpUnknownToolAsHttpError if method == "tools/call" && v["error"]["code"] == -32602 => {
+                    bare = Some((StatusCode::BAD_REQUEST, "no such tool".to_owned()));
+                }
+                // MCP-10: an object result wrapped as if it were not one.
+                Fault::McpObjectResultWrapped if method == "tools/call" && v["result"]["isError"] == false => {
+                    let result = v["result"]["structuredContent"].take();
+                    v["result"]["structuredContent"] = json!({ "result": result });
+                }
+                // MCP-11: a refusal as a JSON-RPC error, its body in `data`.
+                Fault::McpRefusalAsRpcError if method == "tools/call" && v["result"]["isError"] == true => {
+                    let body = v["result"]["structuredContent"].take();
+                    let message = body["error"]["message"].as_str().unwrap_or("refused").to_owned();
+                    v.as_object_mut().map(|o| o.remove("result"));
+                    v["error"] = json!({"code": -32603, "message": message, "data": body});
+                }
+                // MCP-13: the agent's EXECUTE refusal passed on: no agreed_schema.
+                Fault::McpArgumentsLeftToAgent
+                    if method == "tools/call"
+                        && v["result"]["structuredContent"]["error"]["code"] == "payload_invalid" =>
+                {
+                    if let Some(d) = v["result"]["structuredContent"]["error"]["details"].as_object_mut() {
+                        d.remove("agreed_schema");
+                    }
+                }
+                _ => {}
+            }
+        };
+        let body = if let Ok(mut v) = serde_json::from_str::<Value>(&text) {
+            edit(&mut v);
+            v.to_string()
+        } else {
+            text.split('\n')
+                .map(|line| match line.strip_prefix("data:").map(|d| serde_json::from_str::<Value>(d.trim())) {
+                    Some(Ok(mut v)) => {
+                        edit(&mut v);
+                        format!("data: {v}")
+                    }
+                    _ => line.to_owned(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        if let Some((status, message)) = bare {
+            return (status, message).into_response();
+        }
+        let mut out = Response::new(Body::from(body));
+        *out.status_mut() = status;
+        *out.headers_mut() = headers;
+        out
+    }
+}
+
+/// The agents' side of McpProposalAsString: a NEGOTIATE of the gateway's MCP front (its DID ends in `:mcp`, MCP-18)
+/// proposes the tool's schema serialized as a JSON string, not the schema (MCP-12).
+async fn proposal_as_string(req: Request<Body>, next: Next) -> Response {
+    let from_front = ["a2a-forwarded-sender", "a2a-sender-id"]
+        .iter()
+        .any(|h| header(req.headers(), h).is_some_and(|d| d.ends_with(":mcp")));
+    if req.method() != Method::POST || req.uri().path() != "/a2a/negotiate" || !from_front {
+        return next.run(req).await;
+    }
+    let (mut parts, body) = req.into_parts();
+    let mut v: Value = serde_json::from_slice(&body_bytes(body).await).unwrap_or(Value::Null);
+    let schema = v["proposed_schema"].take();
+    v["proposed_schema"] = json!(schema.to_string());
+    parts.headers.remove("content-length");
+    next.run(Request::from_parts(parts, Body::from(v.to_string()))).await
 }
 
 /// The `aud` of a request's `A2A-Signature`, read without verifying it.
@@ -6171,4 +6345,63 @@ async fn a_refusal_that_tells_real_ids_from_made_up_ones_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_whose_refusals_tell_real_ids_is_caught() {
     caught(Fault::GatewayRevealsIds).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_front_without_the_current_revision_is_caught() {
+    caught(Fault::McpOldRevisionOnly).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_front_missing_a_tool_is_caught() {
+    caught(Fault::McpToolMissing).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_front_altering_the_tools_annotations_is_caught() {
+    caught(Fault::McpToolAnnotationsAltered).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_front_answering_an_unknown_tool_with_an_http_error_is_caught() {
+    caught(Fault::McpUnknownToolAsHttpError).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_front_wrapping_an_object_result_is_caught() {
+    caught(Fault::McpObjectResultWrapped).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_front_answering_a_refusal_as_a_json_rpc_error_is_caught() {
+    caught(Fault::McpRefusalAsRpcError).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_front_proposing_its_schema_as_a_string_is_caught() {
+    caught(Fault::McpProposalAsString).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_front_leaving_the_arguments_to_the_agent_is_caught() {
+    caught(Fault::McpArgumentsLeftToAgent).await;
+}
+
+/// The control of the MCP fixtures: the same real gateway behind the same front, with a fault that touches no `/mcp`
+/// request (GatewayTakesAnyVersion rewrites only an `A2A-Version` other than 0.3, which the MCP checks never send),
+/// passes every mcp/* check, none skipped: the fixtures' checks fail for their fault, not for the gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unbroken_mcp_front_passes_every_mcp_check() {
+    let gateway = start_gateway(Fault::GatewayTakesAnyVersion).await;
+    let mut opts = common::options(&gateway.running.base, None);
+    opts.only = Some("mcp/".into());
+    opts.gateway = true;
+    let report = common::run(opts).await;
+    let mcp: Vec<_> = report.checks.iter().filter(|c| c.id.starts_with("mcp/")).collect();
+    assert!(
+        mcp.len() == 5 && mcp.iter().all(|c| c.status == a2a_conformance::Status::Pass),
+        "every mcp/* check passes: {:?}\n{}",
+        mcp.iter().map(|c| (c.id.clone(), c.status.as_str(), c.message.clone())).collect::<Vec<_>>(),
+        common::explain(&report)
+    );
 }

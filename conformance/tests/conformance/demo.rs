@@ -9,6 +9,13 @@ use crate::common::{self, Running};
 async fn real_demo() -> Running {
     let (l, port) = common::listener().await;
     let (agent, app) = a2a_agent::app::demo_app(port).expect("demo app");
+    // MCP-1: `/mcp` beside `/a2a`, calling it over loopback, as `a2a-server --demo` serves it.
+    let front = a2a_mcp::inbound::McpSection::default()
+        .front_config(agent.did(), std::path::Path::new("."))
+        .and_then(|c| a2a_mcp::inbound::Front::new(c.with_name("a2a demo agent")))
+        .expect("the demo's MCP front");
+    front.set_endpoint(&a2a_mcp::inbound::Front::loopback_endpoint(l.local_addr().expect("address")));
+    let app = app.route_service(a2a_mcp::inbound::PATH, front.service());
     let store = std::sync::Arc::new(a2a_server::store::MemoryStore::new(Default::default()));
     common::serve(l, port, common::DemoParts { agent, app: app.clone(), store, key: None }, app)
 }
@@ -22,7 +29,8 @@ async fn demo_agent_passes_every_check_that_applies_with_a_served_did() {
     let mut skipped: Vec<&str> = report.ids_with(Status::Skip);
     skipped.sort();
     // The demo has no oauth2 capability, a confirm window (60 s) longer than the suite waits, signs no responses,
-    // and is not a gateway. It serves the A2A 1.x bridge (§20), so the bridge/* checks run and pass.
+    // and is not a gateway. It serves the A2A 1.x bridge (§20) and MCP (§21), so the bridge/* and mcp/* checks run and
+    // pass.
     assert_eq!(
         skipped,
         [
