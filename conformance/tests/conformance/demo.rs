@@ -8,14 +8,8 @@ use crate::common::{self, Running};
 /// The real demo, as `a2a-server --demo` serves it.
 async fn real_demo() -> Running {
     let (l, port) = common::listener().await;
+    // `demo_app` serves `/mcp` beside `/a2a` (MCP-1), as `a2a-server --demo` does.
     let (agent, app) = a2a_agent::app::demo_app(port).expect("demo app");
-    // MCP-1: `/mcp` beside `/a2a`, calling it over loopback, as `a2a-server --demo` serves it.
-    let front = a2a_mcp::inbound::McpSection::default()
-        .front_config(agent.did(), std::path::Path::new("."))
-        .and_then(|c| a2a_mcp::inbound::Front::new(c.with_name("a2a demo agent")))
-        .expect("the demo's MCP front");
-    front.set_endpoint(&a2a_mcp::inbound::Front::loopback_endpoint(l.local_addr().expect("address")));
-    let app = app.route_service(a2a_mcp::inbound::PATH, front.service());
     let store = std::sync::Arc::new(a2a_server::store::MemoryStore::new(Default::default()));
     common::serve(l, port, common::DemoParts { agent, app: app.clone(), store, key: None }, app)
 }
