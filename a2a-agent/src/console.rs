@@ -197,6 +197,9 @@ async fn handle(shared: &Shared, key: Option<[u8; 32]>, req: Request) -> Respons
     if parts.method != Method::GET && parts.method != Method::HEAD {
         return method_not_allowed("GET, HEAD");
     }
+    if let Some(js) = a2a_runtime::console_try::shared_script(&path) {
+        return respond(StatusCode::OK, "text/javascript; charset=utf-8", js);
+    }
     match path.as_str() {
         "/console" => respond(StatusCode::OK, "text/html; charset=utf-8", PAGE),
         "/console/assets/agent.js" => respond(StatusCode::OK, "text/javascript; charset=utf-8", SCRIPT),
@@ -229,15 +232,6 @@ async fn handle(shared: &Shared, key: Option<[u8; 32]>, req: Request) -> Respons
             }
         }
         "/console/api/metrics" => json_response(StatusCode::OK, &summary(&agent.engine().metrics().encode())),
-        "/console/assets/dom.js" => {
-            respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_auth::DOM_JS)
-        }
-        "/console/assets/try.js" => {
-            respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_try::TRY_JS)
-        }
-        "/console/assets/sessions.js" => {
-            respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_try::SESSIONS_JS)
-        }
         "/console/api/sessions" => sessions_list(agent).await,
         "/console/api/sessions/history" => sessions_history(agent, &parts.uri).await,
         "/console/api/sessions/events" => sessions_events(agent, &parts).await,

@@ -198,19 +198,13 @@ pub(crate) async fn handle(gw: Arc<Inner>, parts: http::request::Parts, body: Bo
     if parts.method != Method::GET && parts.method != Method::HEAD {
         return method_not_allowed("GET, HEAD");
     }
+    if let Some(js) = a2a_runtime::console_try::shared_script(&path) {
+        return respond(StatusCode::OK, "text/javascript; charset=utf-8", js);
+    }
     match path.as_str() {
         "/console" | "/console/" => respond(StatusCode::OK, "text/html; charset=utf-8", INDEX_HTML),
         "/console/assets/console.js" => respond(StatusCode::OK, "text/javascript; charset=utf-8", CONSOLE_JS),
         "/console/assets/console.css" => respond(StatusCode::OK, "text/css; charset=utf-8", CONSOLE_CSS),
-        "/console/assets/dom.js" => {
-            respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_auth::DOM_JS)
-        }
-        "/console/assets/try.js" => {
-            respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_try::TRY_JS)
-        }
-        "/console/assets/sessions.js" => {
-            respond(StatusCode::OK, "text/javascript; charset=utf-8", a2a_runtime::console_try::SESSIONS_JS)
-        }
         "/console/api/sessions" => json_response(StatusCode::OK, &sessions::list(&gw).await),
         "/console/api/sessions/history" => sessions::history(&gw, &parts.uri).await,
         "/console/api/sessions/events" => sessions::events(&gw, &parts).await,

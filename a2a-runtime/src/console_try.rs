@@ -29,6 +29,17 @@ pub const TRY_JS: &str = include_str!("console_try.js");
 /// The Sessions view's script (both consoles: `/console/assets/sessions.js`).
 pub const SESSIONS_JS: &str = include_str!("console_sessions.js");
 
+/// The scripts both consoles serve alike, by path: `/console/assets/dom.js` ([`crate::console_auth::DOM_JS`]),
+/// `try.js` ([`TRY_JS`]) and `sessions.js` ([`SESSIONS_JS`]).
+pub fn shared_script(path: &str) -> Option<&'static str> {
+    match path {
+        "/console/assets/dom.js" => Some(crate::console_auth::DOM_JS),
+        "/console/assets/try.js" => Some(TRY_JS),
+        "/console/assets/sessions.js" => Some(SESSIONS_JS),
+        _ => None,
+    }
+}
+
 /// The key upload: `POST` (upload), `GET` (which one is in use), `DELETE` (forget it).
 pub const SIGNER_PATH: &str = "/console/api/signer";
 /// The signature of one request: `POST`.
